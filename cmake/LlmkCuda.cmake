@@ -1,0 +1,30 @@
+# Decides whether the CUDA kernels are built (LLMK_CUDA = AUTO | ON | OFF) and,
+# if so, for which architectures. sm_90 SASS plus compute_90 PTX by default,
+# linked against the static cudart so binaries built here run on a GPU box.
+set(LLMK_HAVE_CUDA OFF)
+if(NOT LLMK_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(_llmk_nvcc nvcc PATHS /usr/local/cuda/bin NO_CACHE)
+    if(_llmk_nvcc)
+      set(CMAKE_CUDA_COMPILER ${_llmk_nvcc})
+    endif()
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # "90" = sm_90 SASS + compute_90 PTX
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 does not know nvcc's C++20 flag (nvcc 12+ has it): tell it.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(LLMK_HAVE_CUDA ON)
+  elseif(LLMK_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "LLMK_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+message(STATUS "llmk: CUDA kernels ${LLMK_HAVE_CUDA} (LLMK_CUDA=${LLMK_CUDA}, archs=${CMAKE_CUDA_ARCHITECTURES})")

@@ -1,0 +1,32 @@
+// Run-time CPU-feature dispatch. Every CPU kernel has a scalar path; most also
+// have AVX2+FMA+F16C and AVX-512 (F/BW/VL/DQ) paths compiled in their own
+// translation units (*_avx2.cpp, *_avx512.cpp). simd_level() picks the best one
+// the CPU and OS support, capped by set_simd_limit() or the environment
+// variable LLMK_SIMD=scalar|avx2|avx512, so tests can run every path the
+// machine can execute.
+#pragma once
+#include <string_view>
+
+namespace llmk {
+
+enum class SimdLevel : int { scalar = 0, avx2 = 1, avx512 = 2 };
+
+SimdLevel detected_simd_level();  // what this CPU + OS support
+SimdLevel simd_level();           // min(detected, limit)
+void set_simd_limit(SimdLevel level);
+const char* simd_name(SimdLevel level);
+SimdLevel parse_simd_level(std::string_view name);  // throws InvalidArgument
+
+// RAII cap for tests: restores the previous limit on destruction.
+class ScopedSimdLimit {
+ public:
+  explicit ScopedSimdLimit(SimdLevel level);
+  ~ScopedSimdLimit();
+  ScopedSimdLimit(const ScopedSimdLimit&) = delete;
+  ScopedSimdLimit& operator=(const ScopedSimdLimit&) = delete;
+
+ private:
+  SimdLevel prev_;
+};
+
+}  // namespace llmk

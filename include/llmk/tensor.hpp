@@ -1,0 +1,66 @@
+// TensorView: a small non-owning view (pointer, dtype, device, shape, strides).
+// Shapes and strides are 64-bit and counted in elements, so offsets never
+// overflow (llama2.c's 13B lesson). Most ops take 2-D views [rows, cols] whose
+// last dimension is contiguous and whose row stride may exceed cols.
+// Buffer: an owning, 64-byte-aligned host allocation.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "llmk/dtype.hpp"
+
+namespace llmk {
+
+enum class Device : uint8_t { cpu, cuda };
+const char* device_name(Device d);
+
+struct TensorView {
+  static constexpr int kMaxDims = 4;
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Device device = Device::cpu;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t stride[kMaxDims] = {};  // in elements
+
+  // [rows, cols] with the given row stride (elements; >= cols).
+  static TensorView matrix(const void* p, DType t, int64_t rows, int64_t cols, int64_t row_stride = -1,
+                           Device dev = Device::cpu);
+  static TensorView vector(const void* p, DType t, int64_t n, Device dev = Device::cpu);
+
+  int64_t numel() const;
+  int64_t rows() const { return ndim >= 2 ? shape[ndim - 2] : 1; }
+  int64_t cols() const { return ndim >= 1 ? shape[ndim - 1] : 1; }
+  int64_t row_stride() const { return ndim >= 2 ? stride[ndim - 2] : cols(); }
+  bool empty() const { return data == nullptr; }
+  template <class T>
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
+  std::string describe() const;  // e.g. "f32[8, 1024] stride 1024 on cpu"
+};
+
+// Owning host memory, 64-byte aligned (one cache line, one AVX-512 vector).
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  void* data() const { return p_.get(); }
+  size_t bytes() const { return bytes_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_.get());
+  }
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Free> p_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace llmk

@@ -1,0 +1,12 @@
+"""llmk: hot paths of transformer inference and training (C++/CUDA), from Python.
+
+Functions accept numpy arrays and any DLPack tensor (torch CPU tensors, and
+CUDA tensors when llmk was built with CUDA and a device is present). Outputs
+are allocated with the caller's library, on the caller's device.
+"""
+from . import _llmk
+from ._llmk import (cuda_compiled, cuda_device_count, num_threads, set_num_threads, set_simd_limit,
+                    simd_level)
+
+__all__ = ["cuda_compiled", "cuda_device_count", "num_threads", "set_num_threads", "set_simd_limit",
+           "simd_level"]

@@ -1,0 +1,85 @@
+// CPUID/XGETBV probing and the SIMD-level cap (see llmk/cpu_features.hpp).
+#include "llmk/cpu_features.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "llmk/error.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace llmk {
+namespace {
+
+SimdLevel probe() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return SimdLevel::scalar;
+  const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
+  if (!osxsave || !avx) return SimdLevel::scalar;
+  unsigned xlo, xhi;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  const bool ymm_os = (xlo & 0x6u) == 0x6u;                // SSE + AVX state
+  const bool zmm_os = ymm_os && (xlo & 0xe0u) == 0xe0u;    // opmask + ZMM state
+  if (!ymm_os) return SimdLevel::scalar;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return SimdLevel::scalar;
+  const bool avx2 = b & (1u << 5);
+  const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+             avx512vl = b & (1u << 31);
+  if (!(avx2 && fma && f16c)) return SimdLevel::scalar;
+  if (zmm_os && avx512f && avx512dq && avx512bw && avx512vl) return SimdLevel::avx512;
+  return SimdLevel::avx2;
+#else
+  return SimdLevel::scalar;
+#endif
+}
+
+SimdLevel initial_limit() {
+  const char* env = std::getenv("LLMK_SIMD");
+  return env && *env ? parse_simd_level(env) : SimdLevel::avx512;
+}
+
+std::atomic<int>& limit() {
+  static std::atomic<int> l{static_cast<int>(initial_limit())};
+  return l;
+}
+
+}  // namespace
+
+SimdLevel detected_simd_level() {
+  static const SimdLevel level = probe();
+  return level;
+}
+
+SimdLevel simd_level() {
+  const int l = limit().load(std::memory_order_relaxed);
+  const int d = static_cast<int>(detected_simd_level());
+  return static_cast<SimdLevel>(l < d ? l : d);
+}
+
+void set_simd_limit(SimdLevel level) { limit().store(static_cast<int>(level)); }
+
+const char* simd_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::scalar: return "scalar";
+    case SimdLevel::avx2: return "avx2";
+    case SimdLevel::avx512: return "avx512";
+  }
+  return "?";
+}
+
+SimdLevel parse_simd_level(std::string_view name) {
+  for (SimdLevel l : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512})
+    if (name == simd_name(l)) return l;
+  throw_invalid_argument("parse_simd_level", "LLMK_SIMD", std::string(name), "must be scalar, avx2 or avx512");
+}
+
+ScopedSimdLimit::ScopedSimdLimit(SimdLevel level) : prev_(static_cast<SimdLevel>(limit().load())) {
+  set_simd_limit(level);
+}
+ScopedSimdLimit::~ScopedSimdLimit() { set_simd_limit(prev_); }
+
+}  // namespace llmk

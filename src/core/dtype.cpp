@@ -1,0 +1,72 @@
+// DType names, sizes and bulk conversion (scalar; AVX2 in dtype_avx2.cpp).
+#include "llmk/dtype.hpp"
+
+#include "llmk/cpu_features.hpp"
+#include "llmk/error.hpp"
+
+namespace llmk {
+
+namespace detail {
+bool convert_avx2(const void* src, DType st, void* dst, DType dt, size_t n);  // dtype_avx2.cpp
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::i8:
+    case DType::u8:
+      return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view name, std::string_view arg) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i8, DType::u8})
+    if (name == dtype_name(t)) return t;
+  throw_invalid_argument("parse_dtype", arg, std::string(name), "must be one of f32, f16, bf16, i32, i8, u8");
+}
+
+namespace {
+template <class S, class D>
+void convert_scalar(const S* s, D* d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = from_f32<D>(to_f32(s[i]));
+}
+template <class S>
+void convert_from(const S* s, void* dst, DType dt, size_t n) {
+  switch (dt) {
+    case DType::f32: convert_scalar(s, static_cast<float*>(dst), n); return;
+    case DType::f16: convert_scalar(s, static_cast<f16*>(dst), n); return;
+    case DType::bf16: convert_scalar(s, static_cast<bf16*>(dst), n); return;
+    default: throw_invalid_argument("convert", "dst_type", dtype_name(dt), "must be f32, f16 or bf16");
+  }
+}
+}  // namespace
+
+void convert(const void* src, DType st, void* dst, DType dt, size_t n) {
+  if (simd_level() >= SimdLevel::avx2 && detail::convert_avx2(src, st, dst, dt, n)) return;
+  switch (st) {
+    case DType::f32: convert_from(static_cast<const float*>(src), dst, dt, n); return;
+    case DType::f16: convert_from(static_cast<const f16*>(src), dst, dt, n); return;
+    case DType::bf16: convert_from(static_cast<const bf16*>(src), dst, dt, n); return;
+    default: throw_invalid_argument("convert", "src_type", dtype_name(st), "must be f32, f16 or bf16");
+  }
+}
+
+}  // namespace llmk

@@ -1,0 +1,49 @@
+// Error messages name the function, the argument and its value.
+#include "llmk/error.hpp"
+#include "llmk/parallel.hpp"
+#include "llmk/tensor.hpp"
+#include "tests/common/testutil.hpp"
+
+TEST(Errors, MessageNamesArgumentAndValue) {
+  try {
+    llmk::TensorView::matrix(nullptr, llmk::DType::f32, 4, 8, 5);
+    FAIL() << "expected InvalidArgument";
+  } catch (const llmk::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "llmk::TensorView::matrix: argument 'row_stride' = 5: must be >= cols");
+  }
+  EXPECT_THROW(llmk::set_num_threads(0), llmk::InvalidArgument);
+}
+
+TEST(Tensor, ViewDescribesItselfAndUses64BitOffsets) {
+  const int64_t rows = int64_t(1) << 20, cols = int64_t(1) << 13;  // 2^33 elements: overflows 32 bits
+  auto v = llmk::TensorView::matrix(nullptr, llmk::DType::bf16, rows, cols, cols + 64);
+  EXPECT_EQ(v.numel(), int64_t(1) << 33);
+  EXPECT_EQ(v.row_stride(), cols + 64);
+  EXPECT_EQ(v.describe(), "bf16[1048576, 8192] row_stride 8256 on cpu");
+}
+
+TEST(Tensor, BufferIs64ByteAligned) {
+  for (size_t bytes : {1u, 63u, 64u, 1000u}) {
+    llmk::Buffer b(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+    EXPECT_EQ(b.bytes(), bytes);
+  }
+}
+
+TEST(Sentinel, GuardCatchesAWritePastTheEnd) {
+  llmk::test::Guarded<float> g(10, 4);
+  for (size_t i = 0; i < 10; ++i) g[i] = 1.0f;
+  EXPECT_TRUE(g.guard_intact());
+  g.data()[10] = 0.0f;  // one past the end, inside the guard
+  EXPECT_FALSE(g.guard_intact());
+}
+
+TEST(Tolerance, AllCloseFailsOnNanAndInfMismatch) {
+  const float a[3] = {1.0f, std::nanf(""), INFINITY};
+  const float e1[3] = {1.0f, 0.0f, INFINITY};
+  const float e2[3] = {1.0f, std::nanf(""), -INFINITY};
+  const float e3[3] = {1.0f, std::nanf(""), INFINITY};
+  EXPECT_FALSE(llmk::test::all_close(a, e1, 3, 1e-3, 0));
+  EXPECT_FALSE(llmk::test::all_close(a, e2, 3, 1e-3, 0));
+  EXPECT_TRUE(llmk::test::all_close(a, e3, 3, 1e-3, 0));
+}

@@ -1,0 +1,48 @@
+// The llmk command line: a registry of subcommands and a small argument parser.
+// A subcommand lives in tools/llmk/cmd_<name>.cpp and registers itself with
+// LLMK_COMMAND; those files are linked straight into the executable, so their
+// static registrars always run. Unknown options are an error that names them.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace llmk::cli {
+
+class Args {
+ public:
+  // argv[first..argc) are parsed: "--key value", "--key=value", "--flag", positionals.
+  // `flags` names the options that take no value.
+  Args(int argc, char** argv, int first, std::vector<std::string> flags = {});
+  std::string get(const std::string& key, const std::string& fallback);
+  int64_t get_int(const std::string& key, int64_t fallback);
+  double get_double(const std::string& key, double fallback);
+  bool has(const std::string& key);
+  bool flag(const std::string& key);  // a value-less option
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Throws InvalidArgument for the first option nobody asked for.
+  void finish() const;
+
+ private:
+  std::map<std::string, std::string> opts_;
+  std::map<std::string, bool> used_;
+  std::vector<std::string> positional_;
+};
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(Args& args);
+  std::vector<std::string> flags;  // value-less options of this command
+};
+
+bool register_command(Command c);
+const std::vector<Command>& commands();
+
+}  // namespace llmk::cli
+
+#define LLMK_CLI_CAT2(a, b) a##b
+#define LLMK_CLI_CAT(a, b) LLMK_CLI_CAT2(a, b)
+#define LLMK_COMMAND(...) \
+  static const bool LLMK_CLI_CAT(llmk_command_, __LINE__) = ::llmk::cli::register_command({__VA_ARGS__})
