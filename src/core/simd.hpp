@@ -1,0 +1,205 @@
+// A thin SIMD layer so a CPU kernel is written once, as a template over an ISA
+// struct, and instantiated in its *_avx2.cpp and *_avx512.cpp files:
+//
+//   template <class S> void kernel(...) { typename S::V acc = S::zero(); ... }
+//   // foo_avx2.cpp:   template void kernel<simd::Avx2>(...);
+//   // foo_avx512.cpp: template void kernel<simd::Avx512>(...);
+//
+// Only the struct whose ISA the translation unit is compiled for is defined
+// (cmake/LlmkSimd.cmake sets the flags by file name). All lanes are f32.
+// Conversions from f16 use F16C; bf16 <-> f32 round to nearest even with NaN
+// kept quiet, exactly like llmk/dtype.hpp's scalar conversions.
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "llmk/dtype.hpp"
+
+namespace llmk::simd {
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+struct Avx2 {
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  static constexpr const char* kName = "avx2";
+
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V load(const f16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static V load(const bf16* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void store(f16* p, V v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static void store(bf16* p, V v) {
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, qnan, nan);
+    // pack 8 x u32 (each < 65536) to 8 x u16 in order
+    const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(lo, hi));
+  }
+  // First n (< kWidth) lanes; the others read as 0 / are not written.
+  static V load_partial(const float* p, int n) { return _mm256_maskload_ps(p, tail_mask(n)); }
+  static void store_partial(float* p, V v, int n) { _mm256_maskstore_ps(p, tail_mask(n), v); }
+
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }  // a*b + c
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  // Bit i set when lane i of a > b (ordered: NaN compares false).
+  static unsigned gt_mask(V a, V b) { return unsigned(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ))); }
+  static unsigned nan_mask(V a) { return unsigned(_mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q))); }
+  static float hsum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float hmax(V v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // 2^n for integer-valued n in [-126, 127], as floats.
+  static V pow2i(V n) {
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_castsi256_ps(e);
+  }
+  static V round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V select(V mask_src_a, V b, V mask) { return _mm256_blendv_ps(mask_src_a, b, mask); }
+  static V cmp_lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static V cmp_gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+  static V cmp_unord(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static unsigned mask_bits(V m) { return unsigned(_mm256_movemask_ps(m)); }
+
+ private:
+  static __m256i tail_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+struct Avx512 {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr const char* kName = "avx512";
+
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V load(const f16* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static V load(const bf16* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void store(f16* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static void store(bf16* p, V v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+  }
+  static V load_partial(const float* p, int n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
+  static void store_partial(float* p, V v, int n) { _mm512_mask_storeu_ps(p, tail_mask(n), v); }
+
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static unsigned gt_mask(V a, V b) { return unsigned(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
+  static unsigned nan_mask(V a) { return unsigned(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)); }
+  static float hsum(V v) { return _mm512_reduce_add_ps(v); }
+  static float hmax(V v) { return _mm512_reduce_max_ps(v); }
+  static V pow2i(V n) {
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_castsi512_ps(e);
+  }
+  static V round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // Masks are carried as V with all-ones lanes, like AVX2, so templates stay ISA-neutral.
+  static V select(V a, V b, V mask) {
+    return _mm512_mask_mov_ps(a, _mm512_movepi32_mask(_mm512_castps_si512(mask)), b);
+  }
+  static V cmp_lt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)); }
+  static V cmp_gt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
+  static V cmp_unord(V a) { return mask_to_v(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)); }
+  static unsigned mask_bits(V m) { return unsigned(_mm512_movepi32_mask(_mm512_castps_si512(m))); }
+
+ private:
+  static __mmask16 tail_mask(int n) { return __mmask16((1u << n) - 1u); }
+  static V mask_to_v(__mmask16 m) { return _mm512_castsi512_ps(_mm512_movm_epi32(m)); }
+};
+#endif
+
+// exp(x) for every lane, relative error below 2 ulp over the whole f32 range:
+// exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN, underflow flushes to 0 below
+// -103.97 and overflow gives inf above 88.72. Cody-Waite reduction
+// x = n ln2 + r with |r| <= ln2/2, then the degree-7 Taylor polynomial (truncation < 5e-9 relative).
+template <class S>
+inline typename S::V exp(typename S::V x) {
+  using V = typename S::V;
+  const V hi = S::set1(88.7228394f), lo = S::set1(-103.972084f);
+  const V nan = S::cmp_unord(x);
+  const V over = S::cmp_gt(x, hi), under = S::cmp_lt(x, lo);
+  V xc = S::min(S::max(x, S::set1(-87.0f)), hi);  // keep 2^n normal; under/over fixed below
+  const V n = S::round(S::mul(xc, S::set1(1.44269504088896341f)));
+  V r = S::fmadd(n, S::set1(-0.693359375f), xc);  // ln2 split in two for exact n*ln2_hi
+  r = S::fmadd(n, S::set1(2.12194440e-4f), r);
+  V p = S::set1(1.0f / 5040.0f);
+  p = S::fmadd(p, r, S::set1(1.0f / 720.0f));
+  p = S::fmadd(p, r, S::set1(1.0f / 120.0f));
+  p = S::fmadd(p, r, S::set1(1.0f / 24.0f));
+  p = S::fmadd(p, r, S::set1(1.0f / 6.0f));
+  p = S::fmadd(p, r, S::set1(0.5f));
+  p = S::fmadd(p, r, S::set1(1.0f));
+  p = S::fmadd(p, r, S::set1(1.0f));
+  // 2^n in two factors: n reaches 128 near the overflow threshold.
+  const V na = S::round(S::mul(n, S::set1(0.5f)));
+  V y = S::mul(S::mul(p, S::pow2i(na)), S::pow2i(S::sub(n, na)));
+  // Between -103.97 and -87 the result is subnormal: scale in two steps.
+  const V sub = S::cmp_lt(x, S::set1(-87.0f));
+  if (S::mask_bits(sub)) {
+    const V xs = S::add(S::max(x, lo), S::set1(40.0f));  // exp(x) = exp(x + 40) * exp(-40)
+    const V ns = S::round(S::mul(xs, S::set1(1.44269504088896341f)));
+    V rs = S::fmadd(ns, S::set1(-0.693359375f), xs);
+    rs = S::fmadd(ns, S::set1(2.12194440e-4f), rs);
+    V q = S::set1(1.0f / 5040.0f);
+    q = S::fmadd(q, rs, S::set1(1.0f / 720.0f));
+    q = S::fmadd(q, rs, S::set1(1.0f / 120.0f));
+    q = S::fmadd(q, rs, S::set1(1.0f / 24.0f));
+    q = S::fmadd(q, rs, S::set1(1.0f / 6.0f));
+    q = S::fmadd(q, rs, S::set1(0.5f));
+    q = S::fmadd(q, rs, S::set1(1.0f));
+    q = S::fmadd(q, rs, S::set1(1.0f));
+    const V ys = S::mul(S::mul(q, S::pow2i(ns)), S::set1(4.24835426e-18f));  // exp(-40)
+    y = S::select(y, ys, sub);
+  }
+  y = S::select(y, S::zero(), under);
+  y = S::select(y, S::set1(INFINITY), over);
+  return S::select(y, S::add(x, x), nan);
+}
+
+}  // namespace llmk::simd

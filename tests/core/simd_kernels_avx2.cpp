@@ -1,0 +1,14 @@
+// The SIMD layer instantiated for AVX2, for test_simd.cpp (which calls these
+// only when the CPU has AVX2).
+#include "core/simd.hpp"
+
+namespace llmk::test {
+void exp_avx2(const float* x, float* y, int n) {
+  using S = simd::Avx2;
+  for (int i = 0; i < n; i += S::kWidth) S::store(y + i, simd::exp<S>(S::load(x + i)));
+}
+void bf16_roundtrip_avx2(const float* x, bf16* y, int n) {
+  using S = simd::Avx2;
+  for (int i = 0; i < n; i += S::kWidth) S::store(y + i, S::load(x + i));
+}
+}  // namespace llmk::test
