@@ -127,7 +127,7 @@ void validate(const ModelConfig& m) {
 ModelConfig parse_model_config(std::string_view text, std::string_view source) {
   const std::string fn = "analyze config " + std::string(source);
   const json::Value root = json::parse(text, source);
-  LLMK_CHECK_ARG(root.kind == json::Value::Kind::object, fn, "(top level)", root.repr(), "must be a JSON object");
+  LLMK_CHECK_ARG(root.kind == json::Value::Kind::object, fn, "top level", root.repr(), "must be a JSON object");
   ModelConfig m;
   struct Int {
     const char* key;
@@ -146,7 +146,7 @@ ModelConfig parse_model_config(std::string_view text, std::string_view source) {
 
   std::vector<std::string> seen;
   for (const auto& [key, v] : root.members) {
-    const std::string arg = "key '" + key + "'";
+    const std::string& arg = key;
     seen.push_back(key);
     if (key == "name") {
       LLMK_CHECK_ARG(v.kind == json::Value::Kind::string, fn, arg, v.repr(), "must be a string");
@@ -178,11 +178,11 @@ ModelConfig parse_model_config(std::string_view text, std::string_view source) {
   }
   auto has = [&](const char* k) { return std::find(seen.begin(), seen.end(), k) != seen.end(); };
   for (const auto& i : ints)
-    LLMK_CHECK_ARG(!i.required || has(i.key), fn, std::string("key '") + i.key + "'", "(missing)", "is required");
+    LLMK_CHECK_ARG(!i.required || has(i.key), fn, i.key, "(missing)", "is required");
   for (const auto& [bkey, _] : bools)
-    LLMK_CHECK_ARG(has(bkey), fn, std::string("key '") + bkey + "'", "(missing)", "is required");
+    LLMK_CHECK_ARG(has(bkey), fn, bkey, "(missing)", "is required");
   if (m.name.empty()) m.name = std::string(source);
-  LLMK_CHECK_ARG(m.n_heads % m.n_kv_heads == 0, fn, "key 'n_kv_heads'", m.n_kv_heads,
+  LLMK_CHECK_ARG(m.n_heads % m.n_kv_heads == 0, fn, "n_kv_heads", m.n_kv_heads,
                  "must divide n_heads = " + std::to_string(m.n_heads));
   validate(m);
   return m;
