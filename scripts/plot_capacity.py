@@ -12,7 +12,8 @@ each device's memory less its reserve as a horizontal line (the analysis's
 "after the weights and the reserve").
 
 Roofline plot: one panel per device, attainable FLOP/s = min(peak, I x bandwidth)
-against I (FLOPs per byte), with the model's ops from the analysis placed on the
+against I (FLOPs per byte) for the tensor-core peak (solid) and the f32 vector
+peak (dashed, GPUs only), with the model's ops from the analysis placed on the
 roof (decode attention per KV type, prefill attention per prompt length, weight
 matmuls per token count). Measured kernels from `llmk bench ... --json` files
 given as --bench DEVICE=FILE are placed at (I, I x measured GB/s); I comes from
@@ -123,6 +124,9 @@ def plot_roofline(a, measured, out, plt):
         peak, bw = d["peak_tflops"] * 1e12, d["bandwidth_gbps"] * 1e9
         xs = [2 ** (k / 4) for k in range(-16, 4 * 16)]
         ax.plot(xs, [min(peak, x * bw) for x in xs], "k-", lw=1.5)
+        if d["fp32_tflops"] < d["peak_tflops"]:  # the roof without tensor cores
+            f32 = d["fp32_tflops"] * 1e12
+            ax.plot(xs, [min(f32, x * bw) for x in xs], "k--", lw=0.8)
         ax.axvline(d["ridge"], color="gray", ls=":", lw=0.8)
         for name, i, marker, colour in ops:
             ax.plot([i], [min(peak, i * bw)], marker, color=colour, mec="k", mew=0.4, ms=6, label=name)
@@ -142,7 +146,7 @@ def plot_roofline(a, measured, out, plt):
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=6)
     s = a["settings"]
     fig.suptitle(f"{a['model']['name']} on each roofline (context {s['context']}, weights {s['weights']}; "
-                 f"red stars: measured kernels)", fontsize=10)
+                 f"dashed: f32 roof without tensor cores; red stars: measured kernels)", fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.96))
     path = out / f"{a['model']['name']}_roofline.png"
     fig.savefig(path, dpi=110)

@@ -68,6 +68,7 @@ struct Device {
   int64_t memory_bytes = 0;
   double bandwidth_gbps = 0;  // peak (GPUs: datasheet) or measured (cpu: STREAM triad)
   double peak_tflops = 0;     // dense bf16/f16 tensor (GPUs) or measured f32 FMA (cpu)
+  double fp32_tflops = 0;     // f32 FMA without tensor cores (GPUs: datasheet; cpu: = peak_tflops)
   std::string source;         // where the figures come from
 };
 
@@ -132,6 +133,9 @@ Work prefill_attention(const ModelConfig& m, KvType k, KvType v, int64_t prompt,
 Work weight_matmuls(const ModelConfig& m, WeightType w, int64_t tokens, double act_bytes);
 
 inline double ridge(const Device& d) { return d.peak_tflops * 1e12 / (d.bandwidth_gbps * 1e9); }
+// The ridge of a kernel that computes in f32 on the vector units (CUDA cores),
+// as a decode-attention kernel usually does.
+inline double fp32_ridge(const Device& d) { return d.fp32_tflops * 1e12 / (d.bandwidth_gbps * 1e9); }
 // Roofline: attainable FLOP/s = min(peak, intensity x bandwidth); time = max(flops/peak, bytes/bw).
 double roofline_seconds(const Device& d, const Work& w);
 

@@ -46,6 +46,7 @@ Device host_device(double bandwidth_gbps, double peak_tflops) {
   d.memory_bytes = kib * 1024;
   d.bandwidth_gbps = bandwidth_gbps;
   d.peak_tflops = peak_tflops;
+  d.fp32_tflops = peak_tflops;  // a CPU has no separate matrix unit that llmk uses
   d.source = "/proc/meminfo MemTotal; bandwidth and f32 FMA peak measured or given";
   return d;
 }

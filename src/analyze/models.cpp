@@ -197,20 +197,21 @@ ModelConfig load_model_config(const std::string& path) {
 }
 
 const std::vector<Device>& builtin_devices() {
-  // key, name, memory bytes (datasheet GB x 1e9), GB/s, dense bf16/f16 tensor TFLOP/s, source
+  // key, name, memory bytes (datasheet GB x 1e9), GB/s, dense bf16/f16 tensor TFLOP/s, f32 non-tensor
+  // TFLOP/s, source
   static const std::vector<Device> devices = {
-      {"h100", "NVIDIA H100 SXM 80GB", 80'000'000'000, 3350, 989.4,
-       "H100 datasheet: 80 GB HBM3, 3.35 TB/s, BF16 tensor 1979 TFLOPS with sparsity (989.4 dense)"},
-      {"h200", "NVIDIA H200 SXM 141GB", 141'000'000'000, 4800, 989.4,
-       "H200 datasheet: 141 GB HBM3e, 4.8 TB/s, BF16 tensor 1979 TFLOPS with sparsity (989.4 dense)"},
-      {"a100-40", "NVIDIA A100 SXM 40GB", 40'000'000'000, 1555, 312,
-       "A100 datasheet: 40 GB HBM2, 1555 GB/s, BF16 tensor 312 TFLOPS dense"},
-      {"a100-80", "NVIDIA A100 SXM 80GB", 80'000'000'000, 2039, 312,
-       "A100 datasheet: 80 GB HBM2e (SXM), 2039 GB/s, BF16 tensor 312 TFLOPS dense"},
-      {"l4", "NVIDIA L4", 24'000'000'000, 300, 121,
-       "L4 datasheet: 24 GB GDDR6, 300 GB/s, BF16 tensor 242 TFLOPS with sparsity (121 dense)"},
-      {"rtx4090", "NVIDIA GeForce RTX 4090", 24'000'000'000, 1008, 165.2,
-       "Ada architecture whitepaper: 24 GB GDDR6X, 1008 GB/s, FP16/BF16 tensor with FP32 accumulate 165.2 TFLOPS dense"},
+      {"h100", "NVIDIA H100 SXM 80GB", 80'000'000'000, 3350, 989.4, 67,
+       "H100 datasheet: 80 GB HBM3, 3.35 TB/s, BF16 tensor 1979 TFLOPS with sparsity (989.4 dense), FP32 67 TFLOPS"},
+      {"h200", "NVIDIA H200 SXM 141GB", 141'000'000'000, 4800, 989.4, 67,
+       "H200 datasheet: 141 GB HBM3e, 4.8 TB/s, BF16 tensor 1979 TFLOPS with sparsity (989.4 dense), FP32 67 TFLOPS"},
+      {"a100-40", "NVIDIA A100 SXM 40GB", 40'000'000'000, 1555, 312, 19.5,
+       "A100 datasheet: 40 GB HBM2, 1555 GB/s, BF16 tensor 312 TFLOPS dense, FP32 19.5 TFLOPS"},
+      {"a100-80", "NVIDIA A100 SXM 80GB", 80'000'000'000, 2039, 312, 19.5,
+       "A100 datasheet: 80 GB HBM2e (SXM), 2039 GB/s, BF16 tensor 312 TFLOPS dense, FP32 19.5 TFLOPS"},
+      {"l4", "NVIDIA L4", 24'000'000'000, 300, 121, 30.3,
+       "L4 datasheet: 24 GB GDDR6, 300 GB/s, BF16 tensor 242 TFLOPS with sparsity (121 dense), FP32 30.3 TFLOPS"},
+      {"rtx4090", "NVIDIA GeForce RTX 4090", 24'000'000'000, 1008, 165.2, 82.6,
+       "Ada architecture whitepaper: 24 GB GDDR6X, 1008 GB/s, FP16/BF16 tensor with FP32 accumulate 165.2 TFLOPS dense, FP32 82.6 TFLOPS"},
   };
   return devices;
 }

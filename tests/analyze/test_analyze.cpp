@@ -207,6 +207,7 @@ TEST(AnalyzeIntensity, DecodeTendsTo2GOverBAndPrefillGrows) {
 TEST(AnalyzeIntensity, RooflineTime) {
   const Device d = find_device("h100");  // ridge 989.4e12 / 3350e9 = 295.3 FLOP/B
   EXPECT_NEAR(ridge(d), 295.34, 0.01);
+  EXPECT_DOUBLE_EQ(fp32_ridge(d), 20.0);  // 67e12 / 3.35e12: CUDA cores without tensor cores
   EXPECT_DOUBLE_EQ(roofline_seconds(d, {1e12, 3.35e9}), 1e12 / 989.4e12);  // compute-bound
   EXPECT_DOUBLE_EQ(roofline_seconds(d, {1e9, 3.35e9}), 1e-3);               // memory-bound
 }

@@ -45,7 +45,11 @@ Work decode_step(const Setup& s) {
   return {mm.flops + double(s.batch) * at.flops, mm.bytes + double(s.batch) * at.bytes};
 }
 
-const char* side(double intensity, const Device& d) { return intensity < ridge(d) ? "mem" : "comp"; }
+// Below the tensor ridge: "mem"; "mem*" when it is nonetheless above the f32
+// vector ridge (compute-bound for a kernel that does not use tensor cores).
+const char* side(double intensity, const Device& d) {
+  return intensity >= ridge(d) ? "comp" : intensity >= fp32_ridge(d) ? "mem*" : "mem";
+}
 
 void print_text(const Setup& s) {
   const ModelConfig& m = s.m;
@@ -103,11 +107,14 @@ void print_text(const Setup& s) {
                 (long long)c.max_batch, note.c_str());
   }
 
-  std::printf("\narithmetic intensity (FLOPs/byte) and roofline side (mem = below the ridge, comp = above)\n");
+  std::printf("\narithmetic intensity (FLOPs/byte) and roofline side: mem = below the ridge, comp = above,\n"
+              "mem* = below the tensor ridge but above the f32 (CUDA-core) ridge\n");
   std::printf("  %-34s %9s", "op", "FLOP/B");
   for (const Device& d : s.devices) std::printf(" %8s", d.key.c_str());
   std::printf("\n  %-34s %9s", "ridge = peak / bandwidth", "");
   for (const Device& d : s.devices) std::printf(" %8.1f", ridge(d));
+  std::printf("\n  %-34s %9s", "f32 ridge = f32 peak / bandwidth", "");
+  for (const Device& d : s.devices) std::printf(" %8.1f", fp32_ridge(d));
   std::printf("\n");
   auto row = [&](const std::string& op, const Work& w) {
     std::printf("  %-34s %9.2f", op.c_str(), w.intensity());
@@ -132,10 +139,10 @@ void print_text(const Setup& s) {
     const double t = roofline_seconds(d, step);
     std::printf("  %-8s %12.3f %14.1f\n", d.key.c_str(), t * 1e3, double(s.batch) / t);
   }
-  std::printf("\ndevices (GB/s, dense bf16/f16 tensor TFLOP/s or measured f32 FMA for cpu):\n");
+  std::printf("\ndevices (GB/s; dense bf16/f16 tensor and f32 TFLOP/s; cpu: measured f32 FMA):\n");
   for (const Device& d : s.devices)
-    std::printf("  %-8s %s: %.0f GB, %.1f GB/s, %.2f TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
-                gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.source.c_str());
+    std::printf("  %-8s %s: %.0f GB, %.1f GB/s, %.2f / %.2f TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
+                gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.fp32_tflops, d.source.c_str());
 }
 
 // --- JSON ---------------------------------------------------------------------
@@ -189,7 +196,8 @@ void print_json(const Setup& s) {
     const Capacity c = capacity(m, d, s.k, s.v, s.w, s.batch, s.context, s.opt);
     o += std::string(i ? ",\n   " : "\n   ") + "{\"key\": " + q(d.key) + ", \"name\": " + q(d.name) +
          ", \"memory_bytes\": " + num(d.memory_bytes) + ", \"bandwidth_gbps\": " + num(d.bandwidth_gbps) +
-         ", \"peak_tflops\": " + num(d.peak_tflops) + ", \"ridge\": " + num(ridge(d)) + ", \"source\": " +
+         ", \"peak_tflops\": " + num(d.peak_tflops) + ", \"ridge\": " + num(ridge(d)) +
+         ", \"fp32_tflops\": " + num(d.fp32_tflops) + ", \"fp32_ridge\": " + num(fp32_ridge(d)) + ", \"source\": " +
          q(d.source) + ",\n    \"capacity\": {\"fits\": " + (c.fits ? "true" : "false") + ", \"reserve\": " +
          num(c.reserve) + ", \"weights\": " + num(c.weights) + ", \"kv_budget\": " + num(c.kv_budget) +
          ", \"block_bytes\": " + num(c.block_bytes) + ", \"blocks\": " + num(c.blocks) + ", \"max_context\": " +
@@ -212,8 +220,34 @@ void print_json(const Setup& s) {
   std::fputs(o.c_str(), stdout);
 }
 
+// --list: the built-in models (with f16/int8/int4 KV KiB per token) and devices, as Markdown tables.
+void print_list() {
+  std::printf("| model | layers | hidden | heads/kv | head_dim | ffn | vocab | tied | params | context |"
+              " KV KiB/token f32 | f16 | int8 | int4 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const ModelConfig& m : builtin_models()) {
+    std::printf("| %s | %lld | %lld | %lld/%lld | %lld | %lld | %lld | %s | %lld | %lld |", m.name.c_str(),
+                (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads, (long long)m.n_kv_heads,
+                (long long)m.head_dim, (long long)m.ffn, (long long)m.vocab, m.tied_embeddings ? "yes" : "no",
+                (long long)m.params, (long long)m.max_context);
+    for (KvType t : {KvType::f32, KvType::f16, KvType::int8, KvType::int4})
+      std::printf(" %g |", double(kv_bytes_per_token(m, t, t)) / 1024);
+    std::printf("\n");
+  }
+  std::printf("\n| device | memory GB | GB/s | tensor TFLOP/s | ridge FLOP/B | f32 TFLOP/s | f32 ridge | source |\n"
+              "|---|---|---|---|---|---|---|---|\n");
+  for (const Device& d : builtin_devices())
+    std::printf("| %s (%s) | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %s |\n", d.key.c_str(), d.name.c_str(),
+                gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, ridge(d), d.fp32_tflops, fp32_ridge(d),
+                d.source.c_str());
+}
+
 int run_analyze(llmk::cli::Args& args) {
   Setup s;
+  if (args.flag("list")) {
+    args.finish();
+    print_list();
+    return 0;
+  }
   const bool json = args.flag("json");
   const std::string model = args.get("model", ""), config = args.get("config", "");
   LLMK_CHECK_ARG(model.empty() || config.empty(), "analyze", "--config", config, "give --model or --config, not both");
@@ -261,5 +295,5 @@ int run_analyze(llmk::cli::Args& args) {
 
 // Options: --model NAME | --config FILE, --device h100|h200|a100-40|a100-80|l4|rtx4090|cpu|all,
 // --kv-type T or K,V, --weights T, --batch B, --context C, --block N, --reserve F,
-// --act-bytes A, --bandwidth GB/s and --peak-tflops X (cpu), --threads N, --json.
-LLMK_COMMAND("analyze", "KV-cache capacity and roofline of a model (docs/capacity.md)", run_analyze, {"json"});
+// --act-bytes A, --bandwidth GB/s and --peak-tflops X (cpu), --threads N, --json; --list.
+LLMK_COMMAND("analyze", "KV-cache capacity and roofline of a model (docs/capacity.md)", run_analyze, {"json", "list"});
