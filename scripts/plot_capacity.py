@@ -83,9 +83,10 @@ def plot_memory(a, out, plt):
     usable = {}  # devices of equal memory share a line
     for d in a["devices"]:
         usable.setdefault((d["memory_bytes"] - d["capacity"]["reserve"]) / 1e9, []).append(d["key"])
-    for gb, keys in usable.items():
+    for k, (gb, keys) in enumerate(sorted(usable.items())):
         ax.axhline(gb, color="gray", ls="--", lw=0.8)
-        ax.text(ctx[-1], gb, ", ".join(keys) + " ", ha="right", va="bottom", fontsize=8, color="gray")
+        x = ctx[-1] if k % 2 == 0 else ctx[len(ctx) // 2]  # alternate, so close lines keep readable labels
+        ax.text(x, gb, ", ".join(keys) + " ", ha="right", va="bottom", fontsize=8, color="gray")
     if m["max_context"]:
         ax.axvline(m["max_context"], color="k", ls="-.", lw=0.8)
     ax.set_xscale("log", base=2)

@@ -141,7 +141,7 @@ void print_text(const Setup& s) {
   }
   std::printf("\ndevices (GB/s; dense bf16/f16 tensor and f32 TFLOP/s; cpu: measured f32 FMA):\n");
   for (const Device& d : s.devices)
-    std::printf("  %-8s %s: %.0f GB, %.1f GB/s, %.2f / %.2f TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
+    std::printf("  %-8s %s: %.0f GB, %.1f GB/s, %.4g / %.4g TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
                 gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.fp32_tflops, d.source.c_str());
 }
 
