@@ -76,6 +76,8 @@ def test_config_file_and_its_errors(tmp_path):
     assert p.returncode == 2 and "not both" in p.stderr
     p = analyze("--model", "llama-9", check=False)
     assert p.returncode == 2 and "'model' = llama-9" in p.stderr
+    p = analyze("--device", "h100", "--bandwidth", "5", check=False)
+    assert p.returncode == 2 and "'--device' = h100" in p.stderr and "this machine" in p.stderr
     p = analyze("--kv-type", "int3", "--device", "h100", check=False)
     assert p.returncode == 2 and "int3" in p.stderr
 

@@ -276,9 +276,12 @@ int run_analyze(llmk::cli::Args& args) {
   LLMK_CHECK_ARG(peak >= 0, "analyze", "--peak-tflops", peak, "must be > 0");
   LLMK_CHECK_ARG(threads >= 1, "analyze", "--threads", threads, "must be >= 1");
 
+  const bool host = device == "all" || device == "cpu";
+  LLMK_CHECK_ARG(host || (bandwidth == 0 && peak == 0), "analyze", "--device", device,
+                 "--bandwidth and --peak-tflops describe this machine: use them with --device cpu or all");
   if (device == "all") s.devices = builtin_devices();
   else if (device != "cpu") s.devices = {find_device(device)};
-  if (device == "all" || device == "cpu") {
+  if (host) {
     if (bandwidth == 0) bandwidth = llmk::bench::stream_triad_gbps(threads);
     if (peak == 0) peak = measure_peak_tflops(threads);
     s.devices.push_back(host_device(bandwidth, peak));
