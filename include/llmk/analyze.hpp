@@ -1,0 +1,142 @@
+// Capacity analysis: how much KV cache a model needs, how much fits on a device
+// after the weights, and where each part of a forward pass sits on the
+// device's roofline. Pure arithmetic on a model's shape (ModelConfig) and a
+// device's datasheet figures (Device); docs/capacity.md derives every formula.
+//
+// Conventions:
+//  - Byte counts are exact 64-bit integers. A product that would not fit in
+//    int64 throws InvalidArgument instead of wrapping.
+//  - A storage type's size is a ratio: `num` bytes per `den` values
+//    (int8 = 34 bytes per 32 values). Quantized KV groups run along head_dim,
+//    so one head's vector of head_dim values takes ceil(head_dim/32) groups.
+//  - FLOPs count a multiply-add as 2, and each compare, subtract, exp, add,
+//    multiply or divide of the softmax as 1 (see docs/capacity.md).
+//  - GB/s and TFLOP/s are decimal (1e9 B/s, 1e12 FLOP/s); device memory is the
+//    datasheet's GB x 1e9 bytes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llmk::analyze {
+
+// Bytes per `den` stored values.
+struct Ratio {
+  int64_t num, den;
+  double per_value() const { return double(num) / double(den); }
+};
+
+enum class KvType { f32, f16, bf16, int8, int4 };
+enum class WeightType { f32, f16, bf16, q8_0, q4_0, q4_1 };
+
+Ratio kv_type_size(KvType t);          // f32 4/1, f16 and bf16 2/1, int8 34/32, int4 20/32
+Ratio weight_type_size(WeightType t);  // f32 4/1, f16 and bf16 2/1, Q8_0 34/32, Q4_0 18/32, Q4_1 20/32
+const char* kv_type_name(KvType t);
+const char* weight_type_name(WeightType t);
+KvType parse_kv_type(std::string_view name);          // throws InvalidArgument naming the value
+WeightType parse_weight_type(std::string_view name);  // throws InvalidArgument naming the value
+const std::vector<KvType>& all_kv_types();
+
+struct ModelConfig {
+  std::string name;
+  int64_t n_layers = 0;
+  int64_t hidden = 0;      // model width
+  int64_t n_heads = 0;     // query heads
+  int64_t n_kv_heads = 0;  // K/V heads; divides n_heads (MHA: equal, GQA: fewer, MQA: 1)
+  int64_t head_dim = 0;
+  int64_t ffn = 0;         // FFN inner width
+  int64_t vocab = 0;
+  bool tied_embeddings = false;  // LM head shares the token embedding
+  bool gated_ffn = true;         // SwiGLU (gate, up, down) rather than a 2-matrix MLP
+  int64_t params = 0;            // published parameter count (what the weights hold)
+  int64_t max_context = 0;       // trained context length, 0 when unknown
+};
+
+const std::vector<ModelConfig>& builtin_models();
+ModelConfig find_model(std::string_view name);  // case-insensitive; throws listing the names
+// A config as a JSON object with exactly the keys of ModelConfig (name and
+// max_context optional). Unknown, duplicate, missing or ill-typed keys throw
+// InvalidArgument naming the key and its value; `source` names the file.
+ModelConfig parse_model_config(std::string_view json, std::string_view source);
+ModelConfig load_model_config(const std::string& path);
+void validate(const ModelConfig& m);  // positive sizes, n_kv_heads | n_heads
+
+struct Device {
+  std::string key;          // CLI name: "h100", "cpu", ...
+  std::string name;         // "NVIDIA H100 SXM 80GB"
+  int64_t memory_bytes = 0;
+  double bandwidth_gbps = 0;  // peak (GPUs: datasheet) or measured (cpu: STREAM triad)
+  double peak_tflops = 0;     // dense bf16/f16 tensor (GPUs) or measured f32 FMA (cpu)
+  double fp32_tflops = 0;     // f32 FMA without tensor cores (GPUs: datasheet; cpu: = peak_tflops)
+  std::string source;         // where the figures come from
+};
+
+const std::vector<Device>& builtin_devices();   // the GPUs
+Device find_device(std::string_view key);       // throws listing the keys ("cpu" is not here)
+// This machine: MemTotal from /proc/meminfo, the CPU model from /proc/cpuinfo,
+// and the bandwidth and peak the caller measured or gave.
+Device host_device(double bandwidth_gbps, double peak_tflops);
+// f32 FMA throughput of this CPU with `threads` threads on the widest SIMD path
+// allowed (llmk::simd_level()), in TFLOP/s: independent FMA chains in registers.
+double measure_peak_tflops(int threads);
+
+// --- sizes ---------------------------------------------------------------
+// Bytes of one head's K (or V) vector of head_dim values.
+int64_t kv_head_bytes(int64_t head_dim, KvType t);
+// K and V of one token over all layers and KV heads.
+int64_t kv_bytes_per_token(const ModelConfig& m, KvType k, KvType v);
+// KV bytes of `batch` sequences of `context` tokens in blocks of `block`
+// tokens (each sequence holds ceil(context/block) blocks). Throws on overflow.
+int64_t kv_bytes(const ModelConfig& m, KvType k, KvType v, int64_t batch, int64_t context, int64_t block);
+int64_t weight_bytes(const ModelConfig& m, WeightType w);  // params * size, rounded up
+// Parameters implied by the shape (attention, FFN, RMSNorm weights, embedding
+// and LM head; no biases or position embeddings): a check on the shape.
+int64_t estimated_params(const ModelConfig& m);
+// Sum over weight matrices of rows*cols (every layer's Q,K,V,O and FFN, and the
+// LM head): a token costs 2x this in matmul FLOPs.
+int64_t matmul_params(const ModelConfig& m);
+
+// --- capacity --------------------------------------------------------------
+struct CapacityOptions {
+  double reserve_fraction = 0.10;  // of device memory, held back for activations, workspace, CUDA context
+  int64_t block = 16;              // KV block size in tokens (1 = contiguous, no rounding)
+};
+
+struct Capacity {
+  int64_t memory = 0, reserve = 0, weights = 0;
+  int64_t kv_budget = 0;     // memory - reserve - weights (negative: the weights do not fit)
+  bool fits = false;         // weights + reserve <= memory
+  int64_t block_bytes = 0;   // one block of KV for one sequence
+  int64_t blocks = 0;        // blocks the budget holds
+  int64_t max_context = 0;   // longest context (a multiple of block) for `batch` sequences
+  int64_t max_batch = 0;     // most sequences of `context` tokens
+};
+
+Capacity capacity(const ModelConfig& m, const Device& d, KvType k, KvType v, WeightType w, int64_t batch,
+                  int64_t context, const CapacityOptions& opt = {});
+
+// --- arithmetic intensity ----------------------------------------------------
+struct Work {
+  double flops = 0, bytes = 0;
+  double intensity() const { return flops / bytes; }  // FLOPs per byte
+};
+
+// One decode step of one sequence over `context` cached tokens (all layers):
+// read K and V, read q, write o. `act_bytes` is the q/o element size.
+Work decode_attention(const ModelConfig& m, KvType k, KvType v, int64_t context, double act_bytes);
+// Causal prefill of a `prompt`-token sequence (all layers), with the minimum
+// traffic: Q read once, K and V read once from the cache, O written once.
+Work prefill_attention(const ModelConfig& m, KvType k, KvType v, int64_t prompt, double act_bytes);
+// All weight matmuls for `tokens` tokens at once (decode batch or prefill
+// tokens): each weight read once, each matrix reads its input and writes its output.
+Work weight_matmuls(const ModelConfig& m, WeightType w, int64_t tokens, double act_bytes);
+
+inline double ridge(const Device& d) { return d.peak_tflops * 1e12 / (d.bandwidth_gbps * 1e9); }
+// The ridge of a kernel that computes in f32 on the vector units (CUDA cores),
+// as a decode-attention kernel usually does.
+inline double fp32_ridge(const Device& d) { return d.fp32_tflops * 1e12 / (d.bandwidth_gbps * 1e9); }
+// Roofline: attainable FLOP/s = min(peak, intensity x bandwidth); time = max(flops/peak, bytes/bw).
+double roofline_seconds(const Device& d, const Work& w);
+
+}  // namespace llmk::analyze

@@ -1,0 +1,27 @@
+// A small strict JSON reader (RFC 8259) for model config files: objects,
+// arrays, strings (with \uXXXX escapes, BMP and surrogate pairs), numbers,
+// true/false/null. No comments, no trailing commas, no duplicate keys, nothing
+// after the value. Numbers keep their source text so integers can be checked
+// exactly. Errors throw llmk::InvalidArgument naming the source, line and column.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace llmk::analyze::json {
+
+struct Value {
+  enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
+  bool b = false;
+  std::string text;  // number: its source text; string: the decoded string
+  std::vector<Value> items;                            // array
+  std::vector<std::pair<std::string, Value>> members;  // object, in file order
+  // How the value appeared in the file, for error messages.
+  std::string repr() const;
+};
+
+Value parse(std::string_view text, std::string_view source);
+
+}  // namespace llmk::analyze::json

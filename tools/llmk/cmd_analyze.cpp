@@ -1,0 +1,302 @@
+// `llmk analyze`: KV-cache capacity and roofline placement of a model on the
+// built-in devices and on this machine (llmk/analyze.hpp; docs/capacity.md
+// derives every number). Text tables by default; --json prints one JSON object
+// that scripts/plot_capacity.py reads. This machine's bandwidth is the STREAM
+// triad (bench/common) unless --bandwidth is given; its peak is the measured
+// f32 FMA rate unless --peak-tflops is given.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/common/bench.hpp"
+#include "cli.hpp"
+#include "llmk/analyze.hpp"
+#include "llmk/error.hpp"
+#include "llmk/parallel.hpp"
+
+namespace {
+using namespace llmk::analyze;
+
+struct Setup {
+  ModelConfig m;
+  std::vector<Device> devices;
+  KvType k = KvType::f16, v = KvType::f16;
+  WeightType w = WeightType::f16;
+  int64_t batch = 1, context = 0;
+  CapacityOptions opt;
+  double act_bytes = 2;
+  std::vector<int64_t> contexts = {512, 1024, 2048, 4096, 8192, 16384, 32768, 131072};
+  std::vector<int64_t> batches = {1, 8, 32, 128};
+  std::vector<int64_t> prompts = {16, 128, 512, 2048, 8192, 32768};
+  std::vector<int64_t> tokens = {1, 8, 32, 128, 512, 2048};
+};
+
+std::string kv_name(const Setup& s) {
+  return s.k == s.v ? kv_type_name(s.k) : std::string(kv_type_name(s.k)) + "," + kv_type_name(s.v);
+}
+
+double gb(int64_t bytes) { return double(bytes) / 1e9; }
+
+// The whole decode step for `batch` sequences at `context`: weights once, attention per sequence.
+Work decode_step(const Setup& s) {
+  const Work mm = weight_matmuls(s.m, s.w, s.batch, s.act_bytes);
+  const Work at = decode_attention(s.m, s.k, s.v, s.context, s.act_bytes);
+  return {mm.flops + double(s.batch) * at.flops, mm.bytes + double(s.batch) * at.bytes};
+}
+
+// Below the tensor ridge: "mem"; "mem*" when it is nonetheless above the f32
+// vector ridge (compute-bound for a kernel that does not use tensor cores).
+const char* side(double intensity, const Device& d) {
+  return intensity >= ridge(d) ? "comp" : intensity >= fp32_ridge(d) ? "mem*" : "mem";
+}
+
+void print_text(const Setup& s) {
+  const ModelConfig& m = s.m;
+  std::printf("model %s: %lld layers, hidden %lld, heads %lld/%lld kv (group %lld), head_dim %lld, ffn %lld%s, "
+              "vocab %lld%s\n",
+              m.name.c_str(), (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads,
+              (long long)m.n_kv_heads, (long long)(m.n_heads / m.n_kv_heads), (long long)m.head_dim,
+              (long long)m.ffn, m.gated_ffn ? " (gated)" : "", (long long)m.vocab, m.tied_embeddings ? ", tied" : "");
+  std::printf("params %lld (shape implies %lld), weights %s %.3f GB; GB = 1e9 bytes\n", (long long)m.params,
+              (long long)estimated_params(m), weight_type_name(s.w), gb(weight_bytes(m, s.w)));
+  std::printf("settings: batch %lld, context %lld, kv %s, blocks of %lld tokens, reserve %.0f%% of memory, "
+              "activations %g bytes\n\n",
+              (long long)s.batch, (long long)s.context, kv_name(s).c_str(), (long long)s.opt.block,
+              100 * s.opt.reserve_fraction, s.act_bytes);
+
+  std::printf("KV cache per token (K and V, all layers)\n  %-6s %12s %10s %8s\n", "type", "bytes", "KiB", "vs f16");
+  const double f16 = double(kv_bytes_per_token(m, KvType::f16, KvType::f16));
+  for (KvType t : all_kv_types()) {
+    const int64_t b = kv_bytes_per_token(m, t, t);
+    std::printf("  %-6s %12lld %10.2f %8.3f\n", kv_type_name(t), (long long)b, double(b) / 1024, double(b) / f16);
+  }
+
+  std::printf("\nKV memory (GB) at batch %lld against context, per storage type\n  %8s", (long long)s.batch, "context");
+  for (KvType t : all_kv_types()) std::printf(" %9s", kv_type_name(t));
+  std::printf("\n");
+  for (int64_t c : s.contexts) {
+    std::printf("  %8lld", (long long)c);
+    for (KvType t : all_kv_types()) std::printf(" %9.3f", gb(kv_bytes(m, t, t, s.batch, c, s.opt.block)));
+    std::printf("\n");
+  }
+  std::printf("\nKV + weights (GB), kv %s, weights %s, against context and batch\n  %8s", kv_name(s).c_str(),
+              weight_type_name(s.w), "context");
+  for (int64_t b : s.batches) std::printf("  batch %-4lld", (long long)b);
+  std::printf("\n");
+  for (int64_t c : s.contexts) {
+    std::printf("  %8lld", (long long)c);
+    for (int64_t b : s.batches)
+      std::printf(" %11.2f", gb(kv_bytes(m, s.k, s.v, b, c, s.opt.block)) + gb(weight_bytes(m, s.w)));
+    std::printf("\n");
+  }
+
+  std::printf("\ncapacity: kv %s, weights %s, reserve %.0f%%\n  %-8s %8s %8s %8s %8s %14s %14s  %s\n", kv_name(s).c_str(),
+              weight_type_name(s.w), 100 * s.opt.reserve_fraction, "device", "mem GB", "weights", "reserve", "KV GB",
+              ("max ctx @b" + std::to_string(s.batch)).c_str(), ("max batch @" + std::to_string(s.context)).c_str(),
+              "note");
+  for (const Device& d : s.devices) {
+    const Capacity c = capacity(m, d, s.k, s.v, s.w, s.batch, s.context, s.opt);
+    std::string note = !c.fits ? "does not fit: weights + reserve exceed memory"
+                       : c.max_context == 0 ? "no room for one KV block per sequence"
+                       : (m.max_context && c.max_context > m.max_context)
+                           ? "memory allows more than the trained context " + std::to_string(m.max_context)
+                           : "";
+    std::printf("  %-8s %8.1f %8.2f %8.2f %8.2f %14lld %14lld  %s\n", d.key.c_str(), gb(c.memory), gb(c.weights),
+                gb(c.reserve), gb(std::max<int64_t>(c.kv_budget, 0)), (long long)c.max_context,
+                (long long)c.max_batch, note.c_str());
+  }
+
+  std::printf("\narithmetic intensity (FLOPs/byte) and roofline side: mem = below the ridge, comp = above,\n"
+              "mem* = below the tensor ridge but above the f32 (CUDA-core) ridge\n");
+  std::printf("  %-34s %9s", "op", "FLOP/B");
+  for (const Device& d : s.devices) std::printf(" %8s", d.key.c_str());
+  std::printf("\n  %-34s %9s", "ridge = peak / bandwidth", "");
+  for (const Device& d : s.devices) std::printf(" %8.1f", ridge(d));
+  std::printf("\n  %-34s %9s", "f32 ridge = f32 peak / bandwidth", "");
+  for (const Device& d : s.devices) std::printf(" %8.1f", fp32_ridge(d));
+  std::printf("\n");
+  auto row = [&](const std::string& op, const Work& w) {
+    std::printf("  %-34s %9.2f", op.c_str(), w.intensity());
+    for (const Device& d : s.devices) std::printf(" %8s", side(w.intensity(), d));
+    std::printf("\n");
+  };
+  for (KvType t : all_kv_types())
+    row("decode attn " + std::string(kv_type_name(t)) + " ctx " + std::to_string(s.context),
+        decode_attention(m, t, t, s.context, s.act_bytes));
+  for (int64_t p : s.prompts)
+    row("prefill attn " + kv_name(s) + " prompt " + std::to_string(p), prefill_attention(m, s.k, s.v, p, s.act_bytes));
+  for (int64_t t : s.tokens)
+    row("matmuls " + std::string(weight_type_name(s.w)) + " tokens " + std::to_string(t),
+        weight_matmuls(m, s.w, t, s.act_bytes));
+  const Work step = decode_step(s);
+  row("decode step (batch " + std::to_string(s.batch) + ")", step);
+
+  std::printf("\ndecode step bound: batch %lld at context %lld = %.3f GFLOP, %.3f GB moved\n", (long long)s.batch,
+              (long long)s.context, step.flops / 1e9, step.bytes / 1e9);
+  std::printf("  %-8s %12s %14s\n", "device", "ms/step", "tokens/s max");
+  for (const Device& d : s.devices) {
+    const double t = roofline_seconds(d, step);
+    std::printf("  %-8s %12.3f %14.1f\n", d.key.c_str(), t * 1e3, double(s.batch) / t);
+  }
+  std::printf("\ndevices (GB/s; dense bf16/f16 tensor and f32 TFLOP/s; cpu: measured f32 FMA):\n");
+  for (const Device& d : s.devices)
+    std::printf("  %-8s %s: %.0f GB, %.1f GB/s, %.4g / %.4g TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
+                gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.fp32_tflops, d.source.c_str());
+}
+
+// --- JSON ---------------------------------------------------------------------
+std::string q(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o + "\"";
+}
+std::string num(double x) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.9g", x);
+  return b;
+}
+std::string num(int64_t x) { return std::to_string(x); }
+std::string work(const Work& w) {
+  return "\"flops\": " + num(w.flops) + ", \"bytes\": " + num(w.bytes) + ", \"intensity\": " + num(w.intensity());
+}
+
+void print_json(const Setup& s) {
+  const ModelConfig& m = s.m;
+  std::string o = "{\"model\": {\"name\": " + q(m.name) + ", \"n_layers\": " + num(m.n_layers) +
+                  ", \"hidden\": " + num(m.hidden) + ", \"n_heads\": " + num(m.n_heads) +
+                  ", \"n_kv_heads\": " + num(m.n_kv_heads) + ", \"head_dim\": " + num(m.head_dim) +
+                  ", \"ffn\": " + num(m.ffn) + ", \"vocab\": " + num(m.vocab) +
+                  ", \"tied_embeddings\": " + (m.tied_embeddings ? "true" : "false") +
+                  ", \"gated_ffn\": " + (m.gated_ffn ? "true" : "false") + ", \"params\": " + num(m.params) +
+                  ", \"max_context\": " + num(m.max_context) + ", \"estimated_params\": " + num(estimated_params(m)) +
+                  ", \"matmul_params\": " + num(matmul_params(m)) + "},\n";
+  o += " \"settings\": {\"batch\": " + num(s.batch) + ", \"context\": " + num(s.context) + ", \"kv_type\": " +
+       q(kv_name(s)) + ", \"weights\": " + q(weight_type_name(s.w)) + ", \"block\": " + num(s.opt.block) +
+       ", \"reserve_fraction\": " + num(s.opt.reserve_fraction) + ", \"act_bytes\": " + num(s.act_bytes) + "},\n";
+  o += " \"weight_bytes\": " + num(weight_bytes(m, s.w)) + ",\n \"kv_bytes_per_token\": {";
+  for (KvType t : all_kv_types())
+    o += std::string(t == KvType::f32 ? "" : ", ") + q(kv_type_name(t)) + ": " + num(kv_bytes_per_token(m, t, t));
+  o += "},\n \"memory_vs_context\": [";
+  for (size_t i = 0; i < s.contexts.size(); ++i) {
+    o += std::string(i ? ",\n   " : "\n   ") + "{\"context\": " + num(s.contexts[i]) + ", \"kv_bytes\": {";
+    for (KvType t : all_kv_types())
+      o += std::string(t == KvType::f32 ? "" : ", ") + q(kv_type_name(t)) + ": " +
+           num(kv_bytes(m, t, t, s.batch, s.contexts[i], s.opt.block));
+    o += "}}";
+  }
+  o += "],\n \"devices\": [";
+  const Work step = decode_step(s);
+  for (size_t i = 0; i < s.devices.size(); ++i) {
+    const Device& d = s.devices[i];
+    const Capacity c = capacity(m, d, s.k, s.v, s.w, s.batch, s.context, s.opt);
+    o += std::string(i ? ",\n   " : "\n   ") + "{\"key\": " + q(d.key) + ", \"name\": " + q(d.name) +
+         ", \"memory_bytes\": " + num(d.memory_bytes) + ", \"bandwidth_gbps\": " + num(d.bandwidth_gbps) +
+         ", \"peak_tflops\": " + num(d.peak_tflops) + ", \"ridge\": " + num(ridge(d)) +
+         ", \"fp32_tflops\": " + num(d.fp32_tflops) + ", \"fp32_ridge\": " + num(fp32_ridge(d)) + ", \"source\": " +
+         q(d.source) + ",\n    \"capacity\": {\"fits\": " + (c.fits ? "true" : "false") + ", \"reserve\": " +
+         num(c.reserve) + ", \"weights\": " + num(c.weights) + ", \"kv_budget\": " + num(c.kv_budget) +
+         ", \"block_bytes\": " + num(c.block_bytes) + ", \"blocks\": " + num(c.blocks) + ", \"max_context\": " +
+         num(c.max_context) + ", \"max_batch\": " + num(c.max_batch) + "}, \"decode_step_seconds\": " +
+         num(roofline_seconds(d, step)) + "}";
+  }
+  o += "],\n \"intensity\": {\"decode_attention\": [";
+  for (KvType t : all_kv_types())
+    o += std::string(t == KvType::f32 ? "" : ", ") + "{\"kv_type\": " + q(kv_type_name(t)) + ", \"context\": " +
+         num(s.context) + ", " + work(decode_attention(m, t, t, s.context, s.act_bytes)) + "}";
+  o += "],\n  \"prefill_attention\": [";
+  for (size_t i = 0; i < s.prompts.size(); ++i)
+    o += std::string(i ? ", " : "") + "{\"prompt\": " + num(s.prompts[i]) + ", " +
+         work(prefill_attention(m, s.k, s.v, s.prompts[i], s.act_bytes)) + "}";
+  o += "],\n  \"weight_matmuls\": [";
+  for (size_t i = 0; i < s.tokens.size(); ++i)
+    o += std::string(i ? ", " : "") + "{\"tokens\": " + num(s.tokens[i]) + ", " +
+         work(weight_matmuls(m, s.w, s.tokens[i], s.act_bytes)) + "}";
+  o += "],\n  \"decode_step\": {\"batch\": " + num(s.batch) + ", " + work(step) + "}}}\n";
+  std::fputs(o.c_str(), stdout);
+}
+
+// --list: the built-in models (with f16/int8/int4 KV KiB per token) and devices, as Markdown tables.
+void print_list() {
+  std::printf("| model | layers | hidden | heads/kv | head_dim | ffn | vocab | tied | params | context |"
+              " KV KiB/token f32 | f16 | int8 | int4 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const ModelConfig& m : builtin_models()) {
+    std::printf("| %s | %lld | %lld | %lld/%lld | %lld | %lld | %lld | %s | %lld | %lld |", m.name.c_str(),
+                (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads, (long long)m.n_kv_heads,
+                (long long)m.head_dim, (long long)m.ffn, (long long)m.vocab, m.tied_embeddings ? "yes" : "no",
+                (long long)m.params, (long long)m.max_context);
+    for (KvType t : {KvType::f32, KvType::f16, KvType::int8, KvType::int4})
+      std::printf(" %g |", double(kv_bytes_per_token(m, t, t)) / 1024);
+    std::printf("\n");
+  }
+  std::printf("\n| device | memory GB | GB/s | tensor TFLOP/s | ridge FLOP/B | f32 TFLOP/s | f32 ridge | source |\n"
+              "|---|---|---|---|---|---|---|---|\n");
+  for (const Device& d : builtin_devices())
+    std::printf("| %s (%s) | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %s |\n", d.key.c_str(), d.name.c_str(),
+                gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, ridge(d), d.fp32_tflops, fp32_ridge(d),
+                d.source.c_str());
+}
+
+int run_analyze(llmk::cli::Args& args) {
+  Setup s;
+  if (args.flag("list")) {
+    args.finish();
+    print_list();
+    return 0;
+  }
+  const bool json = args.flag("json");
+  const std::string model = args.get("model", ""), config = args.get("config", "");
+  LLMK_CHECK_ARG(model.empty() || config.empty(), "analyze", "--config", config, "give --model or --config, not both");
+  s.m = config.empty() ? find_model(model.empty() ? "smollm2-135m" : model) : load_model_config(config);
+  const std::string device = args.get("device", "all");
+  const std::string kv = args.get("kv-type", "f16");
+  const auto comma = kv.find(',');
+  s.k = parse_kv_type(kv.substr(0, comma));
+  s.v = parse_kv_type(comma == std::string::npos ? kv : kv.substr(comma + 1));
+  s.w = parse_weight_type(args.get("weights", "f16"));
+  s.batch = args.get_int("batch", 1);
+  s.context = args.get_int("context", s.m.max_context ? s.m.max_context : 4096);
+  s.opt.block = args.get_int("block", 16);
+  s.opt.reserve_fraction = args.get_double("reserve", 0.10);
+  s.act_bytes = args.get_double("act-bytes", 2);
+  double bandwidth = args.get_double("bandwidth", 0), peak = args.get_double("peak-tflops", 0);
+  const int threads = int(args.get_int("threads", llmk::num_threads()));
+  args.finish();
+  LLMK_CHECK_ARG(s.batch >= 1, "analyze", "--batch", s.batch, "must be >= 1");
+  LLMK_CHECK_ARG(s.context >= 1, "analyze", "--context", s.context, "must be >= 1");
+  LLMK_CHECK_ARG(s.opt.block >= 1, "analyze", "--block", s.opt.block, "must be >= 1");
+  LLMK_CHECK_ARG(s.opt.reserve_fraction >= 0 && s.opt.reserve_fraction < 1, "analyze", "--reserve",
+                 s.opt.reserve_fraction, "must be in [0, 1)");
+  LLMK_CHECK_ARG(s.act_bytes > 0, "analyze", "--act-bytes", s.act_bytes, "must be > 0");
+  LLMK_CHECK_ARG(bandwidth >= 0, "analyze", "--bandwidth", bandwidth, "must be > 0 (GB/s)");
+  LLMK_CHECK_ARG(peak >= 0, "analyze", "--peak-tflops", peak, "must be > 0");
+  LLMK_CHECK_ARG(threads >= 1, "analyze", "--threads", threads, "must be >= 1");
+
+  const bool host = device == "all" || device == "cpu";
+  LLMK_CHECK_ARG(host || (bandwidth == 0 && peak == 0), "analyze", "--device", device,
+                 "--bandwidth and --peak-tflops describe this machine: use them with --device cpu or all");
+  if (device == "all") s.devices = builtin_devices();
+  else if (device != "cpu") s.devices = {find_device(device)};
+  if (host) {
+    if (bandwidth == 0) bandwidth = llmk::bench::stream_triad_gbps(threads);
+    if (peak == 0) peak = measure_peak_tflops(threads);
+    s.devices.push_back(host_device(bandwidth, peak));
+  }
+  if (std::find(s.batches.begin(), s.batches.end(), s.batch) == s.batches.end()) s.batches.push_back(s.batch);
+  std::sort(s.batches.begin(), s.batches.end());
+  if (std::find(s.tokens.begin(), s.tokens.end(), s.batch) == s.tokens.end()) s.tokens.push_back(s.batch);
+  std::sort(s.tokens.begin(), s.tokens.end());
+  if (json) print_json(s);
+  else print_text(s);
+  return 0;
+}
+}  // namespace
+
+// Options: --model NAME | --config FILE, --device h100|h200|a100-40|a100-80|l4|rtx4090|cpu|all,
+// --kv-type T or K,V, --weights T, --batch B, --context C, --block N, --reserve F,
+// --act-bytes A, --bandwidth GB/s and --peak-tflops X (cpu), --threads N, --json; --list.
+LLMK_COMMAND("analyze", "KV-cache capacity and roofline of a model (docs/capacity.md)", run_analyze, {"json", "list"});
