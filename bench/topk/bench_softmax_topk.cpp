@@ -39,8 +39,10 @@ int run(const Options& opt) {
       for (int64_t k : {2, 8}) shapes.push_back({4096, v, k});
   }
   const double min_s = opt.quick ? 0.02 : 0.3;
-  const double triad = stream_triad_gbps(threads, opt.quick ? (48u << 20) : (768u << 20));
-  rep.add(Row{"softmax-topk", "triad", "triad", "", "f64", 0, triad, {{"threads", std::to_string(threads)}}});
+  const size_t triad_bytes = opt.quick ? (48u << 20) : (768u << 20);
+  const double triad = stream_triad_gbps(threads, triad_bytes);
+  rep.add(Row{"softmax-topk", "triad", "triad", std::to_string(triad_bytes >> 20) + "MiB", "f64",
+              double(triad_bytes) / (triad * 1e6), triad, {{"threads", std::to_string(threads)}}});
   std::string peer_shapes;
   for (const Shape& s : shapes) {
     const int64_t n = s.b * s.v;

@@ -25,8 +25,10 @@ int run(const Options& opt) {
     rep.note("skipped: no CUDA device");
     return 0;
   }
-  const double copy = device_copy_gbps(opt.quick ? (size_t(256) << 20) : (size_t(1) << 30));
-  rep.add(Row{"softmax-topk-gpu", "copy", "d2d_copy", "", "u8", 0, copy, {{"device", cuda_device_name()}}});
+  const size_t copy_bytes = opt.quick ? (size_t(256) << 20) : (size_t(1) << 30);
+  const double copy = device_copy_gbps(copy_bytes);
+  rep.add(Row{"softmax-topk-gpu", "copy", "d2d_copy", std::to_string(copy_bytes >> 20) + "MiB", "u8",
+              2.0 * double(copy_bytes) / (copy * 1e6), copy, {{"device", cuda_device_name()}}});
   std::vector<Shape> shapes = {{256, 131072, 1}, {256, 131072, 50}, {256, 131072, 256}};
   if (!opt.quick)
     shapes.insert(shapes.end(), {{256, 131072, 1024}, {1, 131072, 50}, {8, 131072, 50}, {64, 151936, 50},

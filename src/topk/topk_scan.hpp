@@ -145,7 +145,12 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
     } else {
       const V vmc = S::set1(mc);
       DoubleAcc<S> acc;
-      for (j = c0; j + W <= c1; j += W) acc.add(exp2_nonpos<S>(S::mul(S::sub(S::load(row + j), vmc), vscale2)));
+      for (j = c0; j + W <= c1; j += W) {
+        // Pass B computes from L1; meanwhile pull the next chunk toward the
+        // caches, so memory stays busy (a prefetch past the row cannot fault).
+        if ((j - c0) % 16 == 0) __builtin_prefetch(row + j + kChunk);
+        acc.add(exp2_nonpos<S>(S::mul(S::sub(S::load(row + j), vmc), vscale2)));
+      }
       double tail = 0;
       for (int64_t t = j; t < c1; ++t) tail += std::exp2((to_f32(row[t]) - mc) * scale2);
       cs.s = acc.sum() + tail;
