@@ -104,3 +104,15 @@ def test_sample_greedy_and_deterministic():
     assert 0.0 <= u < 1.0
     with pytest.raises(ValueError, match="top_p"):
         llmk.sample(x, top_p=0.0)
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and llmk.cuda_device_count() > 0), reason="no CUDA device")
+def test_cuda_matches_cpu():
+    x = torch.randn(64, 131072, device="cuda")
+    for k in (1, 8, 50, 256):
+        p, i, m, lse = llmk.softmax_topk(x, k)
+        torch.cuda.synchronize()
+        pc, ic, mc, lc = llmk.softmax_topk(x.cpu(), k)
+        assert p.is_cuda and torch.equal(i.cpu(), ic)
+        torch.testing.assert_close(p.cpu(), pc, rtol=1e-6, atol=1e-12)
+        torch.testing.assert_close(lse.cpu(), lc, rtol=1e-6, atol=1e-6)
