@@ -11,8 +11,8 @@
 //           accumulated in double lanes,
 //           then merged into the part's (max, sum) (Milakov & Gimelshein 2018:
 //           the online normalizer, one rescale per chunk instead of per element).
-// The buffer is flushed (nth_element, topk.cpp) whenever a full chunk might
-// not fit, which also raises the threshold.
+// The buffer is flushed (nth_element, topk.cpp) whenever it holds more than
+// 2K or a full chunk might not fit, which also raises the threshold.
 #pragma once
 #include <cmath>
 #include <cstring>
@@ -112,7 +112,11 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
   const V vscale2 = S::set1(scale2);
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
     const int64_t c1 = std::min(hi, c0 + kChunk);
-    if (b.n + (c1 - c0) > b.cap) flush(b);
+    // Flush when a chunk might not fit, and also as soon as the buffer holds
+    // more than 2K: the first chunks then raise the threshold early instead of
+    // filling the buffer. Each flush costs O(n) and drops n - K >= n / 2
+    // candidates, so the work per candidate stays O(1).
+    if (b.n + (c1 - c0) > b.cap || b.n > 2 * b.k) flush(b);
     // Pass A: chunk max and threshold filter.
     const V vthr = S::set1(b.thr);
     V vm = S::set1(kNegInf);
