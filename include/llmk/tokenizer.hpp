@@ -61,14 +61,20 @@ class Tokenizer {
   const std::string& chat_template() const { return chat_template_; }  // "" when absent
 
  private:
+  // Transparent hashing: lookups by string_view allocate nothing.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
   void check_id(int32_t id, const char* fn) const;
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
-  std::unordered_map<std::string, int32_t> token_id_;
-  std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank (line number)
+  StringMap token_id_;
+  StringMap merge_rank_;  // "left right" -> rank (line number)
   std::vector<int32_t> special_;  // CONTROL / USER_DEFINED ids, longest text first
   std::vector<int32_t> eog_;
   PreTokenizer pre_ = PreTokenizer::gpt2;

@@ -120,7 +120,7 @@ TokenType Tokenizer::type(int32_t id) const {
   return types_[size_t(id)];
 }
 int32_t Tokenizer::find(std::string_view p) const {
-  auto it = token_id_.find(std::string(p));
+  auto it = token_id_.find(p);
   return it == token_id_.end() ? -1 : it->second;
 }
 bool Tokenizer::is_eog(int32_t id) const {
