@@ -8,8 +8,9 @@
 // hand over Unicode category tables (src/tokenizer/unicode_tables.cpp); 3. each word's UTF-8
 // bytes are mapped to GPT-2's printable byte alphabet and merged by BPE, lowest merge rank
 // first (merges whose parts or result are not tokens are ignored, as Hugging Face's
-// tokenizers refuse them). Invalid UTF-8 in the input
-// becomes U+FFFD (as llama.cpp does). Output matches llama.cpp's llama_tokenize.
+// tokenizers refuse them). Invalid UTF-8 in the input becomes U+FFFD (as llama.cpp does).
+// Output matches llama.cpp's llama_tokenize (python/tests/test_tokenizer_llamacpp.py).
+// encode/decode are const and keep no state: one Tokenizer serves many threads.
 // decode: byte-level pieces map back to bytes; CONTROL tokens render as their text unless
 // skip_special. Token ids are int32_t; bad ids are an InvalidArgument naming the id.
 #pragma once
