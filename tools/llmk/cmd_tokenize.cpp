@@ -1,0 +1,116 @@
+// `llmk tokenize [--model PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT...]`:
+// the token ids and pieces of TEXT (or of file F's bytes, '-' for stdin) under the model's
+// tokenizer (default model: fetched when missing). Pieces are shown decoded (bytes, with C
+// escapes for control and non-UTF-8 bytes); --json prints {"ids": [...], "pieces": [...]}
+// with the pieces as JSON strings. --lines tokenizes each line of F on its own (without its
+// '\n'), one result per line: a quick way to compare many texts with another tokenizer.
+// --chat renders TEXT as one user message in the model's ChatML template (with its default
+// system prompt and the assistant prompt) before tokenizing: what `llmk chat` feeds the model.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "cli.hpp"
+#include "llmk/gguf.hpp"
+#include "llmk/tokenizer.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace {
+
+// Escapes bytes for a terminal (C style) or JSON; bytes that are not valid UTF-8 become \xNN
+// (terminal) or U+FFFD (JSON, which must be valid UTF-8).
+std::string escape(const std::string& s, bool json) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int len = llmk::unicode::utf8_sequence_length(std::string_view(s).substr(i));
+    if (len <= 0) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += json ? "\xEF\xBF\xBD" : buf;
+      ++i;
+      continue;
+    }
+    if (c == '"' && json) out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, json ? "\\u%04x" : "\\x%02x", c);
+      out += buf;
+    } else {
+      out.append(s, i, size_t(len));
+    }
+    i += size_t(len);
+  }
+  return out;
+}
+
+// One result; the summary line (not in JSON) gives the encode time.
+void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n_bytes, double ms, bool json) {
+  if (json) {
+    std::string line = "{\"ids\": [";
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
+    line += "], \"pieces\": [";
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? ", \"" : "\"") + escape(tok.token_bytes(ids[i]), true) + "\"";
+    std::printf("%s]}\n", line.c_str());
+    return;
+  }
+  for (int32_t id : ids) std::printf("%6d  '%s'\n", id, escape(tok.token_bytes(id), false).c_str());
+  std::printf("%zu tokens, %zu bytes, encoded in %.2f ms (%.2f MB/s)\n", ids.size(), n_bytes, ms,
+              ms > 0 ? double(n_bytes) / ms / 1e3 : 0.0);
+}
+
+int run_tokenize(llmk::cli::Args& args) {
+  const std::string usage = "usage: llmk tokenize [--model PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT]";
+  const std::string model = args.has("model") ? args.get("model", "") : llmk::gguf::fetch_default_model();
+  const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
+  const bool lines = args.flag("lines"), chat = args.flag("chat");
+  const std::string file = args.get("file", "");
+  args.finish();
+  LLMK_CHECK_ARG(file.empty() != args.positional().empty(), "tokenize", "TEXT", "(missing or given twice)",
+                 "give either TEXT or --file F; " + usage);
+  LLMK_CHECK_ARG(!lines || !file.empty(), "tokenize", "--lines", "1", "needs --file F");
+  LLMK_CHECK_ARG(!lines || !chat, "tokenize", "--chat", "1", "cannot be combined with --lines");
+  std::string text;
+  if (file.empty()) {
+    for (const std::string& p : args.positional()) text += (text.empty() ? "" : " ") + p;
+  } else {
+    std::ifstream in;
+    if (file != "-") {
+      in.open(file, std::ios::binary);
+      LLMK_CHECK_ARG(in.good(), "tokenize", "--file", file, "cannot be opened");
+    }
+    std::stringstream ss;
+    ss << (file == "-" ? std::cin.rdbuf() : in.rdbuf());
+    text = ss.str();
+  }
+
+  const llmk::gguf::File gguf = llmk::gguf::File::open(model);
+  const llmk::Tokenizer tok = llmk::Tokenizer::from_gguf(gguf);
+  if (chat) {
+    const llmk::ChatMessage msg{"user", text};
+    text = llmk::render_chatml({&msg, 1}, true, llmk::chatml_default_system(tok.chat_template()));
+  }
+  auto encode = [&](const std::string& t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int32_t> ids = tok.encode(t, !no_special, bos);
+    print(tok, ids, t.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), json);
+  };
+  if (!lines) {
+    encode(text);
+    return 0;
+  }
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) encode(line);
+  return 0;
+}
+
+}  // namespace
+LLMK_COMMAND("tokenize", "print the token ids and pieces of a text (--model, --json, --file, --lines, --chat, --no-special, --bos)",
+             run_tokenize, {"json", "no-special", "bos", "lines", "chat"});
