@@ -42,8 +42,8 @@ NormOut run_cuda(const NormData<T>& d, const LaunchConfig* fc, const LaunchConfi
   const int64_t N = c.N, D = c.D, S = c.stride();
   const DType t = dtype_of<T>();
   const size_t mis = size_t(c.misalign) * sizeof(T), nd = size_t(N * S);
-  DeviceGuarded<T> x(nd, mis), dy(nd, mis), y(nd, mis), dx(nd, mis), wt(size_t(D)), bt(size_t(D));
-  DeviceGuarded<float> mean(size_t(N)), rstd(size_t(N)), dw(size_t(D)), db(size_t(D)), wf(size_t(D)), bf(size_t(D));
+  DeviceGuarded<T> x(nd, mis), dy(nd, mis), y(nd, mis), dx(nd, mis), wt(static_cast<size_t>(D)), bt(static_cast<size_t>(D));
+  DeviceGuarded<float> mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)), dw(static_cast<size_t>(D)), db(static_cast<size_t>(D)), wf(static_cast<size_t>(D)), bf(static_cast<size_t>(D));
   x.upload(d.x.data());
   dy.upload(d.dy.data());
   wf.upload(d.wf.data());
@@ -131,13 +131,13 @@ TEST(CudaNorm, LongRowsLargeMeansAndManyRows) {
 TEST(CudaNorm, SpecialValuesAsOnTheCpu) {
   LLMK_REQUIRE_CUDA();
   const int64_t N = 4, D = 40;
-  std::vector<float> x(size_t(N * D)), b(size_t(D));
+  std::vector<float> x(static_cast<size_t>(N * D)), b(static_cast<size_t>(D));
   fill_normal(x.data(), x.size(), 1);
   fill_normal(b.data(), b.size(), 2);
   for (int64_t i = 0; i < D; ++i) x[size_t(i)] = 2.5f;  // row 0 constant
   x[size_t(1 * D + 7)] = std::nanf("");
   x[size_t(2 * D)] = std::numeric_limits<float>::infinity();
-  DeviceGuarded<float> xd(x.size()), yd(x.size()), bd(size_t(D)), md(size_t(N)), rd(size_t(N));
+  DeviceGuarded<float> xd(x.size()), yd(x.size()), bd(static_cast<size_t>(D)), md(static_cast<size_t>(N)), rd(static_cast<size_t>(N));
   xd.upload(x.data());
   bd.upload(b.data());
   for (float eps : {1e-5f, 0.0f}) {
@@ -157,7 +157,7 @@ TEST(CudaNorm, SpecialValuesAsOnTheCpu) {
     }
     if (eps == 0) EXPECT_EQ(r[0], std::numeric_limits<float>::infinity());
   }
-  DeviceGuarded<float> dw(size_t(D)), db(size_t(D));
+  DeviceGuarded<float> dw(static_cast<size_t>(D)), db(static_cast<size_t>(D));
   const auto empty = TensorView::matrix(xd.data(), DType::f32, 0, D, D, Device::cuda);
   const auto v0 = TensorView::vector(md.data(), DType::f32, 0, Device::cuda);
   layer_norm_backward(empty, empty, {}, v0, v0, empty, TensorView::vector(dw.data(), DType::f32, D, Device::cuda),
