@@ -7,6 +7,7 @@
 // the D-sized weights are not counted.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -91,12 +92,14 @@ void naive_bwd(Data& d) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n)  // x_hat
     for (int64_t i = 0; i < D; ++i) xh[n * D + i] = (x[n * D + i] - mean[n]) * rstd[n];
+  // dw = (dy * x_hat).sum(0), db = dy.sum(0): column blocks, rows read in order
+  constexpr int64_t kCols = 256;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < D; ++i) {  // dw = (dy * x_hat).sum(0), db = dy.sum(0)
-    float sw = 0, sb = 0;
-    for (int64_t n = 0; n < N; ++n) sw += dy[n * D + i] * xh[n * D + i], sb += dy[n * D + i];
-    dw[i] = sw;
-    db[i] = sb;
+  for (int64_t i0 = 0; i0 < D; i0 += kCols) {
+    const int64_t i1 = std::min(D, i0 + kCols);
+    for (int64_t i = i0; i < i1; ++i) dw[i] = db[i] = 0.0f;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = i0; i < i1; ++i) dw[i] += dy[n * D + i] * xh[n * D + i], db[i] += dy[n * D + i];
   }
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {  // dx = rstd * (g - g.mean - x_hat * (g x_hat).mean), g = dy * w

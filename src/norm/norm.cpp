@@ -141,7 +141,7 @@ void layer_norm(const TensorView& x, const TensorView& weight, const TensorView&
   check_f32_vector(fn, "rstd", rstd, x.rows(), x);
   if (x.rows() == 0) return;
   const F32Param w(weight, stream), b(bias, stream);
-  const norm::FwdArgs a{x.data,      x.row_stride(),     w.get(),           b.get(), eps, y.data, y.row_stride(),
+  const norm::FwdArgs a{x.data, x.row_stride(), w.get(), b.get(), eps, y.data, y.row_stride(),
                         mean.ptr<float>(), rstd.ptr<float>(), x.rows(), x.cols(), false};
   run_forward(a, x.dtype, false, x.device, stream);
 }
@@ -156,7 +156,7 @@ void rms_norm(const TensorView& x, const TensorView& weight, float eps, const Te
   check_f32_vector(fn, "rstd", rstd, x.rows(), x);
   if (x.rows() == 0) return;
   const F32Param w(weight, stream);
-  const norm::FwdArgs a{x.data,  x.row_stride(),    w.get(),  nullptr,  eps,  y.data, y.row_stride(),
+  const norm::FwdArgs a{x.data, x.row_stride(), w.get(), nullptr, eps, y.data, y.row_stride(),
                         nullptr, rstd.ptr<float>(), x.rows(), x.cols(), false};
   run_forward(a, x.dtype, true, x.device, stream);
 }
@@ -174,7 +174,7 @@ void backward_common(const char* fn, bool rms, const TensorView& dy, const Tenso
   if (!dweight.empty()) check_f32_vector(fn, "dweight", dweight, x.cols(), x);
   if (!dbias.empty()) check_f32_vector(fn, "dbias", dbias, x.cols(), x);
   const F32Param w(weight, stream);
-  const norm::BwdArgs a{dy.data, dy.row_stride(), x.data,  x.row_stride(), w.get(), rms ? nullptr : mean.ptr<float>(),
+  const norm::BwdArgs a{dy.data, dy.row_stride(), x.data, x.row_stride(), w.get(), rms ? nullptr : mean.ptr<float>(),
                         rstd.ptr<float>(), dx.data, dx.row_stride(), x.rows(), x.cols(), false};
   run_backward(a, x.dtype, rms, dweight.ptr<float>(), dbias.ptr<float>(), x.device, stream);
 }
