@@ -113,14 +113,16 @@ class F32Param {
   Stream stream_;
 };
 
-void run_forward(const norm::FwdArgs& a, DType t, bool rms, Device dev, Stream stream) {
+void run_forward(norm::FwdArgs a, DType t, bool rms, Device dev, Stream stream) {
+  a.nt = norm_cpu::stream_outputs(2 * a.N * a.D * int64_t(dtype_size(t)));  // reads x, writes y
   if (dev == Device::cpu) return norm_cpu::forward(a, t, rms);
 #ifdef LLMK_HAVE_CUDA
   LLMK_CUDA_CHECK(norm_cuda::forward(a, t, rms, reinterpret_cast<cudaStream_t>(stream)));
 #endif
 }
 
-void run_backward(const norm::BwdArgs& a, DType t, bool rms, float* dw, float* db, Device dev, Stream stream) {
+void run_backward(norm::BwdArgs a, DType t, bool rms, float* dw, float* db, Device dev, Stream stream) {
+  a.nt = norm_cpu::stream_outputs(3 * a.N * a.D * int64_t(dtype_size(t)));  // reads x, dy, writes dx
   if (dev == Device::cpu) return norm_cpu::backward(a, t, rms, dw, db);
 #ifdef LLMK_HAVE_CUDA
   LLMK_CUDA_CHECK(norm_cuda::backward(a, t, rms, dw, db, reinterpret_cast<cudaStream_t>(stream)));

@@ -9,6 +9,7 @@
 
 #include "llmk/norm.hpp"
 #include "llmk/parallel.hpp"
+#include "norm/norm_cpu.hpp"
 #include "tests/norm/norm_harness.hpp"
 
 namespace llmk::test {
@@ -32,9 +33,11 @@ bool padding_intact(const Guarded<T>& g, int64_t N, int64_t D, int64_t stride) {
   return true;
 }
 
-// Runs forward and backward of a case through the public API on host memory.
+// Runs forward and backward of a case through the public API on host memory
+// or, with force_nt, through the CPU drivers with non-temporal stores (which
+// the API picks only for tensors larger than the last-level cache).
 template <class T>
-NormOut run_cpu(const NormData<T>& d, const std::string& where) {
+NormOut run_cpu(const NormData<T>& d, const std::string& where, bool force_nt = false) {
   const NormCase& c = d.c;
   const int64_t N = c.N, D = c.D, S = c.stride();
   const DType t = dtype_of<T>();
@@ -50,7 +53,15 @@ NormOut run_cpu(const NormData<T>& d, const std::string& where) {
   const TensorView w = param(d.wf, d.wt, c.has_w), b = param(d.bf, d.bt, c.has_b);
   const auto mat = [&](auto& g) { return TensorView::matrix(g.data(), t, N, D, S); };
   const auto vec = [](auto& g, int64_t n) { return TensorView::vector(g.data(), DType::f32, n); };
-  if (c.rms) {
+  if (force_nt) {
+    const float* wf = c.has_w ? d.wf.data() : nullptr;
+    const norm::FwdArgs fa{x.data(), S, wf, c.has_b && !c.rms ? d.bf.data() : nullptr, c.eps, y.data(), S,
+                           c.rms ? nullptr : mean.data(), rstd.data(), N, D, true};
+    const norm::BwdArgs ba{dy.data(), S, x.data(), S, wf, c.rms ? nullptr : mean.data(), rstd.data(), dx.data(), S, N,
+                           D, true};
+    norm_cpu::forward(fa, t, c.rms);
+    norm_cpu::backward(ba, t, c.rms, dw.data(), c.rms ? nullptr : db.data());
+  } else if (c.rms) {
     rms_norm(mat(x), w, c.eps, mat(y), vec(rstd, N));
     rms_norm_backward(mat(dy), mat(x), w, vec(rstd, N), mat(dx), vec(dw, D));
   } else {
@@ -84,6 +95,24 @@ TEST(Norm, EveryPathMatchesReference) {
           }
         }
       });
+}
+
+TEST(Norm, NonTemporalStoresMatchReference) {
+  for (NormCase c : standard_cases()) {
+    if (!c.param_f32) continue;  // the drivers take f32 parameters
+    for (DType t : {DType::f32, DType::bf16})
+      with_dtype(t, [&]<class T>() {
+        const NormData<T> d(c);
+        for (SimdLevel l : simd_levels()) {
+          ScopedSimdLimit lim(l);
+          for (int threads : {1, 2}) {
+            ScopedThreads th(threads);
+            const std::string where = c.name() + " " + dtype_name(t) + " nt " + path_name(l, threads);
+            check_outputs(d, run_cpu(d, where, true), where);
+          }
+        }
+      });
+  }
 }
 
 TEST(Norm, LongRowsAndManyRows) {
