@@ -157,7 +157,22 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
       const int v = int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
       const float* pr = s + r * kTile;
       float* a = it.acc + r * D;
-      for (int64_t c = 0; c < D; c += W) {
+      // 4 vectors of acc stay in registers across the tile's tokens (D % 16 == 0:
+      // a chunk is 4 vectors, or 2 then 2 when W = 8 and D % 32 == 16)
+      int64_t c = 0;
+      for (; c + 4 * W <= D; c += 4 * W) {
+        V x0 = S::load(a + c), x1 = S::load(a + c + W), x2 = S::load(a + c + 2 * W), x3 = S::load(a + c + 3 * W);
+        for (int t = 0; t < v; ++t) {
+          const V pt = S::set1(pr[t]);
+          const float* vt = vrows[t] + c;
+          x0 = S::fmadd(pt, S::load(vt), x0);
+          x1 = S::fmadd(pt, S::load(vt + W), x1);
+          x2 = S::fmadd(pt, S::load(vt + 2 * W), x2);
+          x3 = S::fmadd(pt, S::load(vt + 3 * W), x3);
+        }
+        S::store(a + c, x0), S::store(a + c + W, x1), S::store(a + c + 2 * W, x2), S::store(a + c + 3 * W, x3);
+      }
+      for (; c < D; c += W) {
         V x = S::load(a + c);
         for (int t = 0; t < v; ++t) x = S::fmadd(S::set1(pr[t]), S::load(vrows[t] + c), x);
         S::store(a + c, x);
