@@ -45,7 +45,7 @@ struct KvCacheConfig {
   int64_t n_layers = 1;
   int64_t n_kv_heads = 1;
   int64_t head_dim = 64;        // a multiple of 16, at most 256
-  int64_t block_tokens = 16;    // tokens per block, 1..4096
+  int64_t block_tokens = 16;    // tokens per block, 1..2^20 (one max-length block per sequence = a contiguous cache)
   KvType k_type = KvType::f32;
   KvType v_type = KvType::f32;
   int64_t budget_bytes = 0;     // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks

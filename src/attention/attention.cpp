@@ -48,8 +48,8 @@ int64_t validate_common(const char* fn, const float* q, const KvLayerView& kv, c
   LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= 4096, fn, "kv.block_tokens", kv.block_tokens,
-                 "must be in [1, 4096]");
+  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens", kv.block_tokens,
+                 "must be in [1, 2^20]");
   LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
   LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
   LLMK_CHECK_ARG(Hq >= 1 && Hq % kv.n_kv_heads == 0 && Hq / kv.n_kv_heads <= 256, fn, "n_heads", Hq,
