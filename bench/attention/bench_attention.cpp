@@ -35,6 +35,8 @@ struct Pools {
 Pools make_pools(const Model& m, KvType t, int64_t nblocks, int64_t bt) {
   const int64_t rb = kv_row_bytes(t, m.D), rows = nblocks * m.Hkv * bt;
   Pools p{Buffer(size_t(rows * rb)), Buffer(size_t(rows * rb)), {}};
+  kv_advise_huge_pages(p.k.data(), p.k.bytes());  // as KvCache does, for both layouts
+  kv_advise_huge_pages(p.v.data(), p.v.bytes());
   std::vector<float> x(static_cast<size_t>(m.D));
   std::mt19937 g(1);
   std::normal_distribution<float> n;

@@ -143,6 +143,11 @@ class KvBlockManager {
   int64_t next_seq_ = 0;
 };
 
+// Asks the OS to back [p, p + bytes) with huge pages (Linux THP madvise; a
+// no-op elsewhere). Pools read in shuffled 16-token blocks otherwise pay a TLB
+// miss per block. Call before the memory is first touched.
+void kv_advise_huge_pages(void* p, size_t bytes);
+
 // One layer of a cache, as the attention kernels read it.
 struct KvLayerView {
   const void* k = nullptr;  // [num_blocks][n_kv_heads][block_tokens] rows of kv_row_bytes(k_type, head_dim)
