@@ -6,9 +6,9 @@
 // group, times the query tokens of a prefill tile) against kv positions
 // [k0, k1) of one sequence, each row r also capped causally at limit[r].
 // Positions are walked in tiles of at most kTile tokens that never cross a
-// block (so a tile's rows are contiguous). Per tile: each K row is dequantized
-// once into an L1 row buffer (f32 rows are read in place) and dotted with all
-// R queries; an online-softmax step per row (running max m, sum l, rescaled
+// block (so a tile's rows are contiguous). Per tile: K rows are dequantized
+// two at a time into an L1 buffer (f32 rows are read in place) and dotted with
+// all R queries; an online-softmax step per row (running max m, sum l, rescaled
 // accumulator); then the tile's V rows are dequantized into an L1 tile buffer
 // and accumulated into every row's acc. A row's arithmetic depends only on its
 // own q, its limit and the positions, never on the other rows of the item.

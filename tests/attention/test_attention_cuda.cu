@@ -1,6 +1,6 @@
 // CUDA paths of the paged cache against the oracle: the append-and-quantize
 // kernel bitwise equal to the host quantizer (every type, head_dim 80's
-// partial group, scattered slots), and paged decode for every storage type,
+// partial group, the slots of two sequences), and paged decode for every storage type,
 // MHA/GQA/MQA (incl. > 8 query heads per kv head: several CTAs per head),
 // every head_dim, and the launch configurations a launcher can pick (one CTA
 // per (seq, head), split-K with the merge kernel, the automatic choice).
