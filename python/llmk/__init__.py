@@ -10,3 +10,4 @@ from ._llmk import (cuda_compiled, cuda_device_count, num_threads, set_num_threa
 
 __all__ = ["cuda_compiled", "cuda_device_count", "num_threads", "set_num_threads", "set_simd_limit",
            "simd_level"]
+from .kv import KvCache, kv_decode, kv_prefill  # noqa: E402,F401
