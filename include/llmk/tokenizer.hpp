@@ -1,0 +1,111 @@
+// Byte-level BPE tokenizer (GPT-2 style), built from a GGUF file's tokenizer.ggml.* metadata,
+// plus the ChatML chat template of SmolLM2-Instruct and a streaming decoder.
+//
+// encode(text): 1. special tokens (types CONTROL and USER_DEFINED) are cut out of the text,
+// longest first (CONTROL ones only when parse_special); 2. each remaining run is split into
+// words by the pre-tokenizer named by tokenizer.ggml.pre ("gpt2": GPT-2's regex;
+// "smollm" and the StarCoder family: every \p{N} digit alone, then GPT-2's regex), done by
+// hand over Unicode category tables (src/tokenizer/unicode_tables.cpp); 3. each word's UTF-8
+// bytes are mapped to GPT-2's printable byte alphabet and merged by BPE, lowest merge rank
+// first; a piece with no token falls back to its single bytes. Invalid UTF-8 in the input
+// becomes U+FFFD (as llama.cpp does). Output matches llama.cpp's llama_tokenize.
+// decode: byte-level pieces map back to bytes; CONTROL tokens render as their text unless
+// skip_special. Token ids are int32_t; bad ids are an InvalidArgument naming the id.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "llmk/gguf.hpp"
+
+namespace llmk {
+
+// tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum class TokenType : int32_t {
+  undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
+};
+
+enum class PreTokenizer { gpt2, digits_then_gpt2 };
+
+class Tokenizer {
+ public:
+  // Needs tokenizer.ggml.model == "gpt2", tokens, merges; token_type, pre, bos/eos ids,
+  // add_bos_token and chat_template are optional. FormatError naming the key otherwise.
+  static Tokenizer from_gguf(const gguf::File& file);
+  // From parts (tests): tokens in byte-level form, merges as "a b", types (empty: all normal).
+  Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges,
+            std::vector<TokenType> types, PreTokenizer pre);
+
+  // text -> token ids. parse_special: recognize CONTROL tokens (e.g. <|im_start|>) written
+  // in the text; add_bos: prepend bos_id() (when the vocabulary has one).
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_bos = false) const;
+  // ids -> text bytes (may end inside a UTF-8 character if the ids do).
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  // One token's bytes (empty for CONTROL tokens when skip_special).
+  std::string token_bytes(int32_t id, bool skip_special = false) const;
+
+  int32_t n_vocab() const { return int32_t(tokens_.size()); }
+  const std::string& piece(int32_t id) const;  // the stored (byte-level) token text
+  TokenType type(int32_t id) const;
+  int32_t find(std::string_view piece) const;  // -1 when absent
+  int32_t bos_id() const { return bos_; }      // -1 when the vocabulary has none
+  int32_t eos_id() const { return eos_; }
+  // Whether generation should stop at `id`: eos, or any CONTROL token named in eog_ids
+  // (<|im_end|>, <|endoftext|> where present).
+  bool is_eog(int32_t id) const;
+  bool add_bos() const { return add_bos_; }    // tokenizer.ggml.add_bos_token
+  PreTokenizer pre() const { return pre_; }
+  const std::string& chat_template() const { return chat_template_; }  // "" when absent
+
+ private:
+  void check_id(int32_t id, const char* fn) const;
+  void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+
+  std::vector<std::string> tokens_;
+  std::vector<TokenType> types_;
+  std::unordered_map<std::string, int32_t> token_id_;
+  std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank (line number)
+  std::vector<int32_t> special_;  // CONTROL / USER_DEFINED ids, longest text first
+  std::vector<int32_t> eog_;
+  PreTokenizer pre_ = PreTokenizer::gpt2;
+  int32_t bos_ = -1, eos_ = -1;
+  bool add_bos_ = false;
+  std::string chat_template_;
+};
+
+// Incremental decoding for streaming output: push() returns the text that is complete so
+// far, holding back a UTF-8 character split across tokens until its last byte arrives.
+// Invalid bytes come out as U+FFFD. finish() flushes what is held back (as U+FFFD).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false) : tok_(tok), skip_(skip_special) {}
+  std::string push(int32_t id);
+  std::string finish();
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_;
+  std::string pending_;  // at most 3 bytes: the start of an incomplete character
+};
+
+// Chat messages and SmolLM2-Instruct's ChatML template:
+//   [<|im_start|>system\n{default_system}<|im_end|>\n]   (only when the first message is not
+//                                                          a system one and default_system != "")
+//   <|im_start|>{role}\n{content}<|im_end|>\n   for each message
+//   <|im_start|>assistant\n                      when add_generation_prompt
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+std::string render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt = true,
+                          std::string_view default_system = "");
+// The default system prompt a ChatML Jinja template inserts when the first message is not a
+// system one (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging
+// Face"), read from the template's literal '<|im_start|>system\n...<|im_end|>'; "" if none.
+std::string chatml_default_system(std::string_view jinja_template);
+
+}  // namespace llmk
