@@ -38,7 +38,8 @@ void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t 
 // The oracle: the same product with exact x and the dequantized W, in double.
 void matmul_ref(const float* x, int64_t ldx, const WeightView& w, double* y, int64_t ldy, int64_t M);
 
-// Row n of W, dequantized to f32 (embedding lookups). out: [K].
+// Row n of W, dequantized (embedding lookups; the f64 form is the oracles'). out: [K].
 void dequantize_row(const WeightView& w, int64_t n, float* out);
+void dequantize_row_f64(const WeightView& w, int64_t n, double* out);
 
 }  // namespace llmk

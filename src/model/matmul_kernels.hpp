@@ -32,6 +32,10 @@ using RowsFn = void (*)(const Args&, int64_t n0, int64_t n1);
 
 inline constexpr int kTile = 4;     // rows of x sharing a weight row
 inline constexpr int64_t kNChunk = 32;  // weight rows kept hot while the x tiles sweep them
+// Note: every row of x is summed in the same order whatever the tile size R, the
+// thread count or the other rows of the batch: two accumulator chains per row.
+// So a token's result never depends on what it was batched with (batched and
+// one-by-one generation, cached and uncached logits, agree bit for bit).
 
 // Runs tile(R, m0, n) over [n0, n1) x [0, M) with R = min(kTile, M - m0),
 // weight rows in chunks so they stay in L1/L2 across the x tiles.
@@ -50,7 +54,7 @@ inline void sweep(const Args& a, int64_t n0, int64_t n1, Tile&& tile) {
 template <class S, int R, class T>
 inline void float_tile(const Args& a, int64_t m0, int64_t n) {
   using V = typename S::V;
-  constexpr int W = S::kWidth, U = R == 1 ? 4 : 1;  // matvec: 4 chains hide FMA latency
+  constexpr int W = S::kWidth, U = 2;  // 2 chains per row, for every R (see the note above sweep)
   const int64_t K = a.w.cols;
   const T* wr = reinterpret_cast<const T*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
   const float* x = a.x + m0 * a.ldx;
@@ -88,7 +92,7 @@ inline __m256i dot_us(__m256i u, __m256i s) {
 
 template <int R, class B>
 inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
-  constexpr int U = R == 1 ? 2 : 1;  // matvec: alternate two accumulators across blocks
+  constexpr int U = 2;  // alternate two accumulators across blocks, for every R (see the note above sweep)
   const int64_t nb = a.w.cols / kQBlock;
   const B* wb = reinterpret_cast<const B*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
   const ActQ8* xq = a.xq + m0 * nb;

@@ -13,6 +13,7 @@
 // The first bound is loose (worst case over signs), so quantized results are
 // also checked against a tight oracle: the double product of the test's own
 // quantization of x (same rule) with W, within the rounding bound alone.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -158,17 +159,28 @@ INSTANTIATE_TEST_SUITE_P(All, MatmulTypes,
                          ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0, WType::q4_1),
                          [](const auto& info) { return std::string(wtype_name(info.param)); });
 
-TEST(Matmul, ThreadCountDoesNotChangeBits) {
+// A row's result must not depend on the thread count nor on the rows batched
+// with it (the engine relies on this: batched == one-by-one, bit for bit).
+TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
   const int64_t M = 5, N = 1025, K = 1024;
-  const auto wbuf = random_weights(WType::q4_1, N, K, wtype_row_bytes(WType::q4_1, K), 3);
-  const WeightView w{wbuf.data(), WType::q4_1, N, K, wtype_row_bytes(WType::q4_1, K)};
-  std::vector<float> x(size_t(M * K)), y1(size_t(M * N)), y2(size_t(M * N));
-  test::fill_normal(x.data(), x.size(), 5);
-  set_num_threads(1);
-  matmul(x.data(), K, w, y1.data(), N, M);
-  set_num_threads(2);
-  matmul(x.data(), K, w, y2.data(), N, M);
-  EXPECT_EQ(y1, y2);
+  for (WType t : {WType::f32, WType::bf16, WType::q8_0, WType::q4_1})
+    for (SimdLevel level : test::simd_levels()) {
+      ScopedSimdLimit lim(level);
+      const auto wbuf = random_weights(t, N, K, wtype_row_bytes(t, K), 3);
+      const WeightView w{wbuf.data(), t, N, K, wtype_row_bytes(t, K)};
+      std::vector<float> x(size_t(M * K)), y1(size_t(M * N)), y2(size_t(M * N));
+      test::fill_normal(x.data(), x.size(), 5);
+      set_num_threads(1);
+      matmul(x.data(), K, w, y1.data(), N, M);
+      set_num_threads(2);
+      matmul(x.data(), K, w, y2.data(), N, M);
+      EXPECT_EQ(y1, y2) << wtype_name(t) << " " << simd_name(level);
+      for (int64_t m = 0; m < M; ++m) {  // each row alone
+        std::vector<float> y(static_cast<size_t>(N));
+        matmul(x.data() + m * K, K, w, y.data(), N, 1);
+        EXPECT_TRUE(std::equal(y.begin(), y.end(), y2.begin() + m * N)) << wtype_name(t) << " row " << m;
+      }
+    }
 }
 
 TEST(Matmul, BadArgumentsNameThemselves) {
