@@ -1,0 +1,163 @@
+// Model::forward: one batch of tokens (any sequences, any positions) through
+// the decoder. Activations are f32 [T, width] rows; the matmuls take all T rows
+// at once; attention runs per (token, KV head) against the KvStore.
+#include <omp.h>
+
+#include <cmath>
+
+#include "llmk/error.hpp"
+#include "llmk/parallel.hpp"
+#include "model/model_internal.hpp"
+
+namespace llmk {
+namespace {
+
+// y = norm(x) * w (+ b): RMSNorm when b == nullptr and !layer_norm, else LayerNorm.
+void norm_row(const float* x, const float* w, const float* b, bool layer_norm, float eps, int64_t d, float* y) {
+  float mean = 0;
+  if (layer_norm) {
+    for (int64_t i = 0; i < d; ++i) mean += x[i];
+    mean /= float(d);
+  }
+  float ss = 0;
+  for (int64_t i = 0; i < d; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  const float r = 1.0f / std::sqrt(ss / float(d) + eps);
+  for (int64_t i = 0; i < d; ++i) y[i] = (x[i] - mean) * r * w[i] + (b ? b[i] : 0.0f);
+}
+
+// Rotates adjacent pairs (2i, 2i+1) of the first rope_dim values of each head
+// by pos * base^(-2i / rope_dim) (llama-arch GGUF's permuted Q/K).
+void rope_row(float* x, int64_t heads, int64_t dh, int64_t rope_dim, float base, int64_t pos) {
+  for (int64_t i = 0; i < rope_dim / 2; ++i) {
+    const double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(rope_dim));
+    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    for (int64_t h = 0; h < heads; ++h) {
+      float* p = x + h * dh + 2 * i;
+      const float a = p[0], b = p[1];
+      p[0] = a * c - b * s;
+      p[1] = a * s + b * c;
+    }
+  }
+}
+
+void add_bias(float* y, int64_t ld, const float* b, int64_t T, int64_t n) {
+  if (!b) return;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < n; ++i) y[t * ld + i] += b[i];
+}
+
+float gelu(float x) {  // GPT-2's tanh approximation
+  return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+}  // namespace
+
+int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
+  const int64_t T = int64_t(b.tokens.size());
+  const char* fn = "Model::forward";
+  LLMK_CHECK_ARG(b.pos.size() == b.tokens.size(), fn, "batch.pos.size", b.pos.size(), "must equal batch.tokens.size");
+  LLMK_CHECK_ARG(b.seq.size() == b.tokens.size(), fn, "batch.seq.size", b.seq.size(), "must equal batch.tokens.size");
+  LLMK_CHECK_ARG(b.want.empty() || b.want.size() == b.tokens.size(), fn, "batch.want.size", b.want.size(),
+                 "must be 0 or batch.tokens.size");
+  const ModelConfig& c = cfg_;
+  const bool gpt2 = c.arch == Arch::gpt2;
+  for (int64_t t = 0; t < T; ++t) {
+    LLMK_CHECK_ARG(b.tokens[t] >= 0 && b.tokens[t] < c.n_vocab, fn, "batch.tokens[" + std::to_string(t) + "]",
+                   b.tokens[t], "must be in [0, n_vocab = " + std::to_string(c.n_vocab) + ")");
+    LLMK_CHECK_ARG(b.pos[t] >= 0 && (!gpt2 || b.pos[t] < c.n_ctx), fn, "batch.pos[" + std::to_string(t) + "]",
+                   b.pos[t], gpt2 ? "must be in [0, n_ctx)" : "must be >= 0");
+    LLMK_CHECK_ARG(b.seq[t] >= 0, fn, "batch.seq[" + std::to_string(t) + "]", b.seq[t], "must be >= 0");
+  }
+  if (T == 0) return 0;
+  const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
+  const int64_t G = nh / nkv, ff = c.d_ff;
+  Owned& s = *owned_;
+  s.x.resize(size_t(T * d));
+  s.h.resize(size_t(T * d));
+  s.q.resize(size_t(T * (gpt2 ? 3 * d : dq)));
+  s.k.resize(size_t(T * dkv));
+  s.v.resize(size_t(T * dkv));
+  s.att.resize(size_t(T * dq));
+  s.ff.resize(size_t(T * ff));
+  s.ff2.resize(size_t(T * ff));
+  float *x = s.x.data(), *h = s.h.data();
+  const int threads = num_threads();
+  const bool par = T >= 4;
+
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+  for (int64_t t = 0; t < T; ++t) {
+    dequantize_row(tok_embd_, b.tokens[t], x + t * d);
+    if (gpt2) {
+      std::vector<float> p(static_cast<size_t>(d));
+      dequantize_row(pos_embd_, b.pos[t], p.data());
+      for (int64_t i = 0; i < d; ++i) x[t * d + i] += p[size_t(i)];
+    }
+  }
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = layers_[size_t(l)];
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (int64_t t = 0; t < T; ++t) norm_row(x + t * d, L.attn_norm, L.attn_norm_b, gpt2, c.norm_eps, d, h + t * d);
+    // Q, K, V rows: q [T, ldq], k/v [T, ldk] at kq/vq
+    float *q = s.q.data(), *kr, *vr;
+    int64_t ldq, ldk;
+    if (gpt2) {
+      matmul(h, d, L.wqkv, q, 3 * d, T);
+      add_bias(q, 3 * d, L.bqkv, T, 3 * d);
+      ldq = ldk = 3 * d;
+      kr = q + d;
+      vr = q + 2 * d;
+    } else {
+      matmul(h, d, L.wq, q, dq, T);
+      matmul(h, d, L.wk, s.k.data(), dkv, T);
+      matmul(h, d, L.wv, s.v.data(), dkv, T);
+      add_bias(q, dq, L.bq, T, dq);
+      add_bias(s.k.data(), dkv, L.bk, T, dkv);
+      add_bias(s.v.data(), dkv, L.bv, T, dkv);
+      ldq = dq;
+      ldk = dkv;
+      kr = s.k.data();
+      vr = s.v.data();
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+      for (int64_t t = 0; t < T; ++t) {
+        rope_row(q + t * ldq, nh, dh, c.rope_dim, c.rope_base, b.pos[t]);
+        rope_row(kr + t * ldk, nkv, dh, c.rope_dim, c.rope_base, b.pos[t]);
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) kv.store(l, b.seq[t], b.pos[t], kr + t * ldk, vr + t * ldk);
+    float* att = s.att.data();
+#pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < nkv; ++j)
+        kv.attend(l, b.seq[t], b.pos[t] + 1, j, q + t * ldq + j * G * dh, att + t * dq + j * G * dh);
+    matmul(att, dq, L.wo, h, d, T);
+    add_bias(h, d, L.bo, T, d);
+    for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
+
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (int64_t t = 0; t < T; ++t) norm_row(x + t * d, L.ffn_norm, L.ffn_norm_b, gpt2, c.norm_eps, d, h + t * d);
+    float *u = s.ff.data(), *g = s.ff2.data();
+    matmul(h, d, L.w_up, u, ff, T);
+    if (gpt2) {
+      add_bias(u, ff, L.b_up, T, ff);
+      for (int64_t i = 0; i < T * ff; ++i) u[i] = gelu(u[i]);
+    } else {
+      matmul(h, d, L.w_gate, g, ff, T);
+      for (int64_t i = 0; i < T * ff; ++i) u[i] *= g[i] / (1.0f + std::exp(-g[i]));
+    }
+    matmul(u, ff, L.w_down, h, d, T);
+    add_bias(h, d, L.b_down, T, d);
+    for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
+  }
+
+  int64_t n = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    if (!b.want.empty() && !b.want[t]) continue;
+    norm_row(x + t * d, out_norm_, out_norm_b_, gpt2, c.norm_eps, d, h + n * d);
+    ++n;
+  }
+  if (n) matmul(h, d, output_, logits, c.n_vocab, n);
+  return n;
+}
+
+}  // namespace llmk
