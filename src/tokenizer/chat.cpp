@@ -1,0 +1,36 @@
+// ChatML rendering for SmolLM2-Instruct (`llmk chat`), and the default system prompt read
+// from the model's Jinja template. Only this one template family is rendered: a general Jinja
+// engine is out of scope; python/tests/test_tokenizer_llamacpp.py checks the output against
+// the GGUF's own template rendered by Jinja2.
+#include <string>
+
+#include "llmk/tokenizer.hpp"
+
+namespace llmk {
+
+std::string render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                          std::string_view default_system) {
+  std::string out;
+  if (!default_system.empty() && (messages.empty() || messages[0].role != "system"))
+    out.append("<|im_start|>system\n").append(default_system).append("<|im_end|>\n");
+  for (const ChatMessage& m : messages) out.append("<|im_start|>").append(m.role).append("\n").append(m.content).append("<|im_end|>\n");
+  if (add_generation_prompt) out.append("<|im_start|>assistant\n");
+  return out;
+}
+
+std::string chatml_default_system(std::string_view tpl) {
+  // The literal is written inside a Jinja string: '<|im_start|>system\nTEXT<|im_end|>\n',
+  // where "\n" is the two characters backslash and n (or, rarely, a real newline).
+  for (std::string_view head : {std::string_view("<|im_start|>system\\n"), std::string_view("<|im_start|>system\n")}) {
+    const size_t a = tpl.find(head);
+    if (a == std::string_view::npos) continue;
+    const size_t start = a + head.size();
+    const size_t b = tpl.find("<|im_end|>", start);
+    const size_t quote = tpl.find_first_of("'\"{}", start);
+    if (b == std::string_view::npos || (quote != std::string_view::npos && quote < b)) return "";  // not a literal
+    return std::string(tpl.substr(start, b - start));
+  }
+  return "";
+}
+
+}  // namespace llmk

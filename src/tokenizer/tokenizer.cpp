@@ -1,0 +1,290 @@
+// Byte-level BPE (see include/llmk/tokenizer.hpp): vocabulary from GGUF metadata, special
+// token partition, pre-tokenizer split, BPE merges by rank with a priority queue (as
+// llama.cpp and Hugging Face's tokenizers do: lowest rank first, leftmost on ties), decode.
+#include "llmk/tokenizer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <queue>
+
+#include "tokenizer/unicode.hpp"
+
+namespace llmk {
+
+namespace {
+// GPT-2's byte <-> printable code point map: bytes 0x21..0x7E, 0xA1..0xAC and 0xAE..0xFF map to
+// themselves, the other 68 bytes to U+0100.. in byte order (so ' ' -> 'Ġ' U+0120).
+struct ByteMap {
+  std::array<uint32_t, 256> to_cp{};
+  std::array<int16_t, 512> to_byte{};  // code points < 0x200 -> byte, -1 when not in the map
+  ByteMap() {
+    to_byte.fill(-1);
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool self = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      to_cp[b] = self ? uint32_t(b) : next++;
+      to_byte[to_cp[b]] = int16_t(b);
+    }
+  }
+};
+const ByteMap& byte_map() {
+  static const ByteMap m;
+  return m;
+}
+
+PreTokenizer pre_from_name(std::string_view pre) {
+  // llama.cpp's names for pre-tokenizers that split digits one by one before GPT-2's regex.
+  static constexpr std::string_view kDigits[] = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
+  for (std::string_view d : kDigits)
+    if (pre == d) return PreTokenizer::digits_then_gpt2;
+  if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2") return PreTokenizer::gpt2;
+  throw gguf::FormatError("tokenizer: pre-tokenizer 'tokenizer.ggml.pre' = '" + std::string(pre) +
+                          "' is not supported (supported: gpt2, smollm and the StarCoder family)");
+}
+
+bool is_special_type(TokenType t) {
+  return t == TokenType::control || t == TokenType::user_defined || t == TokenType::unknown;
+}
+}  // namespace
+
+Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges,
+                     std::vector<TokenType> types, PreTokenizer pre)
+    : tokens_(std::move(tokens)), types_(std::move(types)), pre_(pre) {
+  const char* fn = "Tokenizer";
+  LLMK_CHECK_ARG(!tokens_.empty() && tokens_.size() < size_t(INT32_MAX), fn, "tokens.size()", tokens_.size(),
+                 "must be 1 .. 2^31-2");
+  if (types_.empty()) types_.assign(tokens_.size(), TokenType::normal);
+  LLMK_CHECK_ARG(types_.size() == tokens_.size(), fn, "types.size()", types_.size(),
+                 "must equal tokens.size() = " + std::to_string(tokens_.size()));
+  token_id_.reserve(tokens_.size());
+  for (size_t i = 0; i < tokens_.size(); ++i) token_id_.emplace(tokens_[i], int32_t(i));  // first id wins
+  merge_rank_.reserve(merges.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const size_t sp = merges[r].find(' ', 1);
+    LLMK_CHECK_ARG(sp != std::string::npos, fn, "merges[" + std::to_string(r) + "]", merges[r],
+                   "must be two pieces separated by a space");
+    merge_rank_.emplace(merges[r], int32_t(r));
+  }
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (is_special_type(types_[i]) && !tokens_[i].empty()) special_.push_back(int32_t(i));
+  std::stable_sort(special_.begin(), special_.end(),
+                   [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
+  // End-of-generation tokens, by text, as llama.cpp recognizes them.
+  static constexpr std::string_view kEog[] = {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>",
+                                             "<|end|>", "<end_of_turn>", "<EOT>"};
+  for (std::string_view t : kEog)
+    if (int32_t id = find(t); id >= 0 && types_[id] == TokenType::control) eog_.push_back(id);
+}
+
+Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
+  const std::string model(f.get_string("tokenizer.ggml.model"));
+  if (model != "gpt2")
+    throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.model' = '" + model +
+                            "' is not supported (llmk reads byte-level BPE, 'gpt2')");
+  std::vector<std::string> tokens = f.get_strings("tokenizer.ggml.tokens");
+  const std::vector<std::string>& merges = f.get_strings("tokenizer.ggml.merges");
+  std::vector<TokenType> types;
+  if (f.has("tokenizer.ggml.token_type")) {
+    const std::vector<int64_t> t = f.get_ints("tokenizer.ggml.token_type");
+    if (t.size() != tokens.size())
+      throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.token_type' has " + std::to_string(t.size()) +
+                              " entries for " + std::to_string(tokens.size()) + " tokens");
+    for (int64_t x : t) types.push_back(x >= 0 && x <= 6 ? TokenType(x) : TokenType::undefined);
+  }
+  const int64_t n = int64_t(tokens.size());
+  Tokenizer tok(std::move(tokens), merges, std::move(types), pre_from_name(f.get_string_or("tokenizer.ggml.pre", "")));
+  auto id_or = [&](const char* key) -> int32_t {
+    if (!f.has(key)) return -1;
+    const int64_t id = f.get_int(key);
+    if (id < 0 || id >= n)
+      throw gguf::FormatError("tokenizer: " + f.path() + ": '" + key + "' = " + std::to_string(id) +
+                              " is not a token id (vocabulary of " + std::to_string(n) + ")");
+    return int32_t(id);
+  };
+  tok.bos_ = id_or("tokenizer.ggml.bos_token_id");
+  tok.eos_ = id_or("tokenizer.ggml.eos_token_id");
+  tok.add_bos_ = f.get_bool_or("tokenizer.ggml.add_bos_token", false) && tok.bos_ >= 0;
+  tok.chat_template_ = f.get_string_or("tokenizer.chat_template", "");
+  return tok;
+}
+
+void Tokenizer::check_id(int32_t id, const char* fn) const {
+  LLMK_CHECK_ARG(id >= 0 && id < n_vocab(), fn, "id", id, "must be in [0, " + std::to_string(n_vocab()) + ")");
+}
+const std::string& Tokenizer::piece(int32_t id) const {
+  check_id(id, "Tokenizer::piece");
+  return tokens_[size_t(id)];
+}
+TokenType Tokenizer::type(int32_t id) const {
+  check_id(id, "Tokenizer::type");
+  return types_[size_t(id)];
+}
+int32_t Tokenizer::find(std::string_view p) const {
+  auto it = token_id_.find(std::string(p));
+  return it == token_id_.end() ? -1 : it->second;
+}
+bool Tokenizer::is_eog(int32_t id) const {
+  return id >= 0 && (id == eos_ || std::find(eog_.begin(), eog_.end(), id) != eog_.end());
+}
+
+// BPE over one pre-tokenized word (already in the byte-level alphabet, as UTF-8).
+void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const {
+  struct Sym {
+    size_t start, len;
+    int prev, next;
+  };
+  std::vector<Sym> syms;
+  for (size_t i = 0; i < word.size();) {
+    const size_t len = size_t(std::max(1, unicode::utf8_sequence_length(word.substr(i))));
+    syms.push_back({i, len, int(syms.size()) - 1, int(syms.size()) + 1});
+    i += len;
+  }
+  syms.back().next = -1;
+  struct Bigram {
+    int32_t rank;
+    int left;
+    size_t len;  // combined byte length when queued: a stale entry no longer matches
+    bool operator<(const Bigram& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Bigram> queue;
+  std::string key;
+  auto push_pair = [&](int l) {
+    if (l < 0 || syms[size_t(l)].next < 0) return;
+    const Sym& a = syms[size_t(l)];
+    const Sym& b = syms[size_t(a.next)];
+    key.assign(word.substr(a.start, a.len)).append(" ").append(word.substr(b.start, b.len));
+    auto it = merge_rank_.find(key);
+    if (it != merge_rank_.end()) queue.push({it->second, l, a.len + b.len});
+  };
+  for (int i = 0; i + 1 < int(syms.size()); ++i) push_pair(i);
+  while (!queue.empty()) {
+    const Bigram top = queue.top();
+    queue.pop();
+    Sym& a = syms[size_t(top.left)];
+    if (a.len == 0 || a.next < 0 || a.len + syms[size_t(a.next)].len != top.len) continue;  // stale
+    Sym& b = syms[size_t(a.next)];
+    a.len += b.len;
+    b.len = 0;
+    a.next = b.next;
+    if (a.next >= 0) syms[size_t(a.next)].prev = top.left;
+    push_pair(a.prev);
+    push_pair(top.left);
+  }
+  for (int i = 0; i >= 0; i = syms[size_t(i)].next) {
+    const std::string_view s = word.substr(syms[size_t(i)].start, syms[size_t(i)].len);
+    if (const int32_t id = find(s); id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    for (char c : s)  // no token for the piece: its single bytes, where they are tokens
+      if (const int32_t id = find(std::string_view(&c, 1)); id >= 0) out.push_back(id);
+  }
+}
+
+void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+  const std::vector<uint32_t> cps = unicode::decode_utf8(text);
+  std::vector<size_t> ends;
+  if (pre_ == PreTokenizer::digits_then_gpt2) unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends);
+  else unicode::split_gpt2(cps, 0, cps.size(), ends);
+  const ByteMap& bm = byte_map();
+  std::string raw, word;
+  size_t begin = 0;
+  for (size_t end : ends) {
+    raw.clear();
+    for (size_t i = begin; i < end; ++i) unicode::append_utf8(raw, cps[i]);
+    word.clear();
+    for (unsigned char c : raw) unicode::append_utf8(word, bm.to_cp[c]);
+    bpe_word(word, out);
+    begin = end;
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, bool add_bos) const {
+  std::vector<int32_t> out;
+  if (add_bos && bos_ >= 0) out.push_back(bos_);
+  // Fragments: either a special token id, or a span of text still to be tokenized.
+  struct Frag {
+    int32_t id;  // -1: text
+    size_t start, len;
+  };
+  std::vector<Frag> frags{{-1, 0, text.size()}};
+  for (int32_t sid : special_) {
+    if (types_[size_t(sid)] != TokenType::user_defined && !parse_special) continue;
+    const std::string& s = tokens_[size_t(sid)];
+    std::vector<Frag> next;
+    for (const Frag& f : frags) {
+      if (f.id >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      size_t pos = f.start;
+      const size_t end = f.start + f.len;
+      while (true) {
+        const size_t hit = text.substr(0, end).find(s, pos);
+        if (hit == std::string_view::npos) break;
+        if (hit > pos) next.push_back({-1, pos, hit - pos});
+        next.push_back({sid, hit, s.size()});
+        pos = hit + s.size();
+      }
+      if (pos < end) next.push_back({-1, pos, end - pos});
+    }
+    frags = std::move(next);
+  }
+  for (const Frag& f : frags) {
+    if (f.id >= 0) out.push_back(f.id);
+    else encode_plain(text.substr(f.start, f.len), out);
+  }
+  return out;
+}
+
+std::string Tokenizer::token_bytes(int32_t id, bool skip_special) const {
+  check_id(id, "Tokenizer::token_bytes");
+  const std::string& t = tokens_[size_t(id)];
+  switch (types_[size_t(id)]) {
+    case TokenType::control:
+    case TokenType::unknown: return skip_special ? std::string() : t;
+    case TokenType::user_defined: return t;
+    default: break;
+  }
+  // Byte-level text back to bytes; a code point outside GPT-2's map passes through as UTF-8.
+  const ByteMap& bm = byte_map();
+  std::string out;
+  for (uint32_t cp : unicode::decode_utf8(t)) {
+    if (cp < bm.to_byte.size() && bm.to_byte[cp] >= 0) out += char(bm.to_byte[cp]);
+    else unicode::append_utf8(out, cp);
+  }
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string out;
+  for (int32_t id : ids) out += token_bytes(id, skip_special);
+  return out;
+}
+
+std::string StreamDecoder::push(int32_t id) {
+  pending_ += tok_.token_bytes(id, skip_);
+  std::string out;
+  size_t i = 0;
+  while (i < pending_.size()) {
+    const int len = unicode::utf8_sequence_length(std::string_view(pending_).substr(i));
+    if (len == 0) break;  // an incomplete character: wait for the next token
+    if (len < 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD for each maximal ill-formed subpart
+      i += unicode::utf8_invalid_length(std::string_view(pending_).substr(i));
+      continue;
+    }
+    out.append(pending_, i, size_t(len));
+    i += size_t(len);
+  }
+  pending_.erase(0, i);
+  return out;
+}
+
+std::string StreamDecoder::finish() {
+  std::string out = pending_.empty() ? "" : "\xEF\xBF\xBD";  // a character cut short
+  pending_.clear();
+  return out;
+}
+
+}  // namespace llmk
