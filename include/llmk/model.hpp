@@ -26,6 +26,7 @@
 namespace llmk {
 namespace gguf {
 class File;
+class Writer;
 }
 
 enum class Arch : uint8_t { llama, gpt2 };
@@ -99,6 +100,10 @@ class Model {
   // A random model of the given config, weights of type `t` owned by the
   // model (quantized types: random codes and scales), for tests and benches.
   static Model random(const ModelConfig& c, WType t, uint64_t seed);
+
+  // Adds this model's metadata and tensors (GGUF names, ggml order) to a
+  // writer, so tests and benches can write a tiny model file.
+  void add_to_gguf(gguf::Writer& w) const;
 
   const ModelConfig& config() const { return cfg_; }
   const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }

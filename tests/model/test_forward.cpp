@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "llmk/gguf.hpp"
 #include "llmk/model.hpp"
 #include "llmk/parallel.hpp"
 #include "tests/common/testutil.hpp"
@@ -163,4 +164,40 @@ TEST(Forward, BadBatchNamesTheArgument) {
   EXPECT_THROW(Model::random(c, WType::f32, 1), InvalidArgument);
 }
 
+}  // namespace
+
+namespace {
+using namespace llmk;
+// A random model written to GGUF and read back computes the same bits; the
+// loader rejects a wrong shape by naming the tensor.
+TEST(ModelGguf, RoundTripComputesTheSameLogits) {
+  for (Arch a : {Arch::llama, Arch::gpt2})
+    for (WType t : {WType::q4_1, WType::f16}) {
+      Model m = Model::random(tiny(a), t, 9);
+      gguf::Writer w;
+      m.add_to_gguf(w);
+      const auto bytes = w.bytes();
+      const gguf::File f = gguf::File::parse(bytes, "tiny.gguf");
+      Model back = Model::from_gguf(f);
+      EXPECT_EQ(back.config().tied, m.config().tied);
+      EXPECT_EQ(back.weight_bytes(), m.weight_bytes());
+      const auto toks = tokens_of(6, 4, m.config().n_vocab);
+      EXPECT_EQ(prefill(back, toks), prefill(m, toks)) << (a == Arch::llama ? "llama " : "gpt2 ") << wtype_name(t);
+    }
+}
+
+TEST(ModelGguf, WrongShapeNamesTheTensor) {
+  Model m = Model::random(tiny(Arch::llama), WType::f32, 9);
+  gguf::Writer w;
+  m.add_to_gguf(w);
+  w.set("llama.feed_forward_length", gguf::Value::of(uint32_t(128)));
+  const auto bytes = w.bytes();
+  const gguf::File f = gguf::File::parse(bytes, "bad.gguf");
+  try {
+    Model::from_gguf(f);
+    FAIL() << "no error";
+  } catch (const gguf::FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_up.weight"), std::string::npos) << e.what();
+  }
+}
 }  // namespace
