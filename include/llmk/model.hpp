@@ -58,39 +58,41 @@ struct LayerWeights {
   const float *b_up = nullptr, *b_down = nullptr;  // [d_ff], [d] (gpt2)
 };
 
-// Where K and V live. Rows are [n_head_kv * d_head] f32 at the interface; the
-// store may keep them in any format (the paged quantized cache does).
-class KvStore {
- public:
-  virtual ~KvStore() = default;
-  // Stores one token's K and V rows of `layer` at position `pos` of sequence `seq`.
-  virtual void store(int64_t layer, int32_t seq, int64_t pos, const float* k, const float* v) = 0;
-  // For the query heads of KV head `kv_head` (G = n_head / n_head_kv of them):
-  // out[g] = softmax(q[g] . K[j] * scale) V[j] over positions j in [0, n).
-  // q, out: [G, d_head]. Called concurrently for different (token, kv_head).
-  virtual void attend(int64_t layer, int32_t seq, int64_t n, int64_t kv_head, const float* q, float* out) = 0;
-};
-
-// A dense f32 cache [layer, seq, pos, 2, d_kv] (llama2.c's): the simplest
-// correct store, the oracle of the paged one.
-class DenseKv final : public KvStore {
- public:
-  DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos);
-  void store(int64_t layer, int32_t seq, int64_t pos, const float* k, const float* v) override;
-  void attend(int64_t layer, int32_t seq, int64_t n, int64_t kv_head, const float* q, float* out) override;
-
- private:
-  float* row(int64_t layer, int32_t seq, int64_t pos) { return data_.data() + ((layer * seqs_ + seq) * max_pos_ + pos) * 2 * dkv_; }
-  int64_t layers_, seqs_, max_pos_, dkv_, dh_, group_;
-  std::vector<float> data_;
-};
-
 struct Batch {
   std::span<const int32_t> tokens;  // [T]
   std::span<const int64_t> pos;     // [T] position of each token in its sequence
   std::span<const int32_t> seq;     // [T] sequence id in the KvStore
   std::span<const uint8_t> want;    // [T] 1 = return this token's logits; empty = all
 };
+
+// Where K and V live. Rows are f32 at this interface; the store may keep them
+// in any format (the paged quantized cache does). Per layer, the model calls
+// store() with every batch token's K/V, then attend(), so a token sees the
+// tokens of its own sequence that precede it in the same batch.
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  // k, v: [T, d_kv], row t = token t of the batch (heads concatenated).
+  virtual void store(int64_t layer, const Batch& b, const float* k, const float* v) = 0;
+  // out[t, h] = softmax_j(q[t, h] . K[j, h / G] / sqrt(d_head)) V[j, h / G] over
+  // positions j in [0, pos[t]] of seq[t]; q, out: [T, n_head * d_head].
+  virtual void attend(int64_t layer, const Batch& b, const float* q, float* out) = 0;
+};
+
+// A dense f32 cache [layer, seq, pos, 2, d_kv] (llama2.c's): the simplest
+// correct store, the oracle of the paged one. Any batch order works.
+class DenseKv final : public KvStore {
+ public:
+  DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos);
+  void store(int64_t layer, const Batch& b, const float* k, const float* v) override;
+  void attend(int64_t layer, const Batch& b, const float* q, float* out) override;
+
+ private:
+  float* row(int64_t layer, int32_t seq, int64_t pos) { return data_.data() + ((layer * seqs_ + seq) * max_pos_ + pos) * 2 * dkv_; }
+  int64_t layers_, seqs_, max_pos_, dkv_, dh_, nh_, group_;
+  std::vector<float> data_;
+};
+
 
 class Model {
  public:

@@ -3,6 +3,7 @@
 // at once; attention runs per (token, KV head) against the KvStore.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "llmk/error.hpp"
@@ -70,15 +71,15 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
   }
   if (T == 0) return 0;
   const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
-  const int64_t G = nh / nkv, ff = c.d_ff;
+  const int64_t ff = c.d_ff;
   Owned& s = *owned_;
   s.x.resize(size_t(T * d));
   s.h.resize(size_t(T * d));
-  s.q.resize(size_t(T * (gpt2 ? 3 * d : dq)));
+  s.q.resize(size_t(T * dq));
   s.k.resize(size_t(T * dkv));
   s.v.resize(size_t(T * dkv));
   s.att.resize(size_t(T * dq));
-  s.ff.resize(size_t(T * ff));
+  s.ff.resize(size_t(T * std::max(ff, 3 * d)));
   s.ff2.resize(size_t(T * ff));
   float *x = s.x.data(), *h = s.h.data();
   const int threads = num_threads();
@@ -98,38 +99,33 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     const LayerWeights& L = layers_[size_t(l)];
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
     for (int64_t t = 0; t < T; ++t) norm_row(x + t * d, L.attn_norm, L.attn_norm_b, gpt2, c.norm_eps, d, h + t * d);
-    // Q, K, V rows: q [T, ldq], k/v [T, ldk] at kq/vq
-    float *q = s.q.data(), *kr, *vr;
-    int64_t ldq, ldk;
+    // q [T, dq], k and v [T, dkv], contiguous (gpt2: split from the fused product)
+    float *q = s.q.data(), *k = s.k.data(), *v = s.v.data();
     if (gpt2) {
-      matmul(h, d, L.wqkv, q, 3 * d, T);
-      add_bias(q, 3 * d, L.bqkv, T, 3 * d);
-      ldq = ldk = 3 * d;
-      kr = q + d;
-      vr = q + 2 * d;
+      float* qkv = s.ff.data();  // [T, 3d]; ff is free until the MLP
+      matmul(h, d, L.wqkv, qkv, 3 * d, T);
+      add_bias(qkv, 3 * d, L.bqkv, T, 3 * d);
+      for (int64_t t = 0; t < T; ++t) {
+        std::copy_n(qkv + t * 3 * d, d, q + t * d);
+        std::copy_n(qkv + t * 3 * d + d, d, k + t * d);
+        std::copy_n(qkv + t * 3 * d + 2 * d, d, v + t * d);
+      }
     } else {
       matmul(h, d, L.wq, q, dq, T);
-      matmul(h, d, L.wk, s.k.data(), dkv, T);
-      matmul(h, d, L.wv, s.v.data(), dkv, T);
+      matmul(h, d, L.wk, k, dkv, T);
+      matmul(h, d, L.wv, v, dkv, T);
       add_bias(q, dq, L.bq, T, dq);
-      add_bias(s.k.data(), dkv, L.bk, T, dkv);
-      add_bias(s.v.data(), dkv, L.bv, T, dkv);
-      ldq = dq;
-      ldk = dkv;
-      kr = s.k.data();
-      vr = s.v.data();
+      add_bias(k, dkv, L.bk, T, dkv);
+      add_bias(v, dkv, L.bv, T, dkv);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
       for (int64_t t = 0; t < T; ++t) {
-        rope_row(q + t * ldq, nh, dh, c.rope_dim, c.rope_base, b.pos[t]);
-        rope_row(kr + t * ldk, nkv, dh, c.rope_dim, c.rope_base, b.pos[t]);
+        rope_row(q + t * dq, nh, dh, c.rope_dim, c.rope_base, b.pos[t]);
+        rope_row(k + t * dkv, nkv, dh, c.rope_dim, c.rope_base, b.pos[t]);
       }
     }
-    for (int64_t t = 0; t < T; ++t) kv.store(l, b.seq[t], b.pos[t], kr + t * ldk, vr + t * ldk);
     float* att = s.att.data();
-#pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t j = 0; j < nkv; ++j)
-        kv.attend(l, b.seq[t], b.pos[t] + 1, j, q + t * ldq + j * G * dh, att + t * dq + j * G * dh);
+    kv.store(l, b, k, v);
+    kv.attend(l, b, q, att);
     matmul(att, dq, L.wo, h, d, T);
     add_bias(h, d, L.bo, T, d);
     for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "llmk/error.hpp"
+#include "llmk/parallel.hpp"
 #include "llmk/dtype.hpp"
 #include "llmk/ggml_quants.hpp"
 #include "model/model_internal.hpp"
@@ -130,44 +131,50 @@ int64_t Model::weight_bytes() const {
 }
 
 DenseKv::DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos)
-    : layers_(c.n_layer), seqs_(max_seqs), max_pos_(max_pos), dkv_(c.d_kv()), dh_(c.d_head()),
+    : layers_(c.n_layer), seqs_(max_seqs), max_pos_(max_pos), dkv_(c.d_kv()), dh_(c.d_head()), nh_(c.n_head),
       group_(c.n_head / c.n_head_kv) {
   LLMK_CHECK_ARG(max_seqs > 0, "DenseKv", "max_seqs", max_seqs, "must be > 0");
   LLMK_CHECK_ARG(max_pos > 0, "DenseKv", "max_pos", max_pos, "must be > 0");
   data_.assign(size_t(layers_ * seqs_ * max_pos_ * 2 * dkv_), 0.0f);
 }
 
-void DenseKv::store(int64_t layer, int32_t seq, int64_t pos, const float* k, const float* v) {
-  LLMK_CHECK_ARG(seq >= 0 && seq < seqs_, "DenseKv::store", "seq", seq, "must be in [0, max_seqs)");
-  LLMK_CHECK_ARG(pos >= 0 && pos < max_pos_, "DenseKv::store", "pos", pos, "must be in [0, max_pos)");
-  float* r = row(layer, seq, pos);
-  std::copy_n(k, dkv_, r);
-  std::copy_n(v, dkv_, r + dkv_);
+void DenseKv::store(int64_t layer, const Batch& b, const float* k, const float* v) {
+  for (size_t t = 0; t < b.tokens.size(); ++t) {
+    LLMK_CHECK_ARG(b.seq[t] < seqs_, "DenseKv::store", "seq", b.seq[t], "must be < max_seqs = " + std::to_string(seqs_));
+    LLMK_CHECK_ARG(b.pos[t] < max_pos_, "DenseKv::store", "pos", b.pos[t], "must be < max_pos = " + std::to_string(max_pos_));
+    float* r = row(layer, b.seq[t], b.pos[t]);
+    std::copy_n(k + t * dkv_, dkv_, r);
+    std::copy_n(v + t * dkv_, dkv_, r + dkv_);
+  }
 }
 
-void DenseKv::attend(int64_t layer, int32_t seq, int64_t n, int64_t kv_head, const float* q, float* out) {
+void DenseKv::attend(int64_t layer, const Batch& b, const float* q, float* out) {
+  const int64_t T = int64_t(b.tokens.size());
   const float scale = 1.0f / std::sqrt(float(dh_));
-  std::vector<float> p(static_cast<size_t>(n));
-  for (int64_t g = 0; g < group_; ++g) {
-    const float* qg = q + g * dh_;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) {
-      const float* kr = row(layer, seq, j) + kv_head * dh_;
-      float s = 0;
-      for (int64_t i = 0; i < dh_; ++i) s += qg[i] * kr[i];
-      p[size_t(j)] = s * scale;
-      mx = std::max(mx, p[size_t(j)]);
+#pragma omp parallel for num_threads(num_threads()) schedule(static) collapse(2)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nh_; ++h) {
+      const int64_t n = b.pos[t] + 1, kvh = h / group_;
+      const float* qh = q + (t * nh_ + h) * dh_;
+      std::vector<float> p(static_cast<size_t>(n));
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* kr = row(layer, b.seq[t], j) + kvh * dh_;
+        float s = 0;
+        for (int64_t i = 0; i < dh_; ++i) s += qh[i] * kr[i];
+        p[size_t(j)] = s * scale;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      float sum = 0;
+      for (auto& e : p) sum += (e = std::exp(e - mx));
+      float* o = out + (t * nh_ + h) * dh_;
+      std::fill_n(o, dh_, 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float* vr = row(layer, b.seq[t], j) + dkv_ + kvh * dh_;
+        const float w = p[size_t(j)] / sum;
+        for (int64_t i = 0; i < dh_; ++i) o[i] += w * vr[i];
+      }
     }
-    float sum = 0;
-    for (auto& e : p) sum += (e = std::exp(e - mx));
-    float* o = out + g * dh_;
-    std::fill_n(o, dh_, 0.0f);
-    for (int64_t j = 0; j < n; ++j) {
-      const float* vr = row(layer, seq, j) + dkv_ + kv_head * dh_;
-      const float w = p[size_t(j)] / sum;
-      for (int64_t i = 0; i < dh_; ++i) o[i] += w * vr[i];
-    }
-  }
 }
 
 }  // namespace llmk
