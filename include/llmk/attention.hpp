@@ -1,0 +1,63 @@
+// Attention over the paged KV cache (llmk/kv_cache.hpp), prefill and decode.
+//
+// Shapes (f32, rows contiguous; Hq query heads, Hkv = kv.n_kv_heads, D = head_dim,
+// Hq % Hkv == 0: query head h reads KV head h / (Hq / Hkv), so MHA, GQA and MQA):
+//   decode:  q   [B, Hq, D]  one new token per sequence, already appended to the cache;
+//            out [B, Hq, D]  overwritten. Token b attends to all kv_len(b) cached tokens.
+//   prefill: q   [T, Hq, D]  the new tokens of B sequences packed without padding;
+//            qo_indptr [B+1] (int64): sequence b owns q rows qo_indptr[b] .. qo_indptr[b+1]-1;
+//            out [T, Hq, D]  overwritten.
+//            The new tokens are the LAST qo_len(b) tokens of the sequence in the
+//            cache, so query i of sequence b sits at position
+//            kv_len(b) - qo_len(b) + i and attends (causally) to positions 0 .. that
+//            position: a chunk attends to its already-cached prefix too.
+//   pages:   PageTableView over the same B sequences; kv_len(b) =
+//            (blocks(b) - 1) * block_tokens + last_len[b].
+//   out[t, h, :] = sum_j softmax_j(scale * q[t,h,:] . K[j, h/G, :]) V[j, h/G, :]
+//
+// K and V are dequantized inside the inner loops (no dequantized copy). The
+// result of a query depends only on its own q and the cached rows it sees, not
+// on the batch around it (prefill never splits the context), so a prefill over
+// a cached prefix is bitwise equal to a cold prefill of the whole prompt.
+// Decode splits the context (split-K, exact log-sum-exp merge) when sequences
+// x kv-heads are too few to occupy the threads / SMs.
+//
+// CPU (Device::cpu views): threads over (sequence, kv-head[, split | query tile]),
+// scalar / AVX2 / AVX-512 by llmk::simd_level(). CUDA (Device::cuda views,
+// all pointers on the device): decode only, plus kv_append_cuda() which
+// quantizes K/V rows into the pools through the slot map.
+#pragma once
+#include <cstdint>
+
+#include "llmk/cuda.hpp"
+#include "llmk/kv_cache.hpp"
+
+namespace llmk {
+
+struct AttentionOptions {
+  int splits = 0;  // decode: context splits per (sequence, kv-head); 0 = choose
+  Stream stream = nullptr;  // CUDA
+};
+
+void attention_decode(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads,
+                      float scale, float* out, const AttentionOptions& opt = {});
+
+void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerView& kv, const PageTableView& pages,
+                       int64_t n_heads, float scale, float* out, const AttentionOptions& opt = {});
+
+// The split count attention_decode picks for this batch (CPU: threads; CUDA: SMs).
+int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len);
+
+// The oracle, in double, over a DENSE cache as in llama2.c:
+//   k, v [kv_indptr[B], Hkv, D] f32: sequence b's tokens are rows kv_indptr[b] ..;
+//   q [T, Hq, D], qo_indptr [B+1] as for prefill (decode: qo_len = 1); out [T, Hq, D] double.
+void attention_reference(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
+                         const int64_t* kv_indptr, int64_t num_seqs, int64_t n_heads, int64_t n_kv_heads,
+                         int64_t head_dim, double scale, double* out);
+
+// Quantizes K and V rows [T, Hkv * D] (device f32) into the device pools of kv
+// through slots [T] (device int64), bitwise like kv_quantize_row.
+void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const int64_t* slots, int64_t num_tokens,
+                    Stream stream = nullptr);
+
+}  // namespace llmk

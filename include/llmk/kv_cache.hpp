@@ -1,0 +1,186 @@
+// Paged KV cache: a block manager (bookkeeping only) and a host storage pool.
+//
+// Usage by a model's attention layer, one engine step:
+//   KvCache cache(cfg);                          // pool sized from cfg.budget_bytes
+//   int64_t s = cache.add_sequence();
+//   int64_t reused = cache.reuse_prefix(s, prompt);          // optional prefix caching
+//   std::vector<int64_t> slots;                               // one slot per new token
+//   if (cache.append(s, new_tokens, &slots) == KvStatus::out_of_blocks) { preempt ... }
+//   for each layer l:
+//     cache.write(l, slots, k, v);   // k, v: [T, n_kv_heads * head_dim] f32, quantized on write
+//     PageTable pt = cache.page_table({s, ...});  // CSR, read directly by the kernels
+//     attention_prefill / attention_decode(q, cache.layer(l), pt.view(), ...)   (llmk/attention.hpp)
+//
+// Layout. A block holds block_tokens consecutive tokens of one sequence. Each
+// layer has a K pool and a V pool, each [num_blocks][n_kv_heads][block_tokens]
+// rows of kv_row_bytes(type, head_dim) bytes (llmk/kv_quant.hpp), so the rows a
+// (sequence, kv-head) pair reads are contiguous within a block. A token's slot
+// is block * block_tokens + offset; K and V may have different storage types.
+//
+// Manager rules. Blocks carry reference counts: fork() shares all blocks, and
+// the first append into a shared partial block copies it (copy-on-write; the
+// copy is returned to the caller, or done by KvCache). Prefix caching: a full
+// block gets hash(parent hash, its token ids); reuse_prefix() attaches the
+// longest chain of cached full blocks (tokens compared, not only hashes). Blocks
+// whose count falls to 0 stay cached if hashed and are evicted in LRU order
+// (a freed sequence's tail first) when free blocks run out. append() is
+// all-or-nothing: out_of_blocks leaves every sequence and block untouched.
+// A block is registered for reuse when append() fills it: write its K/V for a
+// layer before attention reads that layer (the write-then-attend order above).
+#pragma once
+#include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "llmk/kv_quant.hpp"
+#include "llmk/tensor.hpp"
+
+namespace llmk {
+
+enum class KvStatus { ok, out_of_blocks };
+
+struct KvCacheConfig {
+  int64_t n_layers = 1;
+  int64_t n_kv_heads = 1;
+  int64_t head_dim = 64;        // a multiple of 16, at most 256
+  int64_t block_tokens = 16;    // tokens per block, 1..4096
+  KvType k_type = KvType::f32;
+  KvType v_type = KvType::f32;
+  int64_t budget_bytes = 0;     // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks
+};
+
+void validate(const KvCacheConfig& cfg, const char* fn);
+// Bytes of one block over all layers, K and V.
+int64_t kv_block_bytes(const KvCacheConfig& cfg);
+// Bytes of one token over all layers, K and V (= kv_block_bytes / block_tokens).
+double kv_bytes_per_token(const KvCacheConfig& cfg);
+
+struct KvBlockCopy {
+  int32_t src, dst;  // copy every layer's K and V rows of block src into block dst
+};
+
+struct KvStats {
+  int64_t blocks_total = 0, blocks_used = 0, blocks_free = 0, blocks_cached = 0;  // used: refcount > 0;
+  int64_t tokens_stored = 0;   // distinct token slots holding data in used blocks
+  double fragmentation = 0;    // 1 - tokens_stored / (blocks_used * block_tokens)
+};
+
+// Page table of a batch in CSR form; the attention kernels read the view.
+struct PageTableView {
+  const int64_t* indptr = nullptr;   // [num_seqs + 1] offsets into indices
+  const int32_t* indices = nullptr;  // [indptr[num_seqs]] block ids, in sequence order
+  const int32_t* last_len = nullptr; // [num_seqs] tokens in the last block (0 only for an empty sequence)
+  int64_t num_seqs = 0;
+  Device device = Device::cpu;
+};
+struct PageTable {
+  std::vector<int64_t> indptr;
+  std::vector<int32_t> indices;
+  std::vector<int32_t> last_len;
+  PageTableView view() const {
+    return {indptr.data(), indices.data(), last_len.data(), int64_t(last_len.size()), Device::cpu};
+  }
+};
+
+class KvBlockManager {
+ public:
+  KvBlockManager(int64_t num_blocks, int64_t block_tokens);
+
+  int64_t add_sequence();
+  // Attaches the longest cached prefix of `tokens` (whole blocks only) to the
+  // empty sequence; returns the number of tokens reused (a multiple of block_tokens).
+  // Callers that need logits of the last prompt token pass the prompt without it.
+  int64_t reuse_prefix(int64_t seq, std::span<const int32_t> tokens);
+  // Reserves slots for `tokens` after the sequence's end. On ok, slots->size()
+  // grows by tokens.size() and copies receives the copy-on-write block copies
+  // the storage must perform BEFORE writing the slots.
+  KvStatus append(int64_t seq, std::span<const int32_t> tokens, std::vector<int64_t>* slots,
+                  std::vector<KvBlockCopy>* copies);
+  int64_t fork(int64_t seq);                  // a new sequence sharing every block
+  void truncate(int64_t seq, int64_t length);  // keep the first `length` tokens
+  void free_sequence(int64_t seq);
+
+  int64_t length(int64_t seq) const;
+  std::span<const int32_t> blocks(int64_t seq) const;
+  std::span<const int32_t> tokens(int64_t seq) const;
+  int32_t refcount(int32_t block) const { return blocks_[size_t(block)].ref; }
+  PageTable page_table(std::span<const int64_t> seqs) const;
+  KvStats stats() const;
+  int64_t num_blocks() const { return int64_t(blocks_.size()); }
+  int64_t block_tokens() const { return block_tokens_; }
+  // Blocks append() could still take (free + evictable cached).
+  int64_t available_blocks() const { return int64_t(free_.size() + lru_.size()); }
+
+ private:
+  struct Block {
+    int32_t ref = 0;
+    bool hashed = false;
+    uint64_t hash = 0;
+    uint64_t parent = 0;
+    std::vector<int32_t> tokens;  // the block's token ids, kept while hashed
+    std::list<int32_t>::iterator lru;
+  };
+  struct Seq {
+    std::vector<int32_t> blocks;
+    std::vector<int32_t> tokens;
+  };
+  Seq& seq_ref(int64_t seq, const char* fn);
+  const Seq& seq_ref(int64_t seq, const char* fn) const;
+  int32_t take_block();
+  void release(int32_t b);
+  void unhash(int32_t b);
+  void register_full(Seq& s, int64_t block_index);
+  uint64_t parent_hash(const Seq& s, int64_t block_index) const;
+
+  int64_t block_tokens_;
+  std::vector<Block> blocks_;
+  std::vector<int32_t> free_;              // never-hashed free blocks (a stack)
+  std::list<int32_t> lru_;                 // cached blocks with ref 0; front = evicted first
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+  std::unordered_map<int64_t, Seq> seqs_;
+  int64_t next_seq_ = 0;
+};
+
+// One layer of a cache, as the attention kernels read it.
+struct KvLayerView {
+  const void* k = nullptr;  // [num_blocks][n_kv_heads][block_tokens] rows of kv_row_bytes(k_type, head_dim)
+  const void* v = nullptr;  // [num_blocks][n_kv_heads][block_tokens] rows of kv_row_bytes(v_type, head_dim)
+  KvType k_type = KvType::f32, v_type = KvType::f32;
+  int64_t num_blocks = 0, block_tokens = 16, n_kv_heads = 1, head_dim = 64;
+  Device device = Device::cpu;
+};
+
+// Manager + host storage.
+class KvCache {
+ public:
+  explicit KvCache(const KvCacheConfig& cfg);
+  const KvCacheConfig& config() const { return cfg_; }
+  KvBlockManager& manager() { return mgr_; }
+  const KvBlockManager& manager() const { return mgr_; }
+
+  int64_t add_sequence() { return mgr_.add_sequence(); }
+  int64_t reuse_prefix(int64_t seq, std::span<const int32_t> tokens) { return mgr_.reuse_prefix(seq, tokens); }
+  // Reserves the slots and performs the copy-on-write copies.
+  KvStatus append(int64_t seq, std::span<const int32_t> tokens, std::vector<int64_t>* slots);
+  int64_t fork(int64_t seq) { return mgr_.fork(seq); }
+  void truncate(int64_t seq, int64_t length) { mgr_.truncate(seq, length); }
+  void free_sequence(int64_t seq) { mgr_.free_sequence(seq); }
+  PageTable page_table(std::span<const int64_t> seqs) const { return mgr_.page_table(seqs); }
+
+  // Quantizes and stores K and V rows of T tokens of one layer through the slot map:
+  // k, v: [T, n_kv_heads * head_dim] f32 (row stride n_kv_heads * head_dim); slots: [T].
+  void write(int64_t layer, std::span<const int64_t> slots, const float* k, const float* v);
+  KvLayerView layer(int64_t l) const;
+  void copy_block(int32_t src, int32_t dst);  // every layer, K and V
+
+ private:
+  uint8_t* pool(int64_t layer, int kv) const;  // kv: 0 = K, 1 = V
+  KvCacheConfig cfg_;
+  KvBlockManager mgr_;
+  int64_t k_block_bytes_, v_block_bytes_;  // one layer, one block
+  Buffer storage_;
+};
+
+}  // namespace llmk

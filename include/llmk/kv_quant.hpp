@@ -1,0 +1,59 @@
+// Storage types of the KV cache and their rows.
+//
+// A cache row is one token's vector for one KV head: head_dim values stored as
+//   f32 | f16 | bf16   head_dim elements;
+//   int8 (BlockQ8)     ceil(head_dim/32) blocks of 34 bytes: symmetric, f16 scale d,
+//                      value = qs[j] * d (ggml Q8_0);
+//   int4 (BlockQ4)     ceil(head_dim/32) blocks of 20 bytes: f16 scale d and min m,
+//                      value = nib * d + m; byte qs[j] holds element j in its low
+//                      nibble and element j+16 in its high nibble (ggml Q4_1).
+// When head_dim is not a multiple of 32 (80) the last group holds fewer values;
+// its unused quants are 0 and are never read back.
+//
+// The functions here are the scalar reference quantizers/dequantizers: the
+// oracle for every fused kernel. Quantizing rounds x / d with d the STORED (f16)
+// scale, so the reconstruction error of every element is bounded by
+//   int8: d/2 + 2^-11 * amax            (d = f16(amax/127))
+//   int4: d/2 + 3 * 2^-11 * amax        (d = f16((max-min)/15), m = f16(min))
+// with amax the group's largest |x|: half a quantization step, plus the f16
+// rounding of the scale (and min), plus nothing else. kv_error_bound() returns it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace llmk {
+
+enum class KvType : uint8_t { f32, f16, bf16, int8, int4 };
+
+inline constexpr int kKvGroup = 32;  // values per quantization group
+
+struct BlockQ8 {
+  uint16_t d;     // f16 scale
+  int8_t qs[32];  // value = qs[j] * d
+};
+static_assert(sizeof(BlockQ8) == 34, "BlockQ8 must be 34 bytes (ggml Q8_0)");
+
+struct BlockQ4 {
+  uint16_t d;      // f16 scale
+  uint16_t m;      // f16 min
+  uint8_t qs[16];  // qs[j]: element j (low nibble), element j+16 (high nibble)
+};
+static_assert(sizeof(BlockQ4) == 20, "BlockQ4 must be 20 bytes (ggml Q4_1)");
+
+const char* kv_type_name(KvType t);                      // "f32" "f16" "bf16" "int8" "int4"
+KvType parse_kv_type(std::string_view name, std::string_view arg = "kv_type");  // throws InvalidArgument
+bool kv_type_quantized(KvType t);
+// Bytes of one row of n values (n >= 1).
+int64_t kv_row_bytes(KvType t, int64_t n);
+
+// Reference (scalar) quantization of one row: x[n] -> dst[kv_row_bytes(t, n)].
+void kv_quantize_row(KvType t, const float* x, int64_t n, void* dst);
+// Reference dequantization: src[kv_row_bytes(t, n)] -> y[n].
+void kv_dequantize_row(KvType t, const void* src, int64_t n, float* y);
+// Bound on |x[i] - dequant(quant(x))[i]| for every i of the group holding x[i]
+// (the group's amax and stored scale, see above); for f16/bf16 half an ulp of
+// |x| (x in the normal range). `row` is x's quantized row, i the element.
+double kv_error_bound(KvType t, const float* x, int64_t n, const void* row, int64_t i);
+
+}  // namespace llmk

@@ -1,0 +1,231 @@
+// attention_decode / attention_prefill: validation at the API boundary, work
+// items over (sequence, kv-head, split | query tile), OpenMP over the items,
+// and the exact log-sum-exp merge of decode splits. The kernel itself is
+// attention_kernel.hpp, instantiated here for the scalar path.
+#include "llmk/attention.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "attention/attention_kernel.hpp"
+#include "llmk/cpu_features.hpp"
+#include "llmk/error.hpp"
+#include "llmk/parallel.hpp"
+
+namespace llmk {
+namespace attn {
+template void attend<Scalar>(const KvLayerView&, const Item&, float*);
+#ifdef LLMK_HAVE_CUDA
+void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads, float scale,
+                 float* out, int splits, int64_t max_kv_len, Stream stream);
+int decode_cuda_splits(int64_t work, int64_t max_kv_len);
+#endif
+}  // namespace attn
+namespace attn_isa {
+void attend_avx2(const KvLayerView&, const attn::Item&, float*);
+void attend_avx512(const KvLayerView&, const attn::Item&, float*);
+}  // namespace attn_isa
+
+namespace {
+using attn::Item;
+using attn::kTile;
+
+int64_t kv_len_of(const PageTableView& p, int64_t b, int64_t bt) {
+  const int64_t nb = p.indptr[b + 1] - p.indptr[b];
+  return nb == 0 ? 0 : (nb - 1) * bt + p.last_len[b];
+}
+
+// Validates kv, pages and head counts; returns the longest context.
+int64_t validate_common(const char* fn, const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq,
+                        float scale, const float* out) {
+  LLMK_CHECK_ARG(q != nullptr, fn, "q", q, "must not be null");
+  LLMK_CHECK_ARG(out != nullptr, fn, "out", out, "must not be null");
+  LLMK_CHECK_ARG(kv.k != nullptr && kv.v != nullptr, fn, "kv", "null pool", "k and v pools must not be null");
+  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
+                 "must be a multiple of 16 in [16, 256]");
+  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= 4096, fn, "kv.block_tokens", kv.block_tokens,
+                 "must be in [1, 4096]");
+  LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
+  LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
+  LLMK_CHECK_ARG(Hq >= 1 && Hq % kv.n_kv_heads == 0 && Hq / kv.n_kv_heads <= 256, fn, "n_heads", Hq,
+                 "must be a multiple of kv.n_kv_heads = " + std::to_string(kv.n_kv_heads) + " (at most 256x it)");
+  LLMK_CHECK_ARG(std::isfinite(scale), fn, "scale", scale, "must be finite");
+  LLMK_CHECK_ARG(p.device == kv.device, fn, "pages.device", device_name(p.device),
+                 std::string("must match kv.device = ") + device_name(kv.device));
+  LLMK_CHECK_ARG(p.num_seqs >= 1, fn, "pages.num_seqs", p.num_seqs, "must be >= 1");
+  LLMK_CHECK_ARG(p.indptr && p.indices && p.last_len, fn, "pages", "null array", "indptr, indices, last_len must be set");
+  if (p.device != Device::cpu) return -1;  // device tables are validated by the caller's host copy
+  LLMK_CHECK_ARG(p.indptr[0] == 0, fn, "pages.indptr[0]", p.indptr[0], "must be 0");
+  int64_t max_len = 0;
+  for (int64_t b = 0; b < p.num_seqs; ++b) {
+    const int64_t nb = p.indptr[b + 1] - p.indptr[b];
+    LLMK_CHECK_ARG(nb >= 0, fn, "pages.indptr", "decreasing at " + std::to_string(b), "must be non-decreasing");
+    const int64_t ll = p.last_len[b];
+    LLMK_CHECK_ARG(nb == 0 ? ll == 0 : (ll >= 1 && ll <= kv.block_tokens), fn,
+                   "pages.last_len[" + std::to_string(b) + "]", ll,
+                   "must be in [1, block_tokens] (0 for a sequence without blocks)");
+    max_len = std::max(max_len, kv_len_of(p, b, kv.block_tokens));
+  }
+  for (int64_t i = 0; i < p.indptr[p.num_seqs]; ++i)
+    LLMK_CHECK_ARG(p.indices[i] >= 0 && p.indices[i] < kv.num_blocks, fn, "pages.indices[" + std::to_string(i) + "]",
+                   p.indices[i], "must be a block id in [0, " + std::to_string(kv.num_blocks) + ")");
+  return max_len;
+}
+
+using AttendFn = void (*)(const KvLayerView&, const Item&, float*);
+AttendFn pick_attend() {
+  switch (simd_level()) {
+    case SimdLevel::avx512: return attn_isa::attend_avx512;
+    case SimdLevel::avx2: return attn_isa::attend_avx2;
+    default: return attn::attend<attn::Scalar>;
+  }
+}
+
+struct Work {  // one item: sequence b, kv head h, query tokens [t0, t0+nq), positions [k0, k1)
+  int64_t b, h, t0, nq, pos0, k0, k1, split;
+};
+
+// Runs every item; writes (m, l, acc) of item i, row r to part + (i * R + r) * (D + 2).
+void run_items(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale,
+               const std::vector<Work>& work, int64_t maxq, float* part) {
+  const int64_t D = kv.head_dim, G = Hq / kv.n_kv_heads;
+  const AttendFn fn = pick_attend();
+#pragma omp parallel num_threads(num_threads())
+  {
+    const int64_t R = maxq * G;
+    const size_t nr = size_t(R), nrd = size_t(R * D), ns = size_t(attn::scratch_floats(D, int(R)));
+    std::vector<float> qs(nrd), m(nr), l(nr), acc(nrd), scratch(ns);
+    std::vector<int64_t> limit(nr);
+#pragma omp for schedule(static, 1)
+    for (int64_t i = 0; i < int64_t(work.size()); ++i) {
+      const Work& w = work[size_t(i)];
+      const int64_t rows = w.nq * G;
+      for (int64_t j = 0; j < w.nq; ++j)
+        for (int64_t g = 0; g < G; ++g) {
+          const float* src = q + ((w.t0 + j) * Hq + w.h * G + g) * D;
+          float* dst = qs.data() + (j * G + g) * D;
+          for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
+          limit[size_t(j * G + g)] = w.pos0 + j;
+        }
+      std::fill(m.begin(), m.begin() + rows, -INFINITY);
+      std::fill(l.begin(), l.begin() + rows, 0.0f);
+      std::fill(acc.begin(), acc.begin() + rows * D, 0.0f);
+      Item it{qs.data(), limit.data(), int(rows), w.k0, w.k1, p.indices + p.indptr[w.b], w.h, m.data(), l.data(),
+              acc.data()};
+      fn(kv, it, scratch.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        float* o = part + (i * R + r) * (D + 2);
+        o[0] = m[size_t(r)];
+        o[1] = l[size_t(r)];
+        std::copy(acc.begin() + r * D, acc.begin() + (r + 1) * D, o + 2);
+      }
+    }
+  }
+}
+
+// Merges `ns` partial states (stride between splits: `step` floats) into out[D]:
+// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s, M = max_s m_s (exact LSE merge).
+void merge(const float* part, int64_t ns, int64_t step, int64_t D, float* out) {
+  float M = -INFINITY;
+  for (int64_t s = 0; s < ns; ++s) M = std::max(M, part[s * step]);
+  float L = 0;
+  for (int64_t d = 0; d < D; ++d) out[d] = 0;
+  for (int64_t s = 0; s < ns; ++s) {
+    const float* p = part + s * step;
+    if (p[1] == 0) continue;  // an empty split
+    const float w = std::exp(p[0] - M);
+    L += w * p[1];
+    for (int64_t d = 0; d < D; ++d) out[d] += w * p[2 + d];
+  }
+  for (int64_t d = 0; d < D; ++d) out[d] /= L;
+}
+
+int cpu_splits(int64_t work, int64_t max_len) {
+  const int64_t want = (4 * int64_t(num_threads()) + work - 1) / work;  // aim at >= 4 items per thread
+  return int(std::clamp<int64_t>(std::min(want, max_len / 256), 1, 64));
+}
+}  // namespace
+
+int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len) {
+#ifdef LLMK_HAVE_CUDA
+  if (kv.device == Device::cuda) return attn::decode_cuda_splits(pages.num_seqs * kv.n_kv_heads, max_kv_len);
+#endif
+  return cpu_splits(pages.num_seqs * kv.n_kv_heads, max_kv_len);
+}
+
+void attention_decode(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale,
+                      float* out, const AttentionOptions& opt) {
+  const char* fn = "attention_decode";
+  int64_t max_len = validate_common(fn, q, kv, p, Hq, scale, out);
+  LLMK_CHECK_ARG(opt.splits >= 0 && opt.splits <= 1024, fn, "opt.splits", opt.splits, "must be in [0, 1024]");
+  if (kv.device == Device::cuda) {
+#ifdef LLMK_HAVE_CUDA
+    // max_len unknown on the host for device tables: the caller's splits, or a count for long contexts
+    const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, 1 << 15);
+    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, 0, opt.stream);
+    return;
+#else
+    throw_invalid_argument(fn, "kv.device", "cuda", "this llmk was built without CUDA");
+#endif
+  }
+  for (int64_t b = 0; b < p.num_seqs; ++b)
+    LLMK_CHECK_ARG(kv_len_of(p, b, kv.block_tokens) >= 1, fn, "pages", "sequence " + std::to_string(b) + " empty",
+                   "every decoded sequence needs >= 1 cached token (append the new token first)");
+  const int64_t H = kv.n_kv_heads, G = Hq / H, D = kv.head_dim;
+  const int64_t ns = opt.splits ? opt.splits : cpu_splits(p.num_seqs * H, max_len);
+  std::vector<Work> work;
+  for (int64_t b = 0; b < p.num_seqs; ++b) {
+    const int64_t len = kv_len_of(p, b, kv.block_tokens);
+    const int64_t chunk = ((len + ns - 1) / ns + kTile - 1) / kTile * kTile;  // tile-aligned split length
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t s = 0; s < ns; ++s)
+        work.push_back({b, h, b, 1, len - 1, std::min(len, s * chunk), std::min(len, (s + 1) * chunk), s});
+  }
+  std::vector<float> part(work.size() * size_t(G * (D + 2)));
+  run_items(q, kv, p, Hq, scale, work, 1, part.data());
+  // work item (b, h, s) is at index (b * H + h) * ns + s; its row g is head h * G + g
+#pragma omp parallel for num_threads(num_threads()) schedule(static)
+  for (int64_t bh = 0; bh < p.num_seqs * H; ++bh)
+    for (int64_t g = 0; g < G; ++g)
+      merge(part.data() + (bh * ns * G + g) * (D + 2), ns, G * (D + 2), D, out + (bh * G + g) * D);
+}
+
+void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerView& kv, const PageTableView& p,
+                       int64_t Hq, float scale, float* out, const AttentionOptions& opt) {
+  const char* fn = "attention_prefill";
+  validate_common(fn, q, kv, p, Hq, scale, out);
+  LLMK_CHECK_ARG(kv.device == Device::cpu, fn, "kv.device", device_name(kv.device),
+                 "must be cpu (prefill has no CUDA kernel yet)");
+  LLMK_CHECK_ARG(qo_indptr != nullptr, fn, "qo_indptr", qo_indptr, "must not be null");
+  LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
+  const int64_t H = kv.n_kv_heads, G = Hq / H, D = kv.head_dim;
+  std::vector<Work> work;
+  for (int64_t b = 0; b < p.num_seqs; ++b) {
+    const int64_t qo = qo_indptr[b + 1] - qo_indptr[b], len = kv_len_of(p, b, kv.block_tokens);
+    LLMK_CHECK_ARG(qo >= 0 && qo <= len, fn, "qo_indptr[" + std::to_string(b + 1) + "]", qo_indptr[b + 1],
+                   "sequence " + std::to_string(b) + " has " + std::to_string(qo) + " new tokens but " +
+                       std::to_string(len) + " cached (need 0 <= new <= cached)");
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < qo; i += attn::kQTile) {
+        const int64_t nq = std::min<int64_t>(attn::kQTile, qo - i), pos0 = len - qo + i;
+        work.push_back({b, h, qo_indptr[b] + i, nq, pos0, 0, pos0 + nq, 0});
+      }
+  }
+  const int64_t R = attn::kQTile * G;
+  std::vector<float> part(work.size() * size_t(R * (D + 2)));
+  run_items(q, kv, p, Hq, scale, work, attn::kQTile, part.data());
+#pragma omp parallel for num_threads(num_threads()) schedule(static)
+  for (int64_t i = 0; i < int64_t(work.size()); ++i) {
+    const Work& w = work[size_t(i)];
+    for (int64_t j = 0; j < w.nq; ++j)
+      for (int64_t g = 0; g < G; ++g)
+        merge(part.data() + (i * R + j * G + g) * (D + 2), 1, 0, D, out + ((w.t0 + j) * Hq + w.h * G + g) * D);
+  }
+}
+
+}  // namespace llmk

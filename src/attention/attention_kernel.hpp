@@ -1,0 +1,170 @@
+// The CPU attention kernel, written once over an ISA struct (attn::Scalar,
+// simd::Avx2, simd::Avx512) and instantiated in attention.cpp,
+// attention_avx2.cpp and attention_avx512.cpp.
+//
+// One work item = R query rows that share a KV head (the G heads of a GQA
+// group, times the query tokens of a prefill tile) against kv positions
+// [k0, k1) of one sequence, each row r also capped causally at limit[r].
+// Positions are walked in tiles of at most kTile tokens that never cross a
+// block (so a tile's rows are contiguous). Per tile: each K row is dequantized
+// once into an L1 row buffer (f32 rows are read in place) and dotted with all
+// R queries; an online-softmax step per row (running max m, sum l, rescaled
+// accumulator); then the tile's V rows are dequantized into an L1 tile buffer
+// and accumulated into every row's acc. A row's arithmetic depends only on its
+// own q, its limit and the positions, never on the other rows of the item.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "attention/attn_simd.hpp"
+#include "llmk/kv_cache.hpp"
+
+namespace llmk::attn {
+
+inline constexpr int kTile = 16;   // kv tokens per softmax step
+inline constexpr int kQTile = 8;   // prefill query tokens per work item
+
+struct Item {
+  const float* q = nullptr;        // [R][D] queries, already multiplied by the softmax scale
+  const int64_t* limit = nullptr;  // [R] last position (inclusive) row r may see
+  int R = 0;
+  int64_t k0 = 0, k1 = 0;          // kv positions to visit
+  const int32_t* blocks = nullptr; // the sequence's block ids
+  int64_t h = 0;                   // kv head
+  float* m = nullptr;              // [R] running max (in: -inf)
+  float* l = nullptr;              // [R] running sum (in: 0)
+  float* acc = nullptr;            // [R][D] unnormalized output (in: 0)
+};
+
+// Scratch floats attend<S>() needs: one K row, a V tile, the scores.
+inline int64_t scratch_floats(int64_t D, int R) { return D + kTile * D + int64_t(R) * kTile; }
+
+// Row of n = D values of storage type T at p -> f32. Returns p itself for f32.
+template <class S, KvType T>
+const float* row_f32(const uint8_t* p, int64_t D, float* buf) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  if constexpr (T == KvType::f32) {
+    return reinterpret_cast<const float*>(p);
+  } else if constexpr (T == KvType::f16 || T == KvType::bf16) {
+    using E = std::conditional_t<T == KvType::f16, f16, bf16>;
+    const E* e = reinterpret_cast<const E*>(p);
+    for (int64_t c = 0; c < D; c += W) S::store(buf + c, S::load(e + c));
+  } else if constexpr (T == KvType::int8) {
+    const BlockQ8* b = reinterpret_cast<const BlockQ8*>(p);
+    for (int64_t g = 0; g * kKvGroup < D; ++g) {
+      const V d = S::set1(f16_bits_to_f32(b[g].d));
+      const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
+      for (int64_t j = 0; j < n; j += W) S::store(buf + g * kKvGroup + j, S::mul(load_i8<S>(b[g].qs + j), d));
+    }
+  } else {
+    const BlockQ4* b = reinterpret_cast<const BlockQ4*>(p);
+    for (int64_t g = 0; g * kKvGroup < D; ++g) {
+      const V d = S::set1(f16_bits_to_f32(b[g].d)), m = S::set1(f16_bits_to_f32(b[g].m));
+      const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
+      for (int64_t j = 0; j < n; j += W)
+        S::store(buf + g * kKvGroup + j, S::fmadd(load_u4<S>(b[g].qs + j % 16, j >= 16), d, m));
+    }
+  }
+  return buf;
+}
+
+template <class S>
+using RowFn = const float* (*)(const uint8_t*, int64_t, float*);
+
+template <class S>
+RowFn<S> row_fn(KvType t) {
+  switch (t) {
+    case KvType::f32: return row_f32<S, KvType::f32>;
+    case KvType::f16: return row_f32<S, KvType::f16>;
+    case KvType::bf16: return row_f32<S, KvType::bf16>;
+    case KvType::int8: return row_f32<S, KvType::int8>;
+    case KvType::int4: return row_f32<S, KvType::int4>;
+  }
+  return nullptr;
+}
+
+// out[i * stride] = k . q[i] for NR query rows (one accumulator per row).
+template <class S, int NR>
+void dots(const float* k, const float* q, int64_t D, float* out, int stride) {
+  typename S::V a[NR];
+  for (int i = 0; i < NR; ++i) a[i] = S::zero();
+  for (int64_t c = 0; c < D; c += S::kWidth) {
+    const auto x = S::load(k + c);
+    for (int i = 0; i < NR; ++i) a[i] = S::fmadd(x, S::load(q + i * D + c), a[i]);
+  }
+  for (int i = 0; i < NR; ++i) out[i * stride] = S::hsum(a[i]);
+}
+
+template <class S>
+void attend(const KvLayerView& kv, const Item& it, float* scratch) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  const int64_t D = kv.head_dim, bt = kv.block_tokens, H = kv.n_kv_heads;
+  const int64_t kr = kv_row_bytes(kv.k_type, D), vr = kv_row_bytes(kv.v_type, D);
+  const RowFn<S> kfn = row_fn<S>(kv.k_type), vfn = row_fn<S>(kv.v_type);
+  float* kbuf = scratch;             // [D]
+  float* vbuf = kbuf + D;            // [kTile][D]
+  float* s = vbuf + kTile * D;       // [R][kTile] scores, then probabilities
+  const float* vrows[kTile];
+  for (int64_t p0 = it.k0; p0 < it.k1;) {
+    const int64_t blk = it.blocks[p0 / bt], off = p0 % bt;
+    const int n = int(std::min<int64_t>({kTile, it.k1 - p0, bt - off}));
+    const int64_t row0 = (int64_t(blk) * H + it.h) * bt + off;  // first row of the tile in the pool
+    const uint8_t* kp = static_cast<const uint8_t*>(kv.k) + row0 * kr;
+    const uint8_t* vp = static_cast<const uint8_t*>(kv.v) + row0 * vr;
+    // scores
+    for (int t = 0; t < n; ++t) {
+      const float* krow = kfn(kp + t * kr, D, kbuf);
+      int r = 0;
+      for (; r + 4 <= it.R; r += 4) dots<S, 4>(krow, it.q + r * D, D, s + r * kTile + t, kTile);
+      switch (it.R - r) {
+        case 3: dots<S, 3>(krow, it.q + r * D, D, s + r * kTile + t, kTile); break;
+        case 2: dots<S, 2>(krow, it.q + r * D, D, s + r * kTile + t, kTile); break;
+        case 1: dots<S, 1>(krow, it.q + r * D, D, s + r * kTile + t, kTile); break;
+      }
+    }
+    // online softmax step per row over its v visible tokens of the tile
+    int nmax = 0;
+    for (int r = 0; r < it.R; ++r) {
+      float* sr = s + r * kTile;
+      const int v = int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
+      nmax = std::max(nmax, v);
+      if (v == 0) continue;
+      float mt = sr[0];
+      for (int t = 1; t < v; ++t) mt = std::max(mt, sr[t]);
+      for (int t = v; t < kTile; ++t) sr[t] = -INFINITY;
+      const float mn = std::max(it.m[r], mt);
+      const float alpha = std::exp(it.m[r] - mn);
+      V sum = S::zero();
+      for (int t = 0; t < kTile; t += W) {
+        const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));
+        S::store(sr + t, e);
+        sum = S::add(sum, e);
+      }
+      it.l[r] = it.l[r] * alpha + S::hsum(sum);
+      it.m[r] = mn;
+      if (alpha != 1.0f) {
+        float* a = it.acc + r * D;
+        for (int64_t c = 0; c < D; c += W) S::store(a + c, S::mul(S::load(a + c), S::set1(alpha)));
+      }
+    }
+    // values
+    for (int t = 0; t < nmax; ++t) vrows[t] = vfn(vp + t * vr, D, vbuf + t * D);
+    for (int r = 0; r < it.R; ++r) {
+      const int v = int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
+      const float* pr = s + r * kTile;
+      float* a = it.acc + r * D;
+      for (int64_t c = 0; c < D; c += W) {
+        V x = S::load(a + c);
+        for (int t = 0; t < v; ++t) x = S::fmadd(S::set1(pr[t]), S::load(vrows[t] + c), x);
+        S::store(a + c, x);
+      }
+    }
+    p0 += n;
+  }
+}
+
+}  // namespace llmk::attn

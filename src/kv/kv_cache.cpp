@@ -1,0 +1,95 @@
+// KvCache: the block manager plus one host allocation holding every layer's K
+// and V pools (llmk/kv_cache.hpp). Writes quantize with the reference
+// quantizer (kv_quant.cpp), so the CPU cache holds exactly the oracle's bits.
+#include "llmk/kv_cache.hpp"
+
+#include <cstring>
+
+#include "llmk/error.hpp"
+
+namespace llmk {
+
+void validate(const KvCacheConfig& c, const char* fn) {
+  LLMK_CHECK_ARG(c.n_layers >= 1, fn, "n_layers", c.n_layers, "must be >= 1");
+  LLMK_CHECK_ARG(c.n_kv_heads >= 1, fn, "n_kv_heads", c.n_kv_heads, "must be >= 1");
+  LLMK_CHECK_ARG(c.head_dim >= 16 && c.head_dim <= 256 && c.head_dim % 16 == 0, fn, "head_dim", c.head_dim,
+                 "must be a multiple of 16 in [16, 256]");
+  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= 4096, fn, "block_tokens", c.block_tokens,
+                 "must be in [1, 4096]");
+  LLMK_CHECK_ARG(int(c.k_type) <= int(KvType::int4), fn, "k_type", int(c.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(c.v_type) <= int(KvType::int4), fn, "v_type", int(c.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(c.budget_bytes >= kv_block_bytes(c), fn, "budget_bytes", c.budget_bytes,
+                 "must hold at least one block of " + std::to_string(kv_block_bytes(c)) + " bytes");
+}
+
+int64_t kv_block_bytes(const KvCacheConfig& c) {
+  return c.n_layers * c.n_kv_heads * c.block_tokens *
+         (kv_row_bytes(c.k_type, c.head_dim) + kv_row_bytes(c.v_type, c.head_dim));
+}
+
+double kv_bytes_per_token(const KvCacheConfig& c) { return double(kv_block_bytes(c)) / double(c.block_tokens); }
+
+namespace {
+int64_t checked_blocks(const KvCacheConfig& c) {
+  validate(c, "KvCache");
+  return c.budget_bytes / kv_block_bytes(c);
+}
+}  // namespace
+
+KvCache::KvCache(const KvCacheConfig& cfg)
+    : cfg_(cfg),
+      mgr_(checked_blocks(cfg), cfg.block_tokens),
+      k_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.k_type, cfg.head_dim)),
+      v_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.v_type, cfg.head_dim)),
+      storage_(size_t(mgr_.num_blocks() * kv_block_bytes(cfg))) {
+  // Zero-filled, so a never-written slot reads as 0 (tests poison it on purpose).
+  std::memset(storage_.data(), 0, storage_.bytes());
+}
+
+uint8_t* KvCache::pool(int64_t layer, int kv) const {
+  const int64_t nb = mgr_.num_blocks();
+  return storage_.as<uint8_t>() + layer * nb * (k_block_bytes_ + v_block_bytes_) + (kv ? nb * k_block_bytes_ : 0);
+}
+
+void KvCache::copy_block(int32_t src, int32_t dst) {
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    std::memcpy(pool(l, 0) + dst * k_block_bytes_, pool(l, 0) + src * k_block_bytes_, size_t(k_block_bytes_));
+    std::memcpy(pool(l, 1) + dst * v_block_bytes_, pool(l, 1) + src * v_block_bytes_, size_t(v_block_bytes_));
+  }
+}
+
+KvStatus KvCache::append(int64_t seq, std::span<const int32_t> tokens, std::vector<int64_t>* slots) {
+  std::vector<KvBlockCopy> copies;
+  const KvStatus st = mgr_.append(seq, tokens, slots, &copies);
+  for (const auto& c : copies) copy_block(c.src, c.dst);
+  return st;
+}
+
+void KvCache::write(int64_t layer, std::span<const int64_t> slots, const float* k, const float* v) {
+  const char* fn = "KvCache::write";
+  LLMK_CHECK_ARG(layer >= 0 && layer < cfg_.n_layers, fn, "layer", layer,
+                 "must be in [0, " + std::to_string(cfg_.n_layers) + ")");
+  LLMK_CHECK_ARG(slots.empty() || (k && v), fn, "k/v", "null", "must not be null");
+  const int64_t nslots = mgr_.num_blocks() * cfg_.block_tokens;
+  for (int64_t s : slots) LLMK_CHECK_ARG(s >= 0 && s < nslots, fn, "slot", s, "must be in [0, " + std::to_string(nslots) + ")");
+  const int64_t H = cfg_.n_kv_heads, D = cfg_.head_dim, bt = cfg_.block_tokens;
+  const int64_t kr = kv_row_bytes(cfg_.k_type, D), vr = kv_row_bytes(cfg_.v_type, D);
+  uint8_t *kp = pool(layer, 0), *vp = pool(layer, 1);
+  for (size_t t = 0; t < slots.size(); ++t) {
+    const int64_t b = slots[t] / bt, off = slots[t] % bt;
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t row = (b * H + h) * bt + off;
+      kv_quantize_row(cfg_.k_type, k + (int64_t(t) * H + h) * D, D, kp + row * kr);
+      kv_quantize_row(cfg_.v_type, v + (int64_t(t) * H + h) * D, D, vp + row * vr);
+    }
+  }
+}
+
+KvLayerView KvCache::layer(int64_t l) const {
+  LLMK_CHECK_ARG(l >= 0 && l < cfg_.n_layers, "KvCache::layer", "l", l,
+                 "must be in [0, " + std::to_string(cfg_.n_layers) + ")");
+  return {pool(l, 0), pool(l, 1), cfg_.k_type, cfg_.v_type, mgr_.num_blocks(), cfg_.block_tokens, cfg_.n_kv_heads,
+          cfg_.head_dim, Device::cpu};
+}
+
+}  // namespace llmk

@@ -1,0 +1,323 @@
+// Attention over the paged cache against the double-precision oracle over a
+// dense cache: every SIMD path, several thread counts and split counts, MHA /
+// GQA / MQA, head_dim 64..256, every storage type (fused dequantization
+// checked against the oracle over the dequantized rows), varlen prefill with
+// poisoned slots, cached vs non-cached over many steps (recompute and a dense
+// contiguous cache), paged vs contiguous bitwise, prefix reuse bitwise equal
+// to a cold prefill, and the quantized-cache error within its analytic bound.
+#include <cmath>
+#include <cstring>
+
+#include "llmk/parallel.hpp"
+#include "tests/attention/attn_fixture.hpp"
+
+using namespace llmk;
+using test::Filled;
+
+namespace {
+struct Shape {
+  int64_t Hq, Hkv, D;
+};
+constexpr Shape kShapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 1, 96}, {4, 2, 128}, {2, 1, 256}};
+
+class ThreadCount {  // restores the thread count
+ public:
+  explicit ThreadCount(int n) : prev_(num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(prev_); }
+
+ private:
+  int prev_;
+};
+
+// Oracle for decode over the fixture's dequantized rows: one query per sequence.
+std::vector<double> decode_oracle(const Filled& f, const float* q, const Shape& s, bool quantized_rows) {
+  const int64_t B = int64_t(f.seqs.size());
+  std::vector<int64_t> qo(static_cast<size_t>(B + 1));
+  for (int64_t b = 0; b <= B; ++b) qo[size_t(b)] = b;
+  std::vector<double> out(static_cast<size_t>(B * s.Hq * s.D));
+  const auto& k = quantized_rows ? f.kq : f.k;
+  const auto& v = quantized_rows ? f.vq : f.v;
+  attention_reference(q, qo.data(), k.data(), v.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D,
+                      1.0 / std::sqrt(double(s.D)), out.data());
+  return out;
+}
+
+// f32 accumulation over D <= 256 products and <= 1025 positions of N(0,1)
+// data: the observed error is ~1e-6; 1e-5 abs + rel is the bar.
+constexpr double kTol = 1e-5;
+}  // namespace
+
+TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
+  const std::pair<KvType, KvType> types[] = {{KvType::f32, KvType::f32}, {KvType::f16, KvType::f16},
+                                             {KvType::bf16, KvType::bf16}, {KvType::int8, KvType::int8},
+                                             {KvType::int4, KvType::int4}, {KvType::int8, KvType::int4}};
+  for (const Shape& s : kShapes)
+    for (auto [kt, vt] : types) {
+      KvCacheConfig cfg;
+      cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt;
+      const std::vector<int64_t> lens = s.D == 64 ? std::vector<int64_t>{1, 17, 1023, 1025}
+                                                  : std::vector<int64_t>{1, 16, 255, 300};
+      const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) * 31 + int(kt) * 5 + int(vt));
+      const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
+      std::vector<float> q(static_cast<size_t>(n));
+      test::fill_normal(q.data(), q.size(), 99);
+      const auto want = decode_oracle(f, q.data(), s, true);
+      for (SimdLevel lvl : test::simd_levels())
+        for (int threads : {1, 3})
+          for (int splits : {1, 3, 0}) {
+            ScopedSimdLimit lim(lvl);
+            ThreadCount tc(threads);
+            test::Guarded<float> out(size_t(n), 4);
+            AttentionOptions opt;
+            opt.splits = splits;
+            attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, float(1 / std::sqrt(double(s.D))),
+                             out.data(), opt);
+            ASSERT_TRUE(out.guard_intact());
+            ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol, kTol,
+                                        std::string(simd_name(lvl)) + " " + kv_type_name(kt) + "/" +
+                                            kv_type_name(vt) + " D=" + std::to_string(s.D) + " Hq=" +
+                                            std::to_string(s.Hq) + " splits=" + std::to_string(splits)));
+          }
+    }
+}
+
+TEST(Attention, PrefillVarlenMatchesOracleNoLeak) {
+  for (const Shape& s : {kShapes[0], kShapes[3]})
+    for (KvType t : {KvType::f32, KvType::f16, KvType::int8}) {
+      KvCacheConfig cfg;
+      cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = cfg.v_type = t;
+      // new tokens per sequence and their cached prefixes
+      const std::vector<int64_t> qo_len = {1, 7, 20, 33, 9}, prefix = {0, 5, 0, 40, 16};
+      std::vector<int64_t> lens, qo = {0};
+      for (size_t b = 0; b < qo_len.size(); ++b) {
+        lens.push_back(prefix[b] + qo_len[b]);
+        qo.push_back(qo.back() + qo_len[b]);
+      }
+      const Filled f = test::make_filled(cfg, lens, 7 + int(t));
+      const int64_t T = qo.back(), n = T * s.Hq * s.D;
+      std::vector<float> q(static_cast<size_t>(n));
+      test::fill_normal(q.data(), q.size(), 5);
+      std::vector<double> want(static_cast<size_t>(n));
+      attention_reference(q.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), int64_t(lens.size()), s.Hq,
+                          s.Hkv, s.D, 1 / std::sqrt(double(s.D)), want.data());
+      for (SimdLevel lvl : test::simd_levels())
+        for (int threads : {1, 2}) {
+          ScopedSimdLimit lim(lvl);
+          ThreadCount tc(threads);
+          test::Guarded<float> out(static_cast<size_t>(n));
+          attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq,
+                            float(1 / std::sqrt(double(s.D))), out.data());
+          ASSERT_TRUE(out.guard_intact());
+          // Any leak (another sequence's poisoned slot, or a future token with
+          // weight ~1/len) moves an output far beyond 1e-5.
+          ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol, kTol,
+                                      std::string(simd_name(lvl)) + " " + kv_type_name(t)));
+        }
+    }
+}
+
+TEST(Attention, DecodeEqualsPrefillOfOneToken) {
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = 2, cfg.head_dim = 64;
+  const Filled f = test::make_filled(cfg, {5, 40, 77}, 3);
+  std::vector<float> q(3 * 4 * 64), a(q.size()), b(q.size());
+  test::fill_normal(q.data(), q.size(), 1);
+  const int64_t qo[] = {0, 1, 2, 3};
+  AttentionOptions one;
+  one.splits = 1;
+  attention_decode(q.data(), f.cache->layer(0), f.pages.view(), 4, 0.125f, a.data(), one);
+  attention_prefill(q.data(), qo, f.cache->layer(0), f.pages.view(), 4, 0.125f, b.data());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+}
+
+// Many decode steps with random block placement: the paged cache against the
+// recomputed oracle over the whole prefix (1e-5) and against a dense
+// contiguous cache (one max-length block per sequence, as in llama2.c) run
+// through the same kernel: bitwise equal.
+TEST(Attention, CachedVsNonCachedOverManySteps) {
+  const int64_t B = 3, Hq = 6, Hkv = 2, D = 64, steps = 150, max_len = 160;
+  KvCacheConfig paged;
+  paged.n_kv_heads = Hkv, paged.head_dim = D;
+  paged.budget_bytes = 256 * kv_block_bytes(paged);
+  KvCacheConfig dense = paged;
+  dense.block_tokens = max_len;
+  dense.budget_bytes = B * kv_block_bytes(dense);
+  KvCache pc(paged), dc(dense);
+  std::mt19937_64 rng(8);
+  std::vector<int64_t> ps, ds;
+  for (int b = 0; b < B; ++b) ps.push_back(pc.add_sequence()), ds.push_back(dc.add_sequence());
+  std::vector<std::vector<float>> ks(B), vs(B);  // per sequence [len, Hkv, D]
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<float> q(static_cast<size_t>(B * Hq * D));
+    test::fill_normal(q.data(), q.size(), 1000 + uint64_t(step));
+    for (int64_t b = 0; b < B; ++b) {
+      if (rng() % 4 == 0 && step > 0) {  // a dummy sequence grabs a block now and then: random placement
+        const int64_t d = pc.add_sequence();
+        std::vector<int64_t> sl;
+        pc.append(d, std::vector<int32_t>(size_t(1 + rng() % 20), 3), &sl);
+        if (rng() % 2) pc.free_sequence(d);
+      }
+      std::vector<float> kv(static_cast<size_t>(2 * Hkv * D));
+      test::fill_normal(kv.data(), kv.size(), uint64_t(step * 10 + b));
+      const int32_t tok[] = {int32_t(step)};
+      std::vector<int64_t> s1, s2;
+      ASSERT_EQ(pc.append(ps[size_t(b)], tok, &s1), KvStatus::ok);
+      ASSERT_EQ(dc.append(ds[size_t(b)], tok, &s2), KvStatus::ok);
+      pc.write(0, s1, kv.data(), kv.data() + Hkv * D);
+      dc.write(0, s2, kv.data(), kv.data() + Hkv * D);
+      ks[size_t(b)].insert(ks[size_t(b)].end(), kv.begin(), kv.begin() + Hkv * D);
+      vs[size_t(b)].insert(vs[size_t(b)].end(), kv.begin() + Hkv * D, kv.end());
+    }
+    std::vector<float> kall, vall;
+    std::vector<int64_t> kvp = {0}, qo = {0};
+    for (int64_t b = 0; b < B; ++b) {
+      kall.insert(kall.end(), ks[size_t(b)].begin(), ks[size_t(b)].end());
+      vall.insert(vall.end(), vs[size_t(b)].begin(), vs[size_t(b)].end());
+      kvp.push_back(kvp.back() + step + 1);
+      qo.push_back(b + 1);
+    }
+    std::vector<double> want(q.size());
+    attention_reference(q.data(), qo.data(), kall.data(), vall.data(), kvp.data(), B, Hq, Hkv, D, 0.125, want.data());
+    const PageTable pt = pc.page_table(ps), dt = dc.page_table(ds);
+    for (int splits : {1, 2}) {
+      AttentionOptions opt;
+      opt.splits = splits;
+      std::vector<float> a(q.size()), c(q.size());
+      attention_decode(q.data(), pc.layer(0), pt.view(), Hq, 0.125f, a.data(), opt);
+      attention_decode(q.data(), dc.layer(0), dt.view(), Hq, 0.125f, c.data(), opt);
+      ASSERT_TRUE(test::all_close(a.data(), want.data(), a.size(), kTol, kTol, "step " + std::to_string(step)));
+      ASSERT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "paged != contiguous at step " << step;
+    }
+  }
+}
+
+// A prompt prefilled cold, in chunks, and over a reused cached prefix (also
+// after its owner was freed): the rows of the same tokens are bitwise equal.
+TEST(Attention, PrefixReuseIsBitwiseEqualToColdPrefill) {
+  const int64_t Hq = 4, Hkv = 2, D = 64, n = 45;
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = Hkv, cfg.head_dim = D;
+  cfg.budget_bytes = 32 * kv_block_bytes(cfg);
+  KvCache c(cfg);
+  std::vector<int32_t> prompt(n);
+  for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t(1000 + 37 * i % 101);
+  std::vector<float> k(static_cast<size_t>(n * Hkv * D)), v(k.size()), q(static_cast<size_t>(n * Hq * D));
+  test::fill_normal(k.data(), k.size(), 1);  // K/V of the prompt (what the model would produce)
+  test::fill_normal(v.data(), v.size(), 2);
+  test::fill_normal(q.data(), q.size(), 3);
+  auto prefill = [&](int64_t seq, int64_t from, int64_t to) {  // tokens [from, to) are new
+    std::vector<int64_t> slots;
+    EXPECT_EQ(c.append(seq, std::span(prompt).subspan(size_t(from), size_t(to - from)), &slots), KvStatus::ok);
+    c.write(0, slots, k.data() + from * Hkv * D, v.data() + from * Hkv * D);
+    const int64_t ids[] = {seq}, qo[] = {0, to - from};
+    const PageTable pt = c.page_table(ids);
+    std::vector<float> out(static_cast<size_t>((to - from) * Hq * D));
+    attention_prefill(q.data() + from * Hq * D, qo, c.layer(0), pt.view(), Hq, 0.125f, out.data());
+    return out;
+  };
+  const int64_t a = c.add_sequence();
+  const auto cold = prefill(a, 0, n);
+  // chunked prefill of the same prompt
+  const int64_t ch = c.add_sequence();
+  std::vector<float> chunked;
+  for (int64_t i = 0; i < n; i += 10) {
+    const auto part = prefill(ch, i, std::min(n, i + 10));
+    chunked.insert(chunked.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(0, std::memcmp(cold.data(), chunked.data(), cold.size() * 4));
+  for (bool free_owner : {false, true}) {
+    if (free_owner) c.free_sequence(a), c.free_sequence(ch);
+    const int64_t b = c.add_sequence();
+    const int64_t reused = c.reuse_prefix(b, std::span(prompt).first(size_t(n - 1)));
+    ASSERT_EQ(reused, 32);
+    const auto warm = prefill(b, reused, n);
+    EXPECT_EQ(0, std::memcmp(cold.data() + reused * Hq * D, warm.data(), warm.size() * 4)) << free_owner;
+    c.free_sequence(b);
+  }
+}
+
+// Quantized cache vs f32 cache on the same data, against the analytic bound:
+// with per-element errors ek (K) and ev (V) (kv_error_bound), every score moves
+// by at most delta = scale * max_t sum_i |q_i| ek_ti, so each probability by
+// a factor within e^(+-2 delta), and |out_i - out'_i| <= max_t ev_ti + (e^(2 delta) - 1) max_t |v_ti|.
+TEST(Attention, QuantizedCacheWithinAnalyticBound) {
+  const Shape s{8, 2, 128};
+  const float scale = float(1 / std::sqrt(128.0));
+  for (auto [kt, vt] : {std::pair{KvType::int8, KvType::int8}, std::pair{KvType::int4, KvType::int4},
+                        std::pair{KvType::f16, KvType::int4}, std::pair{KvType::bf16, KvType::bf16}}) {
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt;
+    const std::vector<int64_t> lens = {64, 200};
+    const Filled f = test::make_filled(cfg, lens, 11);
+    std::vector<float> q(static_cast<size_t>(2 * s.Hq * s.D));
+    test::fill_normal(q.data(), q.size(), 12);
+    std::vector<float> out(q.size());
+    attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, out.data());
+    const auto exact = decode_oracle(f, q.data(), s, false);  // the f32 rows
+    std::vector<uint8_t> row(static_cast<size_t>(kv_row_bytes(KvType::f32, s.D)));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t h = 0; h < s.Hq; ++h) {
+        const int64_t hk = h / (s.Hq / s.Hkv);
+        const float* qr = q.data() + (b * s.Hq + h) * s.D;
+        double delta = 0;
+        std::vector<double> evmax(static_cast<size_t>(s.D), 0), vmax(static_cast<size_t>(s.D), 0);
+        for (int64_t t = f.kv_indptr[size_t(b)]; t < f.kv_indptr[size_t(b) + 1]; ++t) {
+          const float* kr = f.k.data() + (t * s.Hkv + hk) * s.D;
+          const float* vr = f.v.data() + (t * s.Hkv + hk) * s.D;
+          std::vector<uint8_t> kqr(static_cast<size_t>(kv_row_bytes(kt, s.D))), vqr(static_cast<size_t>(kv_row_bytes(vt, s.D)));
+          kv_quantize_row(kt, kr, s.D, kqr.data());
+          kv_quantize_row(vt, vr, s.D, vqr.data());
+          double ds = 0;
+          for (int64_t i = 0; i < s.D; ++i) {
+            ds += std::fabs(double(qr[i])) * kv_error_bound(kt, kr, s.D, kqr.data(), i);
+            evmax[size_t(i)] = std::max(evmax[size_t(i)], kv_error_bound(vt, vr, s.D, vqr.data(), i));
+            vmax[size_t(i)] = std::max(vmax[size_t(i)], std::fabs(double(vr[i])));
+          }
+          delta = std::max(delta, scale * ds);
+        }
+        for (int64_t i = 0; i < s.D; ++i) {
+          const size_t o = size_t((b * s.Hq + h) * s.D + i);
+          const double bound = evmax[size_t(i)] + std::expm1(2 * delta) * vmax[size_t(i)] + kTol;
+          ASSERT_LE(std::fabs(out[o] - exact[o]), bound) << kv_type_name(kt) << "/" << kv_type_name(vt) << " b" << b
+                                                         << " h" << h << " i" << i;
+        }
+      }
+  }
+}
+
+TEST(Attention, BadArgumentsAreNamed) {
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = 2, cfg.head_dim = 64;
+  const Filled f = test::make_filled(cfg, {5, 9}, 1);
+  std::vector<float> q(2 * 4 * 64), out(q.size());
+  const KvLayerView L = f.cache->layer(0);
+  auto msg = [&](auto fn) {
+    try {
+      fn();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no throw");
+  };
+  EXPECT_NE(msg([&] { attention_decode(q.data(), L, f.pages.view(), 3, 0.1f, out.data()); }).find("'n_heads' = 3"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { attention_decode(nullptr, L, f.pages.view(), 4, 0.1f, out.data()); }).find("'q'"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { attention_decode(q.data(), L, f.pages.view(), 4, NAN, out.data()); }).find("'scale'"),
+            std::string::npos);
+  PageTable bad = f.pages;
+  bad.indices[0] = int32_t(L.num_blocks);
+  EXPECT_NE(msg([&] { attention_decode(q.data(), L, bad.view(), 4, 0.1f, out.data()); }).find("pages.indices[0]"),
+            std::string::npos);
+  bad = f.pages;
+  bad.last_len[1] = 17;
+  EXPECT_NE(msg([&] { attention_decode(q.data(), L, bad.view(), 4, 0.1f, out.data()); }).find("pages.last_len[1]"),
+            std::string::npos);
+  const int64_t qo[] = {0, 6, 7};  // 6 new tokens, 5 cached
+  EXPECT_NE(msg([&] { attention_prefill(q.data(), qo, L, f.pages.view(), 4, 0.1f, out.data()); }).find("qo_indptr[1]"),
+            std::string::npos);
+  KvLayerView odd = L;
+  odd.head_dim = 72;
+  EXPECT_NE(msg([&] { attention_decode(q.data(), odd, f.pages.view(), 4, 0.1f, out.data()); }).find("kv.head_dim"),
+            std::string::npos);
+}

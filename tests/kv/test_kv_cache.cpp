@@ -1,0 +1,247 @@
+// The block manager and the host cache: slots, page tables, fork with
+// copy-on-write, truncate, prefix reuse (hash chain, collisions by token
+// compare), LRU eviction, out of blocks (all-or-nothing), stats and the
+// memory target (256 sequences of 1..4096 tokens hold <= 1.04x their bytes).
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "llmk/kv_cache.hpp"
+#include "tests/common/testutil.hpp"
+
+using namespace llmk;
+
+namespace {
+std::vector<int32_t> iota_tokens(int n, int start = 100) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+}  // namespace
+
+TEST(KvBlockManager, AppendGivesSlotsAndPageTable) {
+  KvBlockManager m(8, 4);
+  const int64_t s = m.add_sequence();
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  ASSERT_EQ(m.append(s, iota_tokens(6), &slots, &copies), KvStatus::ok);
+  ASSERT_EQ(slots.size(), 6u);
+  const auto blocks = m.blocks(s);
+  ASSERT_EQ(blocks.size(), 2u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(slots[size_t(i)], int64_t(blocks[size_t(i / 4)]) * 4 + i % 4);
+  EXPECT_TRUE(copies.empty());
+  const int64_t ids[] = {s};
+  const PageTable pt = m.page_table(ids);
+  EXPECT_EQ(pt.indptr, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(pt.last_len, (std::vector<int32_t>{2}));
+  const KvStats st = m.stats();
+  EXPECT_EQ(st.blocks_used, 2);
+  EXPECT_EQ(st.tokens_stored, 6);
+  EXPECT_DOUBLE_EQ(st.fragmentation, 0.25);
+}
+
+TEST(KvBlockManager, ForkSharesThenCopiesPartialBlockOnWrite) {
+  KvBlockManager m(8, 4);
+  const int64_t a = m.add_sequence();
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  ASSERT_EQ(m.append(a, iota_tokens(6), &slots, &copies), KvStatus::ok);
+  const int64_t b = m.fork(a);
+  const std::vector<int32_t> shared(m.blocks(a).begin(), m.blocks(a).end());
+  EXPECT_EQ(m.refcount(shared[0]), 2);
+  EXPECT_EQ(m.refcount(shared[1]), 2);
+  slots.clear();
+  ASSERT_EQ(m.append(b, iota_tokens(1, 7), &slots, &copies), KvStatus::ok);
+  ASSERT_EQ(copies.size(), 1u);  // b's partial block copied once
+  EXPECT_EQ(copies[0].src, shared[1]);
+  EXPECT_EQ(m.blocks(b)[0], shared[0]);  // the full block stays shared
+  EXPECT_EQ(m.blocks(b)[1], copies[0].dst);
+  EXPECT_EQ(slots[0], int64_t(copies[0].dst) * 4 + 2);
+  EXPECT_EQ(m.refcount(shared[1]), 1);
+  copies.clear();
+  slots.clear();
+  ASSERT_EQ(m.append(a, iota_tokens(1, 9), &slots, &copies), KvStatus::ok);
+  EXPECT_TRUE(copies.empty());  // a owns its partial block alone now
+  EXPECT_EQ(slots[0], int64_t(shared[1]) * 4 + 2);
+}
+
+TEST(KvBlockManager, OutOfBlocksChangesNothing) {
+  KvBlockManager m(3, 4);
+  const int64_t a = m.add_sequence();
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  ASSERT_EQ(m.append(a, iota_tokens(10), &slots, &copies), KvStatus::ok);  // 3 blocks
+  const int64_t b = m.fork(a);
+  slots.clear();
+  EXPECT_EQ(m.append(b, iota_tokens(1), &slots, &copies), KvStatus::out_of_blocks);  // would need a CoW block
+  EXPECT_TRUE(slots.empty());
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(m.length(b), 10);
+  EXPECT_EQ(m.refcount(m.blocks(a)[2]), 2);
+  m.free_sequence(a);
+  EXPECT_EQ(m.append(b, iota_tokens(2), &slots, &copies), KvStatus::ok);  // now in place
+  EXPECT_EQ(m.length(b), 12);
+  EXPECT_EQ(m.append(b, iota_tokens(1), &slots, &copies), KvStatus::out_of_blocks);
+}
+
+TEST(KvBlockManager, TruncateReleasesBlocks) {
+  KvBlockManager m(8, 4);
+  const int64_t a = m.add_sequence();
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  ASSERT_EQ(m.append(a, iota_tokens(13), &slots, &copies), KvStatus::ok);
+  m.truncate(a, 5);
+  EXPECT_EQ(m.length(a), 5);
+  EXPECT_EQ(m.blocks(a).size(), 2u);
+  EXPECT_EQ(m.stats().blocks_used, 2);
+  slots.clear();
+  ASSERT_EQ(m.append(a, iota_tokens(1, 500), &slots, &copies), KvStatus::ok);
+  EXPECT_EQ(slots[0], int64_t(m.blocks(a)[1]) * 4 + 1);  // rollback: rewrite position 5 in place
+  EXPECT_THROW(m.truncate(a, 7), InvalidArgument);
+  m.truncate(a, 0);
+  EXPECT_EQ(m.stats().blocks_used, 0);
+}
+
+TEST(KvBlockManager, PrefixReuseAndLruEviction) {
+  KvBlockManager m(6, 4);
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  const auto prompt = iota_tokens(10);  // 2 full blocks + 2 tokens
+  const int64_t a = m.add_sequence();
+  ASSERT_EQ(m.append(a, prompt, &slots, &copies), KvStatus::ok);
+  const std::vector<int32_t> ablocks(m.blocks(a).begin(), m.blocks(a).end());
+  // a live sequence's full blocks are shared at once
+  const int64_t b = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(b, prompt), 8);
+  EXPECT_EQ(m.blocks(b)[0], ablocks[0]);
+  EXPECT_EQ(m.refcount(ablocks[1]), 2);
+  // a different second block: only the first is reused
+  auto other = prompt;
+  other[5] = 9999;
+  const int64_t c = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(c, other), 4);
+  // the same tokens at another position do not match (the hash chains the parent)
+  const int64_t d = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(d, std::vector<int32_t>(prompt.begin() + 4, prompt.end())), 0);
+  m.free_sequence(a);
+  m.free_sequence(b);
+  m.free_sequence(c);
+  KvStats st = m.stats();
+  EXPECT_EQ(st.blocks_used, 0);
+  EXPECT_EQ(st.blocks_cached, 2);  // the two full blocks stay cached
+  EXPECT_EQ(st.blocks_free, 4);
+  // reuse after free: cached blocks come back
+  const int64_t e = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(e, prompt), 8);
+  EXPECT_EQ(m.stats().blocks_cached, 0);
+  m.free_sequence(e);  // tail first: block 1 is evicted before block 0
+  const int64_t f = m.add_sequence();
+  slots.clear();
+  ASSERT_EQ(m.append(f, iota_tokens(17, 5000), &slots, &copies), KvStatus::ok);  // 5 blocks: 4 free + 1 evicted
+  st = m.stats();
+  EXPECT_EQ(st.blocks_cached, 1);
+  const int64_t g = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(g, prompt), 4);  // block 0 survived, block 1 (the tail) was evicted
+  slots.clear();
+  EXPECT_EQ(m.append(f, iota_tokens(4), &slots, &copies), KvStatus::out_of_blocks);  // g holds the last one
+}
+
+TEST(KvBlockManager, RewrittenBlockLeavesThePrefixCache) {
+  KvBlockManager m(4, 4);
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  const auto prompt = iota_tokens(4);
+  const int64_t a = m.add_sequence();
+  ASSERT_EQ(m.append(a, prompt, &slots, &copies), KvStatus::ok);
+  m.truncate(a, 2);  // the full, hashed block becomes partial and will be rewritten
+  ASSERT_EQ(m.append(a, iota_tokens(2, 900), &slots, &copies), KvStatus::ok);
+  const int64_t b = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(b, prompt), 0);  // must not match the old content
+}
+
+TEST(KvBlockManager, BadArguments) {
+  EXPECT_THROW(KvBlockManager(0, 16), InvalidArgument);
+  EXPECT_THROW(KvBlockManager(4, 0), InvalidArgument);
+  KvBlockManager m(4, 4);
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  EXPECT_THROW(m.append(42, iota_tokens(1), &slots, &copies), InvalidArgument);
+  const int64_t a = m.add_sequence();
+  ASSERT_EQ(m.append(a, iota_tokens(1), &slots, &copies), KvStatus::ok);
+  EXPECT_THROW(m.reuse_prefix(a, iota_tokens(4)), InvalidArgument);  // not empty
+  try {
+    m.free_sequence(7);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'seq' = 7"), std::string::npos) << e.what();
+  }
+  KvCacheConfig cfg;
+  cfg.budget_bytes = 10;
+  EXPECT_THROW(KvCache{cfg}, InvalidArgument);
+  cfg.budget_bytes = 1 << 20;
+  cfg.head_dim = 72;
+  EXPECT_THROW(KvCache{cfg}, InvalidArgument);
+}
+
+// 256 sequences of 1..4096 tokens, 16-token blocks: memory held <= 1.04x the
+// bytes of the tokens (the waste is each sequence's last, partial block).
+TEST(KvBlockManager, MemoryTarget) {
+  KvCacheConfig cfg;  // SmolLM2-135M, f16
+  cfg.n_layers = 30, cfg.n_kv_heads = 3, cfg.head_dim = 64, cfg.k_type = cfg.v_type = KvType::f16;
+  const int64_t nblocks = 256 * 4096 / 16;
+  KvBlockManager m(nblocks, cfg.block_tokens);
+  std::mt19937_64 rng(4);
+  std::uniform_int_distribution<int> len(1, 4096);
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  int64_t tokens = 0;
+  for (int i = 0; i < 256; ++i) {
+    const int n = len(rng);
+    tokens += n;
+    ASSERT_EQ(m.append(m.add_sequence(), std::vector<int32_t>(size_t(n), 1), &slots, &copies), KvStatus::ok);
+  }
+  const KvStats st = m.stats();
+  EXPECT_EQ(st.tokens_stored, tokens);
+  const double held = double(st.blocks_used * kv_block_bytes(cfg));
+  const double ratio = held / (double(tokens) * kv_bytes_per_token(cfg));
+  EXPECT_LE(ratio, 1.04);
+  EXPECT_GT(ratio, 1.0);
+}
+
+// The host cache stores quantized rows through the slot map and applies
+// copy-on-write copies to every layer.
+TEST(KvCache, WriteThroughSlotsAndCopyOnWrite) {
+  KvCacheConfig cfg;
+  cfg.n_layers = 2, cfg.n_kv_heads = 2, cfg.head_dim = 32, cfg.block_tokens = 4;
+  cfg.k_type = KvType::int8, cfg.v_type = KvType::f16;
+  cfg.budget_bytes = 8 * kv_block_bytes(cfg);
+  KvCache c(cfg);
+  const int64_t a = c.add_sequence();
+  std::vector<int64_t> slots;
+  ASSERT_EQ(c.append(a, iota_tokens(6), &slots), KvStatus::ok);
+  std::vector<float> k(6 * 64), v(6 * 64);
+  test::fill_normal(k.data(), k.size(), 1);
+  test::fill_normal(v.data(), v.size(), 2);
+  for (int l = 0; l < 2; ++l) c.write(l, slots, k.data(), v.data());
+  const int64_t b = c.fork(a);
+  std::vector<int64_t> bslots;
+  ASSERT_EQ(c.append(b, iota_tokens(1), &bslots), KvStatus::ok);
+  // b's copied block holds a's rows 4 and 5 in every layer
+  for (int l = 0; l < 2; ++l) {
+    const KvLayerView L = c.layer(l);
+    for (int t = 4; t < 6; ++t)
+      for (int h = 0; h < 2; ++h) {
+        const int64_t blk = c.manager().blocks(b)[1];
+        const int64_t row = (blk * 2 + h) * 4 + t % 4;
+        std::vector<float> y(32), want(32);
+        kv_dequantize_row(KvType::int8, static_cast<const uint8_t*>(L.k) + row * 34, 32, y.data());
+        const int64_t arow = (slots[size_t(t)] / 4 * 2 + h) * 4 + t % 4;
+        kv_dequantize_row(KvType::int8, static_cast<const uint8_t*>(L.k) + arow * 34, 32, want.data());
+        EXPECT_EQ(y, want);
+      }
+  }
+  EXPECT_THROW(c.write(2, slots, k.data(), v.data()), InvalidArgument);
+  const int64_t bad[] = {8 * 4};
+  EXPECT_THROW(c.write(0, bad, k.data(), v.data()), InvalidArgument);
+}

@@ -1,0 +1,82 @@
+// KV storage types: block sizes, the int4 nibble order, and the reference
+// round trip within the analytic bound of llmk/kv_quant.hpp on every element,
+// including outlier channels, a partial last group (head_dim 80) and constant groups.
+#include <cmath>
+#include <vector>
+
+#include "llmk/kv_quant.hpp"
+#include "tests/common/testutil.hpp"
+
+using namespace llmk;
+
+TEST(KvQuant, RowBytes) {
+  EXPECT_EQ(kv_row_bytes(KvType::f32, 128), 512);
+  EXPECT_EQ(kv_row_bytes(KvType::f16, 128), 256);
+  EXPECT_EQ(kv_row_bytes(KvType::bf16, 80), 160);
+  EXPECT_EQ(kv_row_bytes(KvType::int8, 128), 4 * 34);
+  EXPECT_EQ(kv_row_bytes(KvType::int4, 128), 4 * 20);
+  EXPECT_EQ(kv_row_bytes(KvType::int8, 80), 3 * 34);  // partial last group
+  EXPECT_EQ(parse_kv_type("int4"), KvType::int4);
+  EXPECT_THROW(parse_kv_type("q3"), InvalidArgument);
+}
+
+TEST(KvQuant, Int4NibbleOrderIsGgmlQ41) {
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = float(j % 16);  // min 0, max 15: d = 1, q = value
+  BlockQ4 b;
+  kv_quantize_row(KvType::int4, x, 32, &b);
+  EXPECT_EQ(f16_bits_to_f32(b.d), 1.0f);
+  EXPECT_EQ(f16_bits_to_f32(b.m), 0.0f);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(b.qs[j], uint8_t(j | (j << 4))) << j;  // element j low, j+16 high
+  float y[32];
+  kv_dequantize_row(KvType::int4, &b, 32, y);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j]);
+}
+
+TEST(KvQuant, Int8IsSymmetricQ80) {
+  float x[32] = {};
+  x[0] = -127.0f, x[5] = 63.5f, x[31] = 1.0f;
+  BlockQ8 b;
+  kv_quantize_row(KvType::int8, x, 32, &b);
+  EXPECT_EQ(f16_bits_to_f32(b.d), 1.0f);
+  EXPECT_EQ(b.qs[0], -127);
+  EXPECT_EQ(b.qs[5], 64);  // 63.5 rounds half to even
+  EXPECT_EQ(b.qs[31], 1);
+}
+
+// Every element of every group within kv_error_bound, and the bound is below
+// one quantization step (it is half a step plus the f16 rounding of scale/min).
+TEST(KvQuant, RoundTripWithinOneStep) {
+  for (KvType t : {KvType::f16, KvType::bf16, KvType::int8, KvType::int4})
+    for (int64_t n : {16, 32, 80, 128, 256}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      test::fill_normal(x.data(), x.size(), uint64_t(n) * 7 + int(t), 0.3, 1.5);
+      x[3] *= 40.0f;  // an outlier channel
+      if (n >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.75f);  // a constant group: d = 0
+      std::vector<uint8_t> q(static_cast<size_t>(kv_row_bytes(t, n)) + 64, 0xA5);
+      kv_quantize_row(t, x.data(), n, q.data());
+      for (size_t i = size_t(kv_row_bytes(t, n)); i < q.size(); ++i) ASSERT_EQ(q[i], 0xA5) << "write past the row";
+      std::vector<float> y(static_cast<size_t>(n));
+      kv_dequantize_row(t, q.data(), n, y.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const double bound = kv_error_bound(t, x.data(), n, q.data(), i);
+        ASSERT_LE(std::fabs(double(y[i]) - x[i]), bound) << kv_type_name(t) << " n=" << n << " i=" << i;
+        if (kv_type_quantized(t)) {
+          double amax = 0;
+          for (int64_t j = i / 32 * 32; j < std::min<int64_t>(n, i / 32 * 32 + 32); ++j)
+            amax = std::max(amax, std::fabs(double(x[j])));
+          const double step = t == KvType::int8 ? amax / 127 : 2 * amax / 15;  // the step is at most this
+          ASSERT_LE(bound, step * (1 + 0x1p-9) + 1e-30) << kv_type_name(t);
+        }
+      }
+    }
+}
+
+TEST(KvQuant, F32IsExact) {
+  std::vector<float> x(64), y(64);
+  test::fill_normal(x.data(), 64, 1);
+  std::vector<uint8_t> q(256);
+  kv_quantize_row(KvType::f32, x.data(), 64, q.data());
+  kv_dequantize_row(KvType::f32, q.data(), 64, y.data());
+  EXPECT_EQ(x, y);
+}
