@@ -1,0 +1,181 @@
+// softmax_topk on the CPU: argument validation (shared with the reference,
+// the naive baseline and the CUDA API layer), the split of rows and parts over
+// threads, the exact merge of parts, and the per-row finishing steps.
+//
+// Threads: with B >= threads every row is one part. With B < threads each row
+// is cut into P contiguous parts (at least kMinPart elements each) so every
+// thread has work; each part yields (max, sum, its best <= K candidates) and
+// the row merges them: max/sum with merge_state (exact rescaling), candidates
+// by selecting the best K of the union under the total order `better`. Since
+// the best K of a union are among the union of each part's best K, the result
+// is the same index set for every P. Parts never span two rows.
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "llmk/cpu_features.hpp"
+#include "llmk/error.hpp"
+#include "llmk/parallel.hpp"
+#include "topk/topk_internal.hpp"
+
+namespace llmk::topk {
+
+void validate(const char* fn, const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
+              bool cpu_only) {
+  LLMK_CHECK_ARG(logits.ndim == 2, fn, "logits", logits.describe(), "must be a 2-d view [B, V]");
+  LLMK_CHECK_ARG(logits.dtype == DType::f32 || logits.dtype == DType::f16 || logits.dtype == DType::bf16, fn,
+                 "logits", logits.describe(), "dtype must be f32, f16 or bf16");
+  LLMK_CHECK_ARG(logits.rows() >= 0 && logits.cols() >= 1, fn, "logits", logits.describe(), "needs V >= 1");
+  LLMK_CHECK_ARG(logits.cols() <= std::numeric_limits<int32_t>::max(), fn, "logits", logits.describe(),
+                 "V must be <= 2^31 - 1 (int32 indices)");
+  LLMK_CHECK_ARG(logits.rows() <= 1 || logits.row_stride() >= logits.cols(), fn, "logits", logits.describe(),
+                 "row stride must be >= V");
+  LLMK_CHECK_ARG(logits.rows() == 0 || logits.data != nullptr, fn, "logits", logits.describe(), "data is null");
+  LLMK_CHECK_ARG(!cpu_only || logits.device == Device::cpu, fn, "logits", logits.describe(), "must be on the CPU");
+  LLMK_CHECK_ARG(k >= 1, fn, "k", k, "must be >= 1");
+  LLMK_CHECK_ARG(k <= logits.cols(), fn, "k", k, "must be <= V = " + std::to_string(logits.cols()));
+  LLMK_CHECK_ARG(std::isfinite(temperature) && temperature > 0 && std::isfinite(1.0f / temperature), fn,
+                 "temperature", temperature, "must be > 0 and finite with 1/T finite (greedy is k = 1)");
+  LLMK_CHECK_ARG(logits.rows() == 0 || out.probs != nullptr, fn, "out.probs", out.probs, "must not be null");
+  LLMK_CHECK_ARG(logits.rows() == 0 || out.indices != nullptr, fn, "out.indices", out.indices, "must not be null");
+}
+
+void flush(CandBuf& b) {
+  if (b.n <= b.k) return;
+  std::nth_element(b.c, b.c + (b.k - 1), b.c + b.n, better);
+  b.thr = b.c[b.k - 1].x;
+  b.n = b.k;
+}
+
+void write_special_row(const void* row, DType t, int64_t v, int64_t k, const SoftmaxTopkOut& out, int64_t b) {
+  bool nan = false, pinf = false;
+  for (int64_t j = 0; j < v; ++j) {
+    const float x = load_f32(row, t, j);
+    nan |= std::isnan(x);
+    pinf |= x == -kNegInf;
+  }
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  const float m = nan ? qnan : pinf ? -kNegInf : kNegInf;
+  for (int64_t j = 0; j < k; ++j) {
+    out.probs[b * k + j] = qnan;
+    out.indices[b * k + j] = int32_t(j);
+  }
+  if (out.row_max) out.row_max[b] = m;
+  if (out.lse) out.lse[b] = m;
+}
+
+void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
+                int64_t n, const SoftmaxTopkOut& out, int64_t b) {
+  if (std::isnan(st.s) || st.m == kNegInf) return write_special_row(row, t, v, k, out, b);
+  if (n > k) {
+    std::nth_element(c, c + (k - 1), c + n, better);
+    n = k;
+  }
+  std::sort(c, c + n, better);
+  // Fewer than k logits > -inf: every one of them is here; the rest of the
+  // output are the lowest-index -inf logits, probability 0.
+  for (int64_t j = 0; n < k && j < v; ++j)
+    if (load_f32(row, t, j) == kNegInf) c[n++] = Cand{kNegInf, int32_t(j)};
+  const double m = st.m;
+  for (int64_t j = 0; j < k; ++j) {
+    out.probs[b * k + j] = float(std::exp((double(c[j].x) - m) * scale) / st.s);
+    out.indices[b * k + j] = c[j].i;
+  }
+  if (out.row_max) out.row_max[b] = float(m * scale);
+  if (out.lse) out.lse[b] = float(m * scale + std::log(st.s));
+}
+
+namespace {
+
+constexpr int64_t kMinPart = 16384;
+
+ScanFn pick_scan() {
+  switch (simd_level()) {
+    case SimdLevel::avx512: return scan_avx512;
+    case SimdLevel::avx2: return scan_avx2;
+    default: return scan_scalar;
+  }
+}
+
+void run_cpu(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out) {
+  const int64_t rows = logits.rows(), v = logits.cols(), ld = logits.row_stride();
+  const DType t = logits.dtype;
+  const size_t esz = dtype_size(t);
+  const auto* base = static_cast<const uint8_t*>(logits.data);
+  const float scale = 1.0f / temperature;
+  const int nt = num_threads();
+  const int64_t parts = rows >= nt ? 1 : std::max<int64_t>(1, std::min<int64_t>((nt + rows - 1) / rows, v / kMinPart));
+  const int64_t cap = cand_capacity(k);
+  const ScanFn scan = pick_scan();
+  // parts > 1: each part leaves its state and best <= k candidates here.
+  std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
+  std::vector<Cand> pc(parts > 1 ? rows * parts * k : 0);
+  std::vector<int64_t> pn(parts > 1 ? rows * parts : 0);
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<Cand> buf(size_t(std::max(cap, parts * k)));
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < rows * parts; ++u) {
+      const int64_t r = u / parts, p = u % parts;
+      const void* row = base + size_t(r) * size_t(ld) * esz;
+      CandBuf cb{buf.data(), 0, cap, k, kNegInf};
+      PartState st;
+      scan(row, t, v * p / parts, v * (p + 1) / parts, scale, cb, st);
+      if (parts == 1) {
+        finish_row(row, t, v, k, scale, st, cb.c, cb.n, out, r);
+        continue;
+      }
+      flush(cb);
+      pst[u] = st;
+      pn[u] = cb.n;
+      std::copy(cb.c, cb.c + cb.n, pc.begin() + u * k);
+    }
+    if (parts > 1) {
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        PartState st;
+        int64_t n = 0;
+        for (int64_t p = 0; p < parts; ++p) {
+          const int64_t u = r * parts + p;
+          merge_state(st, pst[u], scale);
+          std::copy(pc.begin() + u * k, pc.begin() + u * k + pn[u], buf.begin() + n);
+          n += pn[u];
+        }
+        finish_row(base + size_t(r) * size_t(ld) * esz, t, v, k, scale, st, buf.data(), n, out, r);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmk::topk
+
+namespace llmk {
+
+void softmax_topk(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out, Stream stream) {
+  topk::validate("softmax_topk", logits, k, temperature, out, false);
+  if (logits.device == Device::cuda)
+    return softmax_topk_cuda(logits, k, temperature, out, stream, TopkCudaConfig::auto_pick);
+  if (logits.rows() == 0) return;
+  topk::run_cpu(logits, k, temperature, out);
+}
+
+const char* topk_cuda_config_name(TopkCudaConfig c) {
+  switch (c) {
+    case TopkCudaConfig::warp_per_row: return "warp_per_row";
+    case TopkCudaConfig::block_per_row: return "block_per_row";
+    case TopkCudaConfig::split_row: return "split_row";
+    default: return "auto";
+  }
+}
+
+#ifndef LLMK_HAVE_CUDA
+TopkCudaConfig softmax_topk_cuda_config(int64_t, int64_t, int64_t) { return TopkCudaConfig::auto_pick; }
+void softmax_topk_cuda(const TensorView& logits, int64_t, float, const SoftmaxTopkOut&, Stream, TopkCudaConfig,
+                       int) {
+  LLMK_CHECK_ARG(false, "softmax_topk", "logits", logits.describe(), "this llmk was built without CUDA");
+}
+#endif
+
+}  // namespace llmk

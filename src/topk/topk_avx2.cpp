@@ -1,0 +1,9 @@
+// The fused softmax + top-k scan (topk_scan.hpp) instantiated for
+// AVX2+FMA+F16C (compiled with those flags by cmake/LlmkSimd.cmake).
+#include "topk/topk_scan.hpp"
+
+namespace llmk::topk {
+void scan_avx2(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
+  scan<simd::Avx2>(row, dtype, lo, hi, scale, b, st);
+}
+}  // namespace llmk::topk

@@ -1,0 +1,105 @@
+// Internals of softmax + top-k shared by the CPU paths (topk.cpp, the
+// per-ISA scan files, the reference and the naive baseline): the candidate
+// type and its order, the per-part state (running max and sum) and its exact
+// merge, and the per-row finishing steps. Nothing here is ISA-specific, and
+// everything that instantiates std:: templates is defined out of line in
+// topk.cpp, so no AVX code can be linked into the scalar path.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "llmk/dtype.hpp"
+#include "llmk/topk.hpp"
+
+namespace llmk::topk {
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A candidate: a logit (converted to f32) and its index in the row.
+struct Cand {
+  float x;
+  int32_t i;
+};
+// The total order of the op: larger logit first, ties to the lower index.
+inline bool better(const Cand& a, const Cand& b) { return a.x > b.x || (a.x == b.x && a.i < b.i); }
+
+// Running state of one part of a row: m = max logit seen (raw, not divided by
+// T) and s = sum exp((x - m) * scale). s is NaN once the part held a NaN or
+// +inf (then the row is special); m = -inf and s = 0 for an all -inf part.
+struct PartState {
+  float m = kNegInf;
+  double s = 0;
+};
+
+// Exact merge of two parts' (max, sum): rescales the sum with the smaller max
+// to the larger one. Commutative up to rounding, NaN is sticky, and an empty
+// (-inf) side is the identity, so no -inf - -inf ever occurs.
+inline void merge_state(PartState& a, const PartState& b, double scale) {
+  if (std::isnan(a.s) || std::isnan(b.s)) {
+    a.s = std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
+  if (b.m == kNegInf) return;
+  if (a.m == kNegInf) {
+    a = b;
+    return;
+  }
+  if (b.m > a.m) {
+    a.s = a.s * std::exp((double(a.m) - double(b.m)) * scale) + b.s;
+    a.m = b.m;
+  } else {
+    a.s += b.s * std::exp((double(b.m) - double(a.m)) * scale);
+  }
+}
+
+// Candidate buffer of one part: holds at most cap candidates; `thr` is the
+// K-th best logit after the last flush (-inf before): later elements of the
+// same part (higher indices) enter only when strictly above it, since an equal
+// one loses the tie to the K kept ones.
+struct CandBuf {
+  Cand* c = nullptr;
+  int64_t n = 0, cap = 0, k = 0;
+  float thr = kNegInf;
+};
+
+inline constexpr int64_t kChunk = 1024;  // elements scanned per step (4 KiB of f32: stays in L1)
+inline int64_t cand_capacity(int64_t k) { return k + std::max<int64_t>(k, kChunk) + kChunk; }
+
+// Throws InvalidArgument naming `fn` and the argument for anything the header
+// rejects (and for a non-CPU view when cpu_only).
+void validate(const char* fn, const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
+              bool cpu_only);
+
+// Keeps the best min(n, k) candidates (unordered) and raises thr to the k-th.
+void flush(CandBuf& b);
+
+// Per-ISA scan of elements [lo, hi) of one row (T = float, f16 or bf16 given
+// by dtype): updates st and appends candidates > b.thr, flushing as needed.
+using ScanFn = void (*)(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b,
+                        PartState& st);
+void scan_scalar(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
+void scan_avx2(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
+void scan_avx512(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
+
+// Logit j of a row as f32.
+inline float load_f32(const void* row, DType t, int64_t j) {
+  switch (t) {
+    case DType::f16: return to_f32(static_cast<const f16*>(row)[j]);
+    case DType::bf16: return to_f32(static_cast<const bf16*>(row)[j]);
+    default: return static_cast<const float*>(row)[j];
+  }
+}
+
+// Writes row b's outputs when softmax is undefined (NaN, +inf or all -inf):
+// NaN probs, indices 0..k-1, row_max/lse per the header. Rescans the row.
+void write_special_row(const void* row, DType t, int64_t v, int64_t k, const SoftmaxTopkOut& out, int64_t b);
+
+// Finishes a regular row from its merged state and its best candidates
+// (c[0..n), n <= cap, every logit > -inf when n < k): sorts the best k, fills
+// missing slots with the lowest -inf indices, writes probs/indices/max/lse.
+void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
+                int64_t n, const SoftmaxTopkOut& out, int64_t b);
+
+}  // namespace llmk::topk

@@ -1,0 +1,272 @@
+// softmax_topk on the CPU against the double-precision oracle: the V x K grid
+// on every SIMD level and several thread counts (B < threads splits rows into
+// parts), ties, -inf, NaN / +inf / all -inf rows, f16 / bf16, row strides,
+// temperature, sentinels after every output, bad arguments; and the naive
+// baseline against the oracle.
+#include "tests/topk/topk_check.hpp"
+
+#include "llmk/parallel.hpp"
+
+namespace llmk::test {
+namespace {
+
+struct ThreadScope {
+  int prev = num_threads();
+  explicit ThreadScope(int n) { set_num_threads(n); }
+  ~ThreadScope() { set_num_threads(prev); }
+};
+
+// Runs the fused op into guarded outputs (misaligned by `mis` bytes) and checks the guards.
+TopkResult run_fused(const TensorView& logits, int64_t k, float t, size_t mis = 0) {
+  const int64_t b = logits.rows();
+  Guarded<float> p(b * k, mis), mx(b, mis), lse(b, mis);
+  Guarded<int32_t> idx(b * k, mis);
+  softmax_topk(logits, k, t, {p.data(), idx.data(), mx.data(), lse.data()});
+  EXPECT_TRUE(p.guard_intact() && idx.guard_intact() && mx.guard_intact() && lse.guard_intact())
+      << "write past an output";
+  TopkResult r;
+  r.k = k;
+  r.probs.assign(p.data(), p.data() + b * k);
+  r.idx.assign(idx.data(), idx.data() + b * k);
+  r.row_max.assign(mx.data(), mx.data() + b);
+  r.lse.assign(lse.data(), lse.data() + b);
+  return r;
+}
+
+const int64_t kVs[] = {1, 7, 8, 33, 1000, 1023, 1024, 1025, 32000, 50257, 128256, 151936, 256000};
+const int64_t kKs[] = {1, 2, 8, 50, 256, 1024};
+
+// Every (V, K <= V), every SIMD level, 1 / 2 / 3 threads. Rows: 3 (2 for V > 32k to keep it quick).
+TEST(SoftmaxTopk, GridAllLevelsAndThreads) {
+  for (int64_t v : kVs) {
+    const int64_t rows = v > 32000 ? 2 : 3;
+    auto x = random_logits<float>(rows, v, v, 1000 + v);
+    const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
+    const auto ref = run_ref(view, std::min<int64_t>(v, 1024), 1.0f);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      for (int threads : {1, 2, 3}) {
+        ThreadScope ts(threads);
+        for (int64_t k : kKs) {
+          if (k > v) continue;
+          const std::string what = std::string(simd_name(lvl)) + " threads " + std::to_string(threads) + " V " +
+                                   std::to_string(v) + " K " + std::to_string(k);
+          EXPECT_TRUE(same_topk(run_fused(view, k, 1.0f), ref, rows, what));
+        }
+      }
+    }
+  }
+}
+
+// B = 1 with 4 threads: the row is split into 4 parts merged exactly; also B = 2 (2 parts each).
+TEST(SoftmaxTopk, RowSplitAcrossThreads) {
+  ThreadScope ts(4);
+  for (int64_t rows : {1, 2, 3}) {
+    const int64_t v = 128256;
+    auto x = random_logits<float>(rows, v, v, 7 + rows);
+    const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
+    const auto ref = run_ref(view, 1024, 1.0f);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      for (int64_t k : {1, 50, 1024})
+        EXPECT_TRUE(same_topk(run_fused(view, k, 1.0f), ref, rows, "split B " + std::to_string(rows)));
+    }
+  }
+}
+
+// Many exact ties (including -0 == +0) and -inf: the tie rule decides the order.
+TEST(SoftmaxTopk, TiesAndDuplicates) {
+  for (int64_t v : {33, 1000, 50000}) {
+    auto x = tied_logits<float>(3, v, v);
+    const auto view = TensorView::matrix(x.data(), DType::f32, 3, v);
+    const auto ref = run_ref(view, std::min<int64_t>(v, 1024), 1.0f);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      for (int threads : {1, 3}) {
+        ThreadScope ts(threads);
+        for (int64_t k : {1, 8, 33, 1024})
+          if (k <= v) EXPECT_TRUE(same_topk(run_fused(view, k, 1.0f), ref, 3, "ties V " + std::to_string(v)));
+      }
+    }
+  }
+  // All equal: indices 0..K-1, each probability 1/V.
+  std::vector<float> eq(100, 3.0f);
+  const auto r = run_fused(TensorView::matrix(eq.data(), DType::f32, 1, 100), 5, 1.0f);
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_EQ(r.idx[j], j);
+    EXPECT_NEAR(r.probs[j], 0.01f, 1e-8);
+  }
+}
+
+// Rows with -inf: probability 0; fewer finite logits than K fill with the lowest -inf indices.
+TEST(SoftmaxTopk, NegativeInfinity) {
+  const int64_t v = 1025, rows = 3;
+  auto x = random_logits<float>(rows, v, v, 5);
+  for (int64_t j = 0; j < v; ++j)
+    if (j % 7 != 3) x[j] = -INFINITY;  // row 0: every 7th finite (147 finite)
+  for (int64_t j = 0; j < v; ++j)
+    if (j != 1000 && j != 17) x[v + j] = -INFINITY;  // row 1: 2 finite
+  const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
+  const auto ref = run_ref(view, 1024, 1.0f);
+  for (SimdLevel lvl : simd_levels()) {
+    ScopedSimdLimit lim(lvl);
+    for (int64_t k : {1, 2, 8, 256, 1024}) EXPECT_TRUE(same_topk(run_fused(view, k, 1.0f), ref, rows, "-inf"));
+  }
+  const auto r = run_fused(view, 8, 1.0f);
+  EXPECT_EQ(r.idx[8 + 0], x[v + 17] >= x[v + 1000] ? 17 : 1000);
+  for (int j = 2; j < 8; ++j) {
+    EXPECT_EQ(r.probs[8 + j], 0.0f);
+    EXPECT_EQ(r.idx[8 + j], j - 2);  // lowest -inf indices: 0, 1, 2, ...
+  }
+}
+
+// NaN, +inf and all -inf rows next to normal rows: the documented outputs, and no mixing.
+TEST(SoftmaxTopk, SpecialRows) {
+  const int64_t v = 40000, rows = 6, k = 4;
+  auto x = random_logits<float>(rows, v, v, 9);
+  x[1 * v + 39999] = NAN;                                        // row 1: one NaN, at the very end
+  x[2 * v + 5] = INFINITY;                                       // row 2: +inf
+  for (int64_t j = 0; j < v; ++j) x[3 * v + j] = -INFINITY;       // row 3: all -inf
+  x[4 * v + 3] = INFINITY;                                       // row 4: +inf and NaN
+  x[4 * v + 30000] = NAN;
+  for (int64_t j = 0; j < v; ++j) x[5 * v + j] = j == 9 ? NAN : -INFINITY;  // row 5: NaN among -inf
+  const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
+  const auto ref = run_ref(view, k, 1.0f);
+  const float want_max[] = {0, NAN, INFINITY, -INFINITY, NAN, NAN};
+  for (SimdLevel lvl : simd_levels()) {
+    ScopedSimdLimit lim(lvl);
+    for (int threads : {1, 4}) {
+      ThreadScope ts(threads);
+      const auto r = run_fused(view, k, 1.0f);
+      EXPECT_TRUE(same_topk(r, ref, rows, "special rows"));
+      for (int64_t b = 1; b < rows; ++b) {
+        for (int64_t j = 0; j < k; ++j) {
+          EXPECT_TRUE(std::isnan(r.probs[b * k + j])) << "row " << b;
+          EXPECT_EQ(r.idx[b * k + j], j) << "row " << b;
+        }
+        if (std::isnan(want_max[b]))
+          EXPECT_TRUE(std::isnan(r.row_max[b]) && std::isnan(r.lse[b])) << "row " << b;
+        else
+          EXPECT_TRUE(r.row_max[b] == want_max[b] && r.lse[b] == want_max[b]) << "row " << b;
+      }
+      EXPECT_TRUE(std::isfinite(r.row_max[0]) && std::isfinite(r.probs[0]));
+    }
+  }
+}
+
+template <class T>
+void check_half_type() {
+  for (int64_t v : {7, 1025, 50257}) {
+    auto x = random_logits<T>(3, v, v, 11 + v);
+    const auto view = TensorView::matrix(x.data(), dtype_of<T>(), 3, v);
+    const auto ref = run_ref(view, std::min<int64_t>(v, 256), 1.0f);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      for (int64_t k : {1, 8, 256})
+        if (k <= v)
+          EXPECT_TRUE(same_topk(run_fused(view, k, 1.0f), ref, 3,
+                                std::string(dtype_name(dtype_of<T>())) + " V " + std::to_string(v)));
+    }
+  }
+}
+// f16 / bf16 logits have many exact duplicates: the tie rule is exercised too.
+TEST(SoftmaxTopk, HalfTypes) {
+  check_half_type<f16>();
+  check_half_type<bf16>();
+}
+
+// A row stride > V and a logits pointer that is not vector-aligned.
+TEST(SoftmaxTopk, RowStrideAndMisalignment) {
+  const int64_t v = 1025, ld = 1100, rows = 4;
+  Guarded<float> x(rows * ld, 4);
+  fill_normal(x.data(), rows * ld, 77);
+  const auto view = TensorView::matrix(x.data(), DType::f32, rows, v, ld);
+  const auto ref = run_ref(view, 50, 1.0f);
+  for (SimdLevel lvl : simd_levels()) {
+    ScopedSimdLimit lim(lvl);
+    EXPECT_TRUE(same_topk(run_fused(view, 50, 1.0f, 4), ref, rows, "stride"));
+  }
+}
+
+TEST(SoftmaxTopk, Temperature) {
+  const int64_t v = 50257;
+  auto x = random_logits<float>(2, v, v, 3);
+  const auto view = TensorView::matrix(x.data(), DType::f32, 2, v);
+  for (float t : {0.5f, 0.7f, 2.0f, 10.0f}) {
+    const auto ref = run_ref(view, 50, t);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      EXPECT_TRUE(same_topk(run_fused(view, 50, t), ref, 2, "T " + std::to_string(t)));
+    }
+  }
+  // A tiny T concentrates all mass on the max (others underflow to exactly 0).
+  const auto r = run_fused(view, 2, 1e-3f);
+  EXPECT_EQ(r.probs[0], 1.0f);
+  EXPECT_EQ(r.probs[1], 0.0f);
+}
+
+TEST(SoftmaxTopk, BadArguments) {
+  std::vector<float> x(20, 0.0f);
+  std::vector<float> p(20), m(2), l(2);
+  std::vector<int32_t> i(20);
+  const SoftmaxTopkOut out{p.data(), i.data(), m.data(), l.data()};
+  const auto view = TensorView::matrix(x.data(), DType::f32, 2, 10);
+  auto msg = [&](auto fn) -> std::string {
+    try {
+      fn();
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(msg([&] { softmax_topk(view, 0, 1.0f, out); }).find("'k' = 0"), std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk(view, 11, 1.0f, out); }).find("'k' = 11"), std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk(view, -3, 1.0f, out); }).find("'k' = -3"), std::string::npos);
+  for (float t : {0.0f, -1.0f, float(NAN), float(INFINITY), 1e-45f})
+    EXPECT_NE(msg([&] { softmax_topk(view, 2, t, out); }).find("'temperature'"), std::string::npos) << t;
+  EXPECT_NE(msg([&] { softmax_topk(TensorView::matrix(x.data(), DType::i32, 2, 10), 2, 1.0f, out); })
+                .find("dtype must be"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk(TensorView::vector(x.data(), DType::f32, 10), 2, 1.0f, out); }).find("2-d"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {nullptr, i.data(), nullptr, nullptr}); }).find("out.probs"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk_ref(view, 0, 1.0f, out); }).find("softmax_topk_ref"), std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk_naive(view, 2, -1.0f, out); }).find("softmax_topk_naive"), std::string::npos);
+  // Null row_max / lse are allowed.
+  softmax_topk(view, 2, 1.0f, {p.data(), i.data(), nullptr, nullptr});
+  EXPECT_EQ(i[0], 0);
+}
+
+// The naive baseline selects on rounded probabilities, so its order may differ
+// from the oracle only between equal f32 probabilities: check values, and that
+// each returned index really has the returned probability.
+TEST(SoftmaxTopkNaive, MatchesReference) {
+  for (int64_t v : {8, 1025, 128256}) {
+    auto x = random_logits<float>(2, v, v, 21);
+    const auto view = TensorView::matrix(x.data(), DType::f32, 2, v);
+    const auto ref = run_ref(view, std::min<int64_t>(v, 256), 1.0f);
+    for (int64_t k : {1, 8, 256}) {
+      if (k > v) continue;
+      TopkResult r;
+      r.k = k;
+      r.probs.resize(2 * k);
+      r.idx.resize(2 * k);
+      r.row_max.resize(2);
+      r.lse.resize(2);
+      softmax_topk_naive(view, k, 1.0f, {r.probs.data(), r.idx.data(), r.row_max.data(), r.lse.data()});
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t j = 0; j < k; ++j) {
+          const double want = ref.probs[b * ref.k + j];
+          EXPECT_NEAR(r.probs[b * k + j], want, 1e-6 * want) << "V " << v << " K " << k;
+          const double xi = x[b * v + r.idx[b * k + j]];
+          const double pi = std::exp(xi - double(ref.row_max[b])) * std::exp(double(ref.row_max[b]) - ref.lse[b]);
+          // pi carries the f32 rounding of lse (|lse| < 16: 1e-6 abs) on top of the 1e-6 of the op.
+          EXPECT_NEAR(r.probs[b * k + j], pi, 2e-6 * pi);
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmk::test
