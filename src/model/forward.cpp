@@ -7,24 +7,12 @@
 #include <cmath>
 
 #include "llmk/error.hpp"
+#include "llmk/norm.hpp"
 #include "llmk/parallel.hpp"
 #include "model/model_internal.hpp"
 
 namespace llmk {
 namespace {
-
-// y = norm(x) * w (+ b): RMSNorm when b == nullptr and !layer_norm, else LayerNorm.
-void norm_row(const float* x, const float* w, const float* b, bool layer_norm, float eps, int64_t d, float* y) {
-  float mean = 0;
-  if (layer_norm) {
-    for (int64_t i = 0; i < d; ++i) mean += x[i];
-    mean /= float(d);
-  }
-  float ss = 0;
-  for (int64_t i = 0; i < d; ++i) ss += (x[i] - mean) * (x[i] - mean);
-  const float r = 1.0f / std::sqrt(ss / float(d) + eps);
-  for (int64_t i = 0; i < d; ++i) y[i] = (x[i] - mean) * r * w[i] + (b ? b[i] : 0.0f);
-}
 
 // Rotates adjacent pairs (2i, 2i+1) of the first rope_dim values of each head
 // by pos * base^(-2i / rope_dim) (llama-arch GGUF's permuted Q/K).
@@ -45,6 +33,18 @@ void add_bias(float* y, int64_t ld, const float* b, int64_t T, int64_t n) {
   if (!b) return;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < n; ++i) y[t * ld + i] += b[i];
+}
+
+// y[rows, d] = RMSNorm (llama) or LayerNorm (gpt2, with bias) of x[rows, d].
+void normalize(bool layer, const float* x, const float* w, const float* b, float eps, int64_t rows, int64_t d,
+               float* y, std::vector<float>& stats) {
+  stats.resize(size_t(2 * rows));
+  const auto X = TensorView::matrix(x, DType::f32, rows, d), Y = TensorView::matrix(y, DType::f32, rows, d);
+  const auto W = TensorView::vector(w, DType::f32, d), R = TensorView::vector(stats.data(), DType::f32, rows);
+  if (layer)
+    layer_norm(X, W, TensorView::vector(b, DType::f32, d), eps, Y, TensorView::vector(stats.data() + rows, DType::f32, rows), R);
+  else
+    rms_norm(X, W, eps, Y, R);
 }
 
 float gelu(float x) {  // GPT-2's tanh approximation
@@ -97,8 +97,7 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = layers_[size_t(l)];
-#pragma omp parallel for num_threads(threads) schedule(static) if (par)
-    for (int64_t t = 0; t < T; ++t) norm_row(x + t * d, L.attn_norm, L.attn_norm_b, gpt2, c.norm_eps, d, h + t * d);
+    normalize(gpt2, x, L.attn_norm, L.attn_norm_b, c.norm_eps, T, d, h, s.stats);
     // q [T, dq], k and v [T, dkv], contiguous (gpt2: split from the fused product)
     float *q = s.q.data(), *k = s.k.data(), *v = s.v.data();
     if (gpt2) {
@@ -130,8 +129,7 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     add_bias(h, d, L.bo, T, d);
     for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
 
-#pragma omp parallel for num_threads(threads) schedule(static) if (par)
-    for (int64_t t = 0; t < T; ++t) norm_row(x + t * d, L.ffn_norm, L.ffn_norm_b, gpt2, c.norm_eps, d, h + t * d);
+    normalize(gpt2, x, L.ffn_norm, L.ffn_norm_b, c.norm_eps, T, d, h, s.stats);
     float *u = s.ff.data(), *g = s.ff2.data();
     matmul(h, d, L.w_up, u, ff, T);
     if (gpt2) {
@@ -146,13 +144,13 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
   }
 
-  int64_t n = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    if (!b.want.empty() && !b.want[t]) continue;
-    norm_row(x + t * d, out_norm_, out_norm_b_, gpt2, c.norm_eps, d, h + n * d);
-    ++n;
+  int64_t n = 0;  // gather the wanted rows into h, then norm and project them
+  for (int64_t t = 0; t < T; ++t)
+    if (b.want.empty() || b.want[t]) std::copy_n(x + t * d, d, h + n++ * d);
+  if (n) {
+    normalize(gpt2, h, out_norm_, out_norm_b_, c.norm_eps, n, d, x, s.stats);
+    matmul(x, d, output_, logits, c.n_vocab, n);
   }
-  if (n) matmul(h, d, output_, logits, c.n_vocab, n);
   return n;
 }
 

@@ -12,7 +12,7 @@ struct Model::Owned {
   std::vector<std::vector<uint8_t>> blobs;  // random weights
   std::vector<std::vector<float>> vecs;     // norm weights / biases in f32
   // forward scratch, [T, width] each
-  std::vector<float> x, h, q, k, v, att, ff, ff2, out_rows;
+  std::vector<float> x, h, q, k, v, att, ff, ff2, stats;
 };
 
 }  // namespace llmk
