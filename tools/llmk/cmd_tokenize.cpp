@@ -1,8 +1,15 @@
-// `llmk tokenize [--model PATH] [--no-special] [--bos] [--json] TEXT...`: the token ids and
-// pieces of TEXT under the model's tokenizer (default model: fetched when missing). Pieces
-// are shown decoded (bytes, with C escapes for control and non-UTF-8 bytes); --json prints
-// {"ids": [...], "pieces": [...]} with the pieces as JSON strings.
+// `llmk tokenize [--model PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT...]`:
+// the token ids and pieces of TEXT (or of file F's bytes, '-' for stdin) under the model's
+// tokenizer (default model: fetched when missing). Pieces are shown decoded (bytes, with C
+// escapes for control and non-UTF-8 bytes); --json prints {"ids": [...], "pieces": [...]}
+// with the pieces as JSON strings. --lines tokenizes each line of F on its own (without its
+// '\n'), one result per line: a quick way to compare many texts with another tokenizer.
+// --chat renders TEXT as one user message in the model's ChatML template (with its default
+// system prompt and the assistant prompt) before tokenizing: what `llmk chat` feeds the model.
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 
 #include "cli.hpp"
@@ -43,32 +50,59 @@ std::string escape(const std::string& s, bool json) {
   return out;
 }
 
-int run_tokenize(llmk::cli::Args& args) {
-  const std::string model = args.has("model") ? args.get("model", "") : llmk::gguf::fetch_default_model();
-  const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
-  args.finish();
-  std::string text;
-  for (const std::string& p : args.positional()) text += (text.empty() ? "" : " ") + p;
-  LLMK_CHECK_ARG(!args.positional().empty(), "tokenize", "TEXT", "(missing)",
-                 "usage: llmk tokenize [--model PATH] [--no-special] [--bos] [--json] TEXT");
-
-  const llmk::gguf::File file = llmk::gguf::File::open(model);
-  const llmk::Tokenizer tok = llmk::Tokenizer::from_gguf(file);
-  const std::vector<int32_t> ids = tok.encode(text, !no_special, bos);
+void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n_bytes, bool json) {
   if (json) {
-    std::printf("{\"ids\": [");
-    for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? ", " : "", ids[i]);
-    std::printf("], \"pieces\": [");
-    for (size_t i = 0; i < ids.size(); ++i)
-      std::printf("%s\"%s\"", i ? ", " : "", escape(tok.token_bytes(ids[i]), true).c_str());
-    std::printf("]}\n");
-    return 0;
+    std::string line = "{\"ids\": [";
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
+    line += "], \"pieces\": [";
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? ", \"" : "\"") + escape(tok.token_bytes(ids[i]), true) + "\"";
+    std::printf("%s]}\n", line.c_str());
+    return;
   }
   for (int32_t id : ids) std::printf("%6d  '%s'\n", id, escape(tok.token_bytes(id), false).c_str());
-  std::printf("%zu tokens, %zu bytes\n", ids.size(), text.size());
+  std::printf("%zu tokens, %zu bytes\n", ids.size(), n_bytes);
+}
+
+int run_tokenize(llmk::cli::Args& args) {
+  const std::string usage = "usage: llmk tokenize [--model PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT]";
+  const std::string model = args.has("model") ? args.get("model", "") : llmk::gguf::fetch_default_model();
+  const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
+  const bool lines = args.flag("lines"), chat = args.flag("chat");
+  const std::string file = args.get("file", "");
+  args.finish();
+  LLMK_CHECK_ARG(file.empty() != args.positional().empty(), "tokenize", "TEXT", "(missing or given twice)",
+                 "give either TEXT or --file F; " + usage);
+  LLMK_CHECK_ARG(!lines || !file.empty(), "tokenize", "--lines", "1", "needs --file F");
+  LLMK_CHECK_ARG(!lines || !chat, "tokenize", "--chat", "1", "cannot be combined with --lines");
+  std::string text;
+  if (file.empty()) {
+    for (const std::string& p : args.positional()) text += (text.empty() ? "" : " ") + p;
+  } else {
+    std::ifstream in;
+    if (file != "-") {
+      in.open(file, std::ios::binary);
+      LLMK_CHECK_ARG(in.good(), "tokenize", "--file", file, "cannot be opened");
+    }
+    std::stringstream ss;
+    ss << (file == "-" ? std::cin.rdbuf() : in.rdbuf());
+    text = ss.str();
+  }
+
+  const llmk::gguf::File gguf = llmk::gguf::File::open(model);
+  const llmk::Tokenizer tok = llmk::Tokenizer::from_gguf(gguf);
+  if (chat) {
+    const llmk::ChatMessage msg{"user", text};
+    text = llmk::render_chatml({&msg, 1}, true, llmk::chatml_default_system(tok.chat_template()));
+  }
+  if (!lines) {
+    print(tok, tok.encode(text, !no_special, bos), text.size(), json);
+    return 0;
+  }
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) print(tok, tok.encode(line, !no_special, bos), line.size(), json);
   return 0;
 }
 
 }  // namespace
-LLMK_COMMAND("tokenize", "print the token ids and pieces of a text (--model, --json, --no-special, --bos)",
-             run_tokenize, {"json", "no-special", "bos"});
+LLMK_COMMAND("tokenize", "print the token ids and pieces of a text (--model, --json, --file, --lines, --chat, --no-special, --bos)",
+             run_tokenize, {"json", "no-special", "bos", "lines", "chat"});

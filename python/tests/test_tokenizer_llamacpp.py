@@ -1,0 +1,159 @@
+"""llmk's tokenizer against llama.cpp (llama-cpp-python, scripts/setup-peers) on the same GGUF:
+identical token ids for a text set with Unicode (accents, CJK, emoji, combining marks, other
+scripts and number systems), digits, runs of whitespace and newlines, code, and special tokens;
+for 2000 random strings; for the ChatML prompt rendered by the GGUF's own Jinja template; and
+on a small random vocabulary written with the gguf package (fixtures). llmk runs through
+`llmk tokenize --json`. Skips, saying why, when llama_cpp, the CLI or the model is missing.
+"""
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gguf_fixtures import byte_level_vocab, default_model, write_llama
+
+ROOT = Path(__file__).resolve().parents[2]
+LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
+llama_cpp = pytest.importorskip("llama_cpp", reason="llama_cpp not installed (run scripts/setup-peers)")
+pytestmark = pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
+
+TEXTS = [
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog.",
+    "naïve café résumé Ångström façade jalapeño",
+    "Größe Straße Übermaß ÆØÅ œuvre",
+    "日本語のテキストと中文文本，还有한국어。",
+    "Emoji: 🙂🚀👩‍💻🇫🇷 ❤️ 👍🏽",
+    "e\u0301 a\u0300 n\u0303 (combining marks)",
+    "Ελληνικά, русский текст, עברית, العربية, हिन्दी, ไทย",
+    "1234567890 3.14159 -42 1e-9 0x1F 1,000,000",
+    "٠١٢٣٤٥٦٧٨٩ ½ ¾ Ⅻ ² ₃ 𝟘𝟙",
+    "    four leading spaces",
+    "trailing spaces    ",
+    "tabs\tand\t\ttabs",
+    "line1\nline2\n\nline4\n\n\n",
+    "\r\nWindows\r\nline endings\r\n",
+    "mixed \t \n \u00a0 \u2003 \u3000 whitespace",
+    "  \n  \n",
+    " ",
+    "",
+    "def f(x):\n    return x ** 2  # square\n",
+    "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; }",
+    "<html><body class=\"main\">&amp; &lt;tag&gt;</body></html>",
+    "import numpy as np\nnp.zeros((3, 4), dtype=np.float32)\n",
+    "SELECT * FROM users WHERE id = 42 AND name LIKE '%bob%';",
+    "it's don't we'll they're I've she'd you'm IT'S DON'T",
+    "'quoted' \"double\" `backtick` «guillemets» „low“",
+    "!!!??? ... --- *** ### @@@ $$$ %%% ^^^ &&& (((]]]",
+    "https://example.com/path?q=1&r=two#frag user@example.org",
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_end|><|endoftext|>text<|im_start|><repo_name>",
+    "<|im_start <|im_start|| <|im_start|>>",
+    "\u200b zero\u200dwidth \ufeff bom",
+    "\U0001F600\U0001F601 \U00010348 \U0002A6A5",
+    "a" * 300,
+    "ab " * 100,
+    " " * 50 + "x",
+    "\n" * 20,
+    "x" + "\t" * 7 + "y",
+    "Mr. O'Neil's 3rd-place finish (2:03.45) beat 2nd's by 0.5s.",
+    "$ ls -la | grep '.gguf' && echo \"done\" > /dev/null 2>&1",
+]
+
+
+def llmk_ids(model, text, *flags):
+    p = subprocess.run([str(LLMK), "tokenize", "--model", str(model), "--json", *flags, "--file", "-"],
+                       input=text.encode(), capture_output=True, check=True, timeout=120)
+    return json.loads(p.stdout)["ids"]
+
+
+def llmk_ids_lines(model, texts):
+    assert not any("\n" in t for t in texts)
+    p = subprocess.run([str(LLMK), "tokenize", "--model", str(model), "--json", "--lines", "--file", "-"],
+                       input="".join(t + "\n" for t in texts).encode(), capture_output=True, check=True, timeout=300)
+    return [json.loads(l)["ids"] for l in p.stdout.decode().split("\n") if l]
+
+
+def vocab_only(model):
+    return llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    model = default_model()
+    if model is None:
+        pytest.skip("default model not found (run scripts/fetch-model or set LLMK_MODEL)")
+    return model, vocab_only(model)
+
+
+def test_text_set_matches_llamacpp(smollm):
+    model, ref = smollm
+    bad = []
+    for t in TEXTS:
+        want = ref.tokenize(t.encode(), add_bos=False, special=True)
+        got = llmk_ids(model, t)
+        if got != want:
+            bad.append((t, want, got))
+    print(f"\nllama.cpp agreement: {len(TEXTS) - len(bad)}/{len(TEXTS)} texts identical")
+    assert not bad, "\n".join(f"{t!r}:\n  llama.cpp {w}\n  llmk      {g}" for t, w, g in bad[:5])
+
+
+def test_special_tokens_as_text_match_llamacpp(smollm):
+    model, ref = smollm
+    for t in ["<|im_start|>user\nhi<|im_end|>", "<|endoftext|><file_sep>"]:
+        assert llmk_ids(model, t, "--no-special") == ref.tokenize(t.encode(), add_bos=False, special=False), t
+
+
+def test_random_strings_match_llamacpp(smollm):
+    model, ref = smollm
+    rng = random.Random(0)
+    pool = (list("aeiouxyzAEZ      .,;:!?'\"-_()[]{}<>|/\\#@$%&*+=~`^0123456789\t\r")
+            + ["'s", "'ll", "'RE", "é", "ß", "ñ", "日", "本", "語", "한", "ا", "ф", "Ω", "🙂", "🚀", "👍🏽", "\u0301",
+               "\u00a0", "\u2003", "\u3000", "\u200b", "½", "٣", "Ⅻ", "²", "\U0001d7d8", "<|im_start|>", "<|im_end|>",
+               "<|", "|>", "\u0085", "\u2028", "\x0b", "\x0c", "\x1c", "\x7f", "\ufffd"])
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(2000)]
+    got = llmk_ids_lines(model, texts)
+    assert len(got) == len(texts)
+    bad = [(t, w, g) for t, g in zip(texts, got)
+           if g != (w := ref.tokenize(t.encode(), add_bos=False, special=True))]
+    print(f"\nllama.cpp agreement on random strings: {len(texts) - len(bad)}/{len(texts)} identical")
+    assert not bad, "\n".join(f"{t!r}:\n  llama.cpp {w}\n  llmk      {g}" for t, w, g in bad[:5])
+
+
+def test_long_text_matches_llamacpp(smollm):
+    model, ref = smollm
+    path = Path("/usr/share/common-licenses/GPL-3")
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    text = path.read_text()
+    assert llmk_ids(model, text) == ref.tokenize(text.encode(), add_bos=False, special=True)
+
+
+def test_chat_prompt_matches_gguf_template(smollm):
+    """`llmk tokenize --chat` (render_chatml + the template's default system prompt) gives the
+    ids of the GGUF's own Jinja chat template rendered by Jinja2 and tokenized by llama.cpp."""
+    jinja2 = pytest.importorskip("jinja2")
+    import gguf
+
+    model, ref = smollm
+    reader = gguf.GGUFReader(str(model))
+    template = reader.fields["tokenizer.chat_template"].contents()
+    for user in ["Hi there", "What is 2+2?\nAnswer briefly.", "日本語で 🙂"]:
+        prompt = jinja2.Template(template).render(messages=[{"role": "user", "content": user}],
+                                                  add_generation_prompt=True)
+        assert llmk_ids(model, user, "--chat") == ref.tokenize(prompt.encode(), add_bos=False, special=True), user
+
+
+@pytest.mark.parametrize("pre", ["smollm", "gpt-2"])
+def test_fixture_vocabulary_matches_llamacpp(tmp_path, pre):
+    """A small byte-level vocabulary (3 control tokens, 256 bytes, 13 merges) in a random
+    llama model written by the gguf package: llmk and llama.cpp agree on it too."""
+    model = write_llama(tmp_path / f"tiny-{pre}.gguf", pre=pre, vocab=byte_level_vocab())
+    ref = vocab_only(model)
+    texts = [t for t in TEXTS if "\n" not in t]
+    got = llmk_ids_lines(model, texts)
+    for t, g in zip(texts, got):
+        assert g == ref.tokenize(t.encode(), add_bos=False, special=True), t

@@ -1,0 +1,128 @@
+// ggml quant blocks: the reference quantizers are byte-identical to an independent
+// implementation (the PyPI gguf package's numpy port of ggml's *_ref quantizers), the
+// dequantizers read the documented layout (nibble order: qs[j] = element j low, j+16 high),
+// and quantize->dequantize errors stay within the derived bound of each format.
+#include <cmath>
+
+#include "llmk/ggml_quants.hpp"
+#include "tests/common/testutil.hpp"
+
+namespace llmk {
+namespace {
+
+// 96 values: a block of mixed signs, a constant block, a positive ramp.
+std::vector<float> golden_input() {
+  std::vector<float> x;
+  for (int i = 0; i < 32; ++i) x.push_back(float(((i * 37) % 29 - 14) * 0.173));
+  for (int i = 0; i < 32; ++i) x.push_back(0.75f);
+  for (int i = 0; i < 32; ++i) x.push_back(float(0.01 * i * i));
+  return x;
+}
+// Bytes written by gguf 0.17.1 for golden_input() (regenerate with:
+//   .venv/bin/python -c "import numpy as np, gguf; from gguf.quants import quantize; x = np.array(
+//   [((i*37)%29-14)*0.173 for i in range(32)]+[0.75]*32+[0.01*i*i for i in range(32)], np.float32);
+//   print(list(quantize(x.reshape(1,-1), gguf.GGMLQuantizationType.Q4_1).tobytes()))"
+const std::vector<uint8_t> kGoldenQ8_0 = {
+    226, 36, 129, 202, 18, 91, 156, 229, 45, 118, 183, 0, 73, 138, 211, 27, 100, 165, 238, 54, 127, 192, 9,
+    82, 147, 220, 36, 109, 174, 247, 64, 129, 202, 18, 12, 30, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127,
+    127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127,
+    216, 44, 0, 0, 1, 1, 2, 3, 5, 6, 8, 11, 13, 16, 19, 22, 26, 30, 34, 38, 43, 48, 53, 58, 64, 70, 76, 83, 89,
+    96, 104, 111, 119, 127};
+const std::vector<uint8_t> kGoldenQ4_0 = {
+    216, 52, 112, 181, 249, 78, 146, 214, 27, 111, 163, 248, 61, 113, 197, 10, 94, 146, 0, 174, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 206, 188, 104, 104, 88, 88, 88, 72, 72, 72, 55, 55, 39, 39, 23, 23, 22, 6};
+const std::vector<uint8_t> kGoldenQ4_1 = {
+    43, 53, 216, 192, 96, 180, 249, 77, 130, 198, 26, 94, 163, 232, 60, 113, 181, 9, 77, 146, 0, 0, 0, 58, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 57, 0, 0, 64, 80, 80, 96, 96, 112, 129, 129, 145, 161, 178, 178, 194,
+    211, 227, 244};
+
+template <class Block, class Quantize>
+void expect_golden(Quantize q, const std::vector<uint8_t>& golden) {
+  const std::vector<float> x = golden_input();
+  test::Guarded<Block> y(x.size() / 32);
+  q(x.data(), y.data(), int64_t(x.size()));
+  ASSERT_EQ(golden.size(), y.size() * sizeof(Block));
+  EXPECT_EQ(std::memcmp(y.data(), golden.data(), golden.size()), 0);
+  EXPECT_TRUE(y.guard_intact());
+}
+
+TEST(GgmlQuants, QuantizersMatchGgufPackageBytes) {
+  expect_golden<BlockQ8_0>(quantize_row_q8_0_ref, kGoldenQ8_0);
+  expect_golden<BlockQ4_0>(quantize_row_q4_0_ref, kGoldenQ4_0);
+  expect_golden<BlockQ4_1>(quantize_row_q4_1_ref, kGoldenQ4_1);
+}
+
+TEST(GgmlQuants, DequantizersReadTheDocumentedLayout) {
+  // d = 0.5 and m = -1.0 are exact in f16; qs[j] = j (low) | (15 - j) (high).
+  BlockQ4_0 b40{f32_to_f16_bits(0.5f), {}};
+  BlockQ4_1 b41{f32_to_f16_bits(0.5f), f32_to_f16_bits(-1.0f), {}};
+  BlockQ8_0 b80{f32_to_f16_bits(0.5f), {}};
+  for (int j = 0; j < 16; ++j) b40.qs[j] = b41.qs[j] = uint8_t(j | ((15 - j) << 4));
+  for (int j = 0; j < 32; ++j) b80.qs[j] = int8_t(j * 8 - 128);
+  test::Guarded<float> y(32);
+  dequantize_row_q4_0_ref(&b40, y.data(), 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], (j - 8) * 0.5f) << j;
+    EXPECT_EQ(y[j + 16], (15 - j - 8) * 0.5f) << j;
+  }
+  dequantize_row_q4_1_ref(&b41, y.data(), 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], j * 0.5f - 1.0f) << j;
+    EXPECT_EQ(y[j + 16], (15 - j) * 0.5f - 1.0f) << j;
+  }
+  dequantize_row_q8_0_ref(&b80, y.data(), 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], (j * 8 - 128) * 0.5f) << j;
+  EXPECT_TRUE(y.guard_intact());
+}
+
+// Round-trip error bounds. With d the f32 scale and d16 its f16 rounding (|d16 - d| <= d * 2^-11):
+//  Q8_0: q = round(x/d) is within 1/2 step: |x - q*d16| <= d/2 + 127 * d * 2^-11;
+//  Q4_1: same with 15 steps above m16 (|m16 - m| <= |m| * 2^-11): d/2 + 15*d*2^-11 + |m|*2^-11;
+//  Q4_0: the step grid -8..7 misses +8*d (the end opposite the largest magnitude), so one full
+//        step there: d + 8 * d * 2^-11.
+// Plus a few f32 ulps of the largest magnitude for the products and sums.
+TEST(GgmlQuants, RoundTripWithinDerivedBounds) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-3.0f, 5.0f);
+  for (int64_t n : {32, 1024, 1056}) {
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (float& v : x) v = u(rng);
+    std::vector<BlockQ8_0> q8(static_cast<size_t>(n / 32));
+    std::vector<BlockQ4_0> q40(static_cast<size_t>(n / 32));
+    std::vector<BlockQ4_1> q41(static_cast<size_t>(n / 32));
+    const float h = std::ldexp(1.0f, -11), eps = std::numeric_limits<float>::epsilon();
+    auto check = [&](const char* what, auto bound) {
+      for (int64_t b = 0; b < n / 32; ++b) {
+        float amax = 0, mn = x[size_t(b * 32)], mx = mn;
+        for (int j = 0; j < 32; ++j) {
+          const float v = x[size_t(b * 32 + j)];
+          amax = std::max(amax, std::fabs(v));
+          mn = std::min(mn, v);
+          mx = std::max(mx, v);
+        }
+        const float tol = bound(amax, mn, mx) + 8 * eps * amax;
+        for (int j = 0; j < 32; ++j)
+          ASSERT_LE(std::fabs(x[size_t(b * 32 + j)] - y[size_t(b * 32 + j)]), tol) << what << " n=" << n << " i=" << b * 32 + j;
+      }
+    };
+    quantize_row_q8_0_ref(x.data(), q8.data(), n);
+    dequantize_row_q8_0_ref(q8.data(), y.data(), n);
+    check("q8_0", [&](float amax, float, float) { const float d = amax / 127; return d / 2 + 127 * d * h; });
+    quantize_row_q4_0_ref(x.data(), q40.data(), n);
+    dequantize_row_q4_0_ref(q40.data(), y.data(), n);
+    check("q4_0", [&](float amax, float, float) { const float d = amax / 8; return d + 8 * d * h; });
+    quantize_row_q4_1_ref(x.data(), q41.data(), n);
+    dequantize_row_q4_1_ref(q41.data(), y.data(), n);
+    check("q4_1", [&](float, float mn, float mx) { const float d = (mx - mn) / 15; return d / 2 + 15 * d * h + std::fabs(mn) * h; });
+  }
+}
+
+TEST(GgmlQuants, RejectsLengthsNotMultipleOf32) {
+  std::vector<float> x(64);
+  std::vector<BlockQ4_1> q(2);
+  EXPECT_THROW(quantize_row_q4_1_ref(x.data(), q.data(), 33), InvalidArgument);
+  EXPECT_THROW(dequantize_row_q8_0_ref(nullptr, x.data(), -32), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace llmk

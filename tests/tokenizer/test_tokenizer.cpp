@@ -1,0 +1,219 @@
+// Tokenizer: pre-tokenizer splits (GPT-2 regex and digits-first), BPE merge order, special
+// tokens, byte fallback, decode round trips, the streaming decoder, ChatML rendering, and on
+// the real SmolLM2 vocabulary (skipped when the model is missing) token ids produced by
+// llama.cpp (llama-cpp-python 0.3.16) for the same texts.
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "llmk/tokenizer.hpp"
+#include "tests/common/testutil.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace llmk {
+namespace {
+
+std::vector<std::string> split(std::string_view text, PreTokenizer pre) {
+  const std::vector<uint32_t> cps = unicode::decode_utf8(text);
+  std::vector<size_t> ends;
+  if (pre == PreTokenizer::gpt2) unicode::split_gpt2(cps, 0, cps.size(), ends);
+  else unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends);
+  std::vector<std::string> words;
+  size_t begin = 0;
+  for (size_t end : ends) {
+    std::string w;
+    for (size_t i = begin; i < end; ++i) unicode::append_utf8(w, cps[i]);
+    words.push_back(w);
+    begin = end;
+  }
+  EXPECT_EQ(begin, cps.size()) << "the words must cover the text";
+  return words;
+}
+using W = std::vector<std::string>;
+
+TEST(PreTokenizer, Gpt2Regex) {
+  const auto g = PreTokenizer::gpt2;
+  EXPECT_EQ(split("Hello world", g), (W{"Hello", " world"}));
+  EXPECT_EQ(split("it's we'll I'M", g), (W{"it", "'s", " we", "'ll", " I", "'", "M"}));  // contractions are lower case
+  EXPECT_EQ(split("  x", g), (W{" ", " x"}));        // \s+(?!\S) leaves the last space to the word
+  EXPECT_EQ(split("a  ", g), (W{"a", "  "}));        // trailing run: \s+ takes it all
+  EXPECT_EQ(split("x\n\n y", g), (W{"x", "\n\n", " y"}));
+  EXPECT_EQ(split("abc123 45", g), (W{"abc", "123", " 45"}));
+  EXPECT_EQ(split("(x)!! ?!", g), (W{"(", "x", ")!!", " ?!"}));
+  EXPECT_EQ(split("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac", g), (W{"caf\xc3\xa9", " \xe6\x97\xa5\xe6\x9c\xac"}));
+  // U+00A0 is whitespace but not ' ': it does not join the next word.
+  EXPECT_EQ(split("a\xc2\xa0" "b", g), (W{"a", "\xc2\xa0", "b"}));
+  // A combining mark (U+0301, category Mn) is neither letter nor number.
+  EXPECT_EQ(split("e\xcc\x81t", g), (W{"e", "\xcc\x81", "t"}));
+  EXPECT_EQ(split("", g), W{});
+}
+
+TEST(PreTokenizer, DigitsThenGpt2) {
+  const auto d = PreTokenizer::digits_then_gpt2;
+  EXPECT_EQ(split("abc123 45", d), (W{"abc", "1", "2", "3", " ", "4", "5"}));
+  // Other \p{N}: Arabic-Indic digits (Nd), Roman numeral (Nl), vulgar fraction (No).
+  EXPECT_EQ(split("\xd9\xa3\xd9\xa4x\xe2\x85\xab\xc2\xbd", d), (W{"\xd9\xa3", "\xd9\xa4", "x", "\xe2\x85\xab", "\xc2\xbd"}));
+}
+
+TEST(Unicode, Utf8DecodingReplacesMaximalSubparts) {
+  using V = std::vector<uint32_t>;
+  EXPECT_EQ(unicode::decode_utf8("a\xf0\x9f\x99\x82"), (V{'a', 0x1F642}));
+  EXPECT_EQ(unicode::decode_utf8("\xff" "a"), (V{0xFFFD, 'a'}));
+  EXPECT_EQ(unicode::decode_utf8("\xe6\x97" "a"), (V{0xFFFD, 'a'}));   // cut short: one U+FFFD
+  EXPECT_EQ(unicode::decode_utf8("\xc0\xaf"), (V{0xFFFD, 0xFFFD}));    // overlong
+  EXPECT_EQ(unicode::decode_utf8("\xed\xa0\x80"), (V{0xFFFD, 0xFFFD, 0xFFFD}));  // surrogate
+  EXPECT_EQ(unicode::decode_utf8("\xe6\x97"), (V{0xFFFD}));             // cut by the end
+  EXPECT_TRUE(unicode::is_letter(0x65E5) && unicode::is_number(0x0663) && !unicode::is_letter(0x1F642));
+}
+
+// A small byte-level vocabulary: the 256 byte symbols, then merged pieces.
+Tokenizer small_tokenizer(std::vector<std::string> merges, PreTokenizer pre = PreTokenizer::gpt2) {
+  std::vector<std::string> tokens;
+  uint32_t next = 256;  // GPT-2's map: unprintable bytes go to U+0100.. in order
+  for (int b = 0; b < 256; ++b) {
+    const bool self = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    std::string s;
+    unicode::append_utf8(s, self ? uint32_t(b) : next++);
+    tokens.push_back(s);
+  }
+  for (const std::string& m : merges) {
+    std::string t = m;
+    t.erase(t.find(' '), 1);
+    tokens.push_back(t);
+  }
+  std::vector<TokenType> types(tokens.size(), TokenType::normal);
+  tokens.push_back("<|im_start|>");
+  types.push_back(TokenType::control);
+  tokens.push_back("<|im_end|>");
+  types.push_back(TokenType::control);
+  tokens.push_back("<tool>");
+  types.push_back(TokenType::user_defined);
+  return Tokenizer(tokens, merges, types, pre);
+}
+
+TEST(Tokenizer, MergesApplyByRankNotPosition) {
+  {
+    const Tokenizer t = small_tokenizer({"a b", "b c"});
+    EXPECT_EQ(t.encode("abc"), (std::vector<int32_t>{t.find("ab"), 'c'}));
+  }
+  {
+    const Tokenizer t = small_tokenizer({"b c", "a b"});
+    EXPECT_EQ(t.encode("abc"), (std::vector<int32_t>{'a', t.find("bc")}));
+  }
+  {  // merges build on merges; the space is 'Ġ' (U+0120) in byte-level form
+    const Tokenizer t = small_tokenizer({"l l", "h e", "he ll", "hell o", "\xc4\xa0 w"});
+    EXPECT_EQ(t.encode("hello w"), (std::vector<int32_t>{t.find("hello"), t.find("\xc4\xa0w")}));
+    EXPECT_EQ(t.decode(t.encode("hello w")), "hello w");
+  }
+}
+
+TEST(Tokenizer, SpecialTokens) {
+  const Tokenizer t = small_tokenizer({});
+  const int32_t im_start = t.find("<|im_start|>"), im_end = t.find("<|im_end|>"), tool = t.find("<tool>");
+  EXPECT_EQ(t.encode("<|im_start|>x<|im_end|>"), (std::vector<int32_t>{im_start, 'x', im_end}));
+  // Not parsed: CONTROL tokens are plain text; USER_DEFINED ones are always matched.
+  const std::vector<int32_t> plain = t.encode("<|im_start|><tool>", false);
+  EXPECT_EQ(plain.size(), 13u);
+  EXPECT_EQ(plain.back(), tool);
+  EXPECT_EQ(t.decode(t.encode("<|im_start|>x")), "<|im_start|>x");
+  EXPECT_EQ(t.decode(t.encode("<|im_start|>x"), true), "x");
+  EXPECT_TRUE(t.is_eog(im_end));
+  EXPECT_FALSE(t.is_eog(im_start));
+  EXPECT_THROW(t.piece(-1), InvalidArgument);
+  EXPECT_THROW(t.decode(std::vector<int32_t>{t.n_vocab()}), InvalidArgument);
+}
+
+TEST(Tokenizer, ByteFallbackRoundTripsAnyUtf8) {
+  const Tokenizer t = small_tokenizer({"h e"}, PreTokenizer::digits_then_gpt2);
+  std::mt19937 rng(3);
+  const uint32_t pool[] = {'a', ' ', '\n', '7', 0xE9, 0x65E5, 0x1F642, 0x0301, 0x00A0, '\'', 's', 0x3000, 0x10FFFF};
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string s;
+    for (int k = int(rng() % 20); k > 0; --k) unicode::append_utf8(s, pool[rng() % std::size(pool)]);
+    EXPECT_EQ(t.decode(t.encode(s, false)), s);
+  }
+  // Invalid UTF-8 is encoded as U+FFFD, like llama.cpp.
+  EXPECT_EQ(t.decode(t.encode("a\xff")), "a\xef\xbf\xbd");
+}
+
+TEST(StreamDecoder, HoldsBackSplitCharacters) {
+  const Tokenizer t = small_tokenizer({});
+  const std::vector<int32_t> ids = t.encode("x\xf0\x9f\x99\x82y\xe6\x97\xa5");  // x 🙂 y 日: one token per byte
+  ASSERT_EQ(ids.size(), 9u);
+  StreamDecoder d(t);
+  std::vector<std::string> out;
+  for (int32_t id : ids) out.push_back(d.push(id));
+  EXPECT_EQ(out, (W{"x", "", "", "", "\xf0\x9f\x99\x82", "y", "", "", "\xe6\x97\xa5"}));
+  EXPECT_EQ(d.finish(), "");
+  // A character cut short at the end, then an invalid byte in the middle.
+  StreamDecoder e(t);
+  EXPECT_EQ(e.push(ids[1]), "");
+  EXPECT_EQ(e.push(ids[2]), "");
+  EXPECT_EQ(e.finish(), "\xef\xbf\xbd");
+  EXPECT_EQ(e.push(ids[1]), "");
+  EXPECT_EQ(e.push('a'), "\xef\xbf\xbd" "a");
+}
+
+TEST(Chat, ChatMlRendering) {
+  const std::vector<ChatMessage> msgs{{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}};
+  EXPECT_EQ(render_chatml(msgs, true, "Be brief."),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+  const std::vector<ChatMessage> sys{{"system", "S"}, {"user", "U"}};
+  EXPECT_EQ(render_chatml(sys, false, "ignored"), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
+  const std::string smollm =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are "
+      "a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}";
+  EXPECT_EQ(chatml_default_system(smollm), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  EXPECT_EQ(chatml_default_system("{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>' }}"), "");
+  EXPECT_EQ(chatml_default_system("no template"), "");
+}
+
+// The real vocabulary. Expected ids: llama.cpp via llama-cpp-python 0.3.16,
+// Llama(model_path, vocab_only=True).tokenize(text.encode(), add_bos=False, special=True).
+class SmolLM2Tokenizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = gguf::default_model_path();
+    if (path.empty()) GTEST_SKIP() << "skipped: default model not found (run scripts/fetch-model or set LLMK_MODEL)";
+    file_ = std::make_unique<gguf::File>(gguf::File::open(path));
+    tok_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(*file_));
+  }
+  std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+TEST_F(SmolLM2Tokenizer, KnownSequencesFromLlamaCpp) {
+  const Tokenizer& t = *tok_;
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(t.encode("Hello, world!"), (V{19556, 28, 905, 17}));
+  EXPECT_EQ(t.encode("<|im_start|>user\nWhat is 2+2?<|im_end|>\n"), (V{1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198}));
+  EXPECT_EQ(t.encode("na\xc3\xafve caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x99\x82"),
+            (V{3546, 46494, 37366, 17097, 241, 115, 40993, 179, 120, 248, 47526}));
+  EXPECT_EQ(t.encode("def f(x):\n\treturn x  # 100%\n"), (V{1604, 275, 24, 104, 727, 198, 197, 5406, 1792, 216, 907, 216, 33, 32, 32, 21, 198}));
+  EXPECT_EQ(t.encode("<|im_start|>", false), (V{44, 108, 306, 79, 3738, 108, 46}));
+  EXPECT_EQ(t.bos_id(), 1);
+  EXPECT_EQ(t.eos_id(), 2);
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_TRUE(t.is_eog(2) && t.is_eog(0) && !t.is_eog(1));
+  EXPECT_EQ(t.pre(), PreTokenizer::digits_then_gpt2);
+  EXPECT_EQ(chatml_default_system(t.chat_template()), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+}
+
+TEST_F(SmolLM2Tokenizer, RoundTripsALongText) {
+  std::ifstream in("/usr/share/common-licenses/GPL-3");
+  if (!in) GTEST_SKIP() << "skipped: /usr/share/common-licenses/GPL-3 not found";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::vector<int32_t> ids = tok_->encode(text);
+  EXPECT_EQ(tok_->decode(ids), text);
+  EXPECT_LT(ids.size(), text.size() / 3);  // English BPE: about 4 bytes per token, far below 1
+  StreamDecoder d(*tok_);
+  std::string streamed;
+  for (int32_t id : ids) streamed += d.push(id);
+  EXPECT_EQ(streamed + d.finish(), text);
+}
+
+}  // namespace
+}  // namespace llmk
