@@ -104,8 +104,10 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   const size_t esz = dtype_size(t);
   const auto* base = static_cast<const uint8_t*>(logits.data);
   const float scale = 1.0f / temperature;
-  const int nt = num_threads();
-  const int64_t parts = rows >= nt ? 1 : std::max<int64_t>(1, std::min<int64_t>((nt + rows - 1) / rows, v / kMinPart));
+  const int64_t threads = num_threads();
+  const int64_t parts =
+      rows >= threads ? 1 : std::max<int64_t>(1, std::min<int64_t>((threads + rows - 1) / rows, v / kMinPart));
+  const int nt = int(std::min(threads, rows * parts));  // no idle threads (a lone small row runs inline)
   const int64_t cap = cand_capacity(k);
   const ScanFn scan = pick_scan();
   // parts > 1: each part leaves its state and best <= k candidates here.

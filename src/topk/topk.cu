@@ -1,0 +1,287 @@
+// CUDA softmax + top-k: one read of the logits from global memory, three
+// launch configurations (chosen by softmax_topk_cuda_config, forcible for
+// tests), and the API layer that validates and launches on a stream.
+//
+//  warp_per_row (V <= 1024, MoE routing): a 128-thread block serves 4 rows,
+//    one warp each. A warp loads its row once (coalesced), keeps the keys in
+//    its own slice of shared memory ([4][n2] u64, n2 = pow2 >= max(V, 32)),
+//    reduces (max, sum) by shuffles, bitonic-sorts its slice and writes its
+//    row. Warps touch only their own slice and row and sync with __syncwarp,
+//    so rows never mix; a warp past the last row returns at once.
+//  block_per_row: a 256-thread block per row (or per part of a row), 16-byte
+//    loads (4 f32 / 8 f16 or bf16 per thread per step, after a scalar head up
+//    to 16-byte alignment and before a scalar tail). Each element updates the
+//    thread's online (max, sum) and is offered to a shared pool of kPool keys
+//    when its key beats the threshold (the K-th best key after the last
+//    flush; 0 before). A warp reserves pool slots with one atomicAdd for all
+//    its offers. After a step, if a full step might not fit, the block sorts
+//    the pool (bitonic), keeps K and raises the threshold. At the end the pool
+//    is sorted once more; the top K are the row's. (max, sum) is merged by
+//    shuffles, then across the 8 warps in a fixed order by thread 0.
+//  split_row (small B): the same kernel over `splits` parts per row, each
+//    writing (state, its K best keys) to a workspace; a merge kernel (one block
+//    per row) sorts the splits * K keys and merges the states in part order.
+//    The best K of a row are among the union of its parts' best K: exact.
+#include <algorithm>
+
+#include "core/cuda_check.cuh"
+#include "topk/topk_device.cuh"
+#include "topk/topk_internal.hpp"
+
+namespace llmk::topk {
+namespace {
+
+using namespace dev;
+
+constexpr int kWarpRows = 4;       // rows (warps) per block in warp_per_row
+constexpr int kBlock = 256;        // threads per block in block_per_row / split_row
+constexpr int kPool = 4096;        // shared pool (32 KiB of keys) >= K + one step (256 * 8)
+constexpr int kMaxBlockK = 1024;
+
+struct Out {
+  float* probs;      // [B, K]
+  int32_t* indices;  // [B, K]
+  float* row_max;    // [B] or null
+  float* lse;        // [B] or null
+};
+
+template <class T>
+__global__ void __launch_bounds__(kWarpRows * 32)
+    warp_row_kernel(const T* __restrict__ logits /* [B, ld] */, int64_t rows, int64_t ld, int v, int k, int n2,
+                    float scale, Out out) {
+  extern __shared__ uint64_t smem[];  // [kWarpRows][n2]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kWarpRows + warp;
+  if (row >= rows) return;
+  uint64_t* keys = smem + warp * n2;
+  const T* x = logits + row * ld;
+  RowState st = empty_state();
+  for (int j = lane; j < n2; j += 32) {
+    uint64_t key = 0;
+    if (j < v) {
+      const float f = to_float(x[j]);
+      state_add(st, f, scale);
+      if (f == f) key = make_key(f, j);
+    }
+    keys[j] = key;
+  }
+  warp_merge(st, scale);
+  __syncwarp();
+  if (st.flags == 0 && st.m != -kInf) warp_bitonic_sort(keys, n2, lane);
+  write_row(st, keys, k, scale, row, out.probs, out.indices, out.row_max, out.lse, lane, 32);
+}
+
+struct Pool {
+  uint64_t keys[kPool];
+  int n;
+  uint64_t thr;
+  RowState warp_state[kBlock / 32];
+  RowState total;
+};
+
+// Every thread of the block calls this with a uniform trip count; `valid`
+// marks a real element. Offers x (index j) to the pool when its key beats thr.
+__device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x, int64_t j, float scale,
+                                      uint64_t thr) {
+  bool want = false;
+  uint64_t key = 0;
+  if (valid) {
+    state_add(st, x, scale);
+    key = make_key(x, j);
+    want = x == x && key > thr;
+  }
+  const unsigned ballot = __ballot_sync(0xffffffffu, want);
+  if (ballot == 0) return;
+  const int lane = threadIdx.x % 32;
+  int base = 0;
+  if (lane == 0) base = atomicAdd(&p.n, __popc(ballot));
+  base = __shfl_sync(0xffffffffu, base, 0);
+  if (want) p.keys[base + __popc(ballot & ((1u << lane) - 1u))] = key;
+}
+
+// Sorts the pool when `force` or when one more step might not fit; keeps the
+// best min(n, k) and raises the threshold to the k-th key.
+__device__ void maybe_flush(Pool& p, int k, bool force) {
+  __syncthreads();
+  const int n = p.n;
+  __syncthreads();  // everyone has read n before anyone changes it
+  if (!force && n <= kPool - kBlock * 8) return;
+  int n2 = 1;
+  while (n2 < n) n2 <<= 1;
+  for (int i = n + threadIdx.x; i < n2; i += blockDim.x) p.keys[i] = 0;
+  __syncthreads();
+  block_bitonic_sort(p.keys, n2);
+  if (threadIdx.x == 0) {
+    p.n = min(n, k);
+    if (n >= k) p.thr = p.keys[k - 1];
+  }
+  __syncthreads();
+}
+
+// Scans part `blockIdx.x % splits` of row `blockIdx.x / splits`. splits == 1:
+// writes the row's outputs; else writes (state, K best keys, 0-padded) to ws.
+template <class T>
+__global__ void __launch_bounds__(kBlock)
+    block_row_kernel(const T* __restrict__ logits /* [B, ld] */, int64_t ld, int v, int k, int splits, float scale,
+                     Out out, RowState* ws_state /* [B * splits] */, uint64_t* ws_keys /* [B * splits, K] */) {
+  constexpr int E = 16 / sizeof(T);
+  __shared__ Pool p;
+  const int64_t unit = blockIdx.x, row = unit / splits, part = unit % splits;
+  const int64_t lo = int64_t(v) * part / splits, hi = int64_t(v) * (part + 1) / splits;
+  const T* x = logits + row * ld;
+  if (threadIdx.x == 0) {
+    p.n = 0;
+    p.thr = 0;
+  }
+  __syncthreads();
+  RowState st = empty_state();
+  // Head: scalar up to the first 16-byte aligned element (fewer than E elements).
+  const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(x + lo) % 16) / int64_t(sizeof(T));
+  const int64_t a = min(hi, lo + (mis ? E - mis : 0));
+  offer(p, st, lo + threadIdx.x < a, lo + threadIdx.x < a ? to_float(x[lo + threadIdx.x]) : 0.0f, lo + threadIdx.x,
+        scale, p.thr);
+  const int64_t nvec = (hi - a) / E, body_end = a + nvec * E;
+  for (int64_t v0 = 0; v0 < nvec; v0 += kBlock) {
+    maybe_flush(p, k, false);
+    const uint64_t thr = p.thr;
+    const int64_t vi = v0 + threadIdx.x;
+    const bool valid = vi < nvec;
+    float f[E];
+    if (valid) load16(x + a + vi * E, f);
+#pragma unroll
+    for (int e = 0; e < E; ++e) offer(p, st, valid, valid ? f[e] : 0.0f, a + vi * E + e, scale, thr);
+  }
+  maybe_flush(p, k, false);
+  // Tail: scalar, fewer than E elements.
+  const int64_t j = body_end + threadIdx.x;
+  offer(p, st, j < hi, j < hi ? to_float(x[j]) : 0.0f, j, scale, p.thr);
+  maybe_flush(p, k, true);
+
+  warp_merge(st, scale);
+  if (threadIdx.x % 32 == 0) p.warp_state[threadIdx.x / 32] = st;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    RowState t = p.warp_state[0];
+    for (int w = 1; w < kBlock / 32; ++w) state_merge(t, p.warp_state[w], scale);
+    p.total = t;
+  }
+  __syncthreads();
+  if (splits == 1) {
+    write_row(p.total, p.keys, k, scale, row, out.probs, out.indices, out.row_max, out.lse, threadIdx.x, kBlock);
+    return;
+  }
+  for (int i = threadIdx.x; i < k; i += kBlock) ws_keys[unit * k + i] = i < p.n ? p.keys[i] : 0;
+  if (threadIdx.x == 0) ws_state[unit] = p.total;
+}
+
+// One block per row: the best K of the splits' K best, states merged in part order.
+__global__ void __launch_bounds__(kBlock)
+    merge_kernel(int k, int splits, float scale, Out out, const RowState* ws_state, const uint64_t* ws_keys) {
+  __shared__ Pool p;
+  const int64_t row = blockIdx.x;
+  const int n = splits * k;
+  for (int i = threadIdx.x; i < n; i += kBlock) p.keys[i] = ws_keys[row * n + i];
+  if (threadIdx.x == 0) {
+    p.n = n;
+    RowState t = ws_state[row * splits];
+    for (int s = 1; s < splits; ++s) state_merge(t, ws_state[row * splits + s], scale);
+    p.total = t;
+  }
+  maybe_flush(p, k, true);
+  write_row(p.total, p.keys, k, scale, row, out.probs, out.indices, out.row_max, out.lse, threadIdx.x, kBlock);
+}
+
+int device_sms() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                 cudaSuccess) {
+    cudaGetLastError();
+    return 132;
+  }
+  return sms;
+}
+
+int max_splits(int64_t v, int64_t k) {
+  return int(std::max<int64_t>(1, std::min<int64_t>({32, kPool / k, v / 4096})));
+}
+
+template <class T>
+cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float scale, Out out,
+                   TopkCudaConfig config, int splits, cudaStream_t s) {
+  if (config == TopkCudaConfig::warp_per_row) {
+    int n2 = 32;
+    while (n2 < v) n2 <<= 1;
+    const size_t smem = size_t(kWarpRows) * n2 * sizeof(uint64_t);
+    const int64_t blocks = (rows + kWarpRows - 1) / kWarpRows;
+    warp_row_kernel<T><<<unsigned(blocks), kWarpRows * 32, smem, s>>>(x, rows, ld, v, k, n2, scale, out);
+    return cudaGetLastError();
+  }
+  if (config == TopkCudaConfig::block_per_row) splits = 1;
+  if (splits == 1) {
+    block_row_kernel<T><<<unsigned(rows), kBlock, 0, s>>>(x, ld, v, k, 1, scale, out, nullptr, nullptr);
+    return cudaGetLastError();
+  }
+  void* ws = nullptr;
+  const size_t state_bytes = size_t(rows) * splits * sizeof(RowState);
+  LLMK_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&ws, state_bytes + size_t(rows) * splits * k * sizeof(uint64_t), s));
+  auto* st = static_cast<RowState*>(ws);
+  auto* keys = reinterpret_cast<uint64_t*>(static_cast<char*>(ws) + state_bytes);
+  block_row_kernel<T><<<unsigned(rows * splits), kBlock, 0, s>>>(x, ld, v, k, splits, scale, out, st, keys);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) {
+    merge_kernel<<<unsigned(rows), kBlock, 0, s>>>(k, splits, scale, out, st, keys);
+    e = cudaGetLastError();
+  }
+  const cudaError_t f = cudaFreeAsync(ws, s);
+  return e != cudaSuccess ? e : f;
+}
+
+}  // namespace
+}  // namespace llmk::topk
+
+namespace llmk {
+
+TopkCudaConfig softmax_topk_cuda_config(int64_t rows, int64_t vocab, int64_t k) {
+  if (vocab <= 1024) return TopkCudaConfig::warp_per_row;
+  // Fewer rows than SMs: split rows so that about two blocks run per SM.
+  if (rows < topk::device_sms() && topk::max_splits(vocab, k) >= 2) return TopkCudaConfig::split_row;
+  return TopkCudaConfig::block_per_row;
+}
+
+void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
+                       Stream stream, TopkCudaConfig config, int splits) {
+  const char* fn = "softmax_topk";
+  topk::validate(fn, logits, k, temperature, out, false);
+  LLMK_CHECK_ARG(logits.device == Device::cuda, fn, "logits", logits.describe(), "must be on a CUDA device");
+  const int64_t rows = logits.rows(), v = logits.cols();
+  LLMK_CHECK_ARG(v <= 1024 || k <= topk::kMaxBlockK, fn, "k", k, "must be <= 1024 on CUDA when V > 1024");
+  if (config == TopkCudaConfig::auto_pick) config = softmax_topk_cuda_config(rows, v, k);
+  LLMK_CHECK_ARG(config != TopkCudaConfig::warp_per_row || v <= 1024, fn, "config", topk_cuda_config_name(config),
+                 "warp_per_row needs V <= 1024");
+  LLMK_CHECK_ARG(config == TopkCudaConfig::warp_per_row || k <= topk::kMaxBlockK, fn, "k", k,
+                 "must be <= 1024 for the block configurations");
+  if (config == TopkCudaConfig::split_row) {
+    const int most = topk::max_splits(v, k);
+    if (splits == 0) splits = std::max(2, std::min(most, int((2 * topk::device_sms() + rows - 1) / rows)));
+    LLMK_CHECK_ARG(splits >= 2 && splits <= std::min<int64_t>({32, topk::kPool / k, v}), fn, "splits", splits,
+                   "must be in [2, min(32, 4096 / k, V)]");
+  }
+  if (rows == 0) return;
+  const topk::Out o{out.probs, out.indices, out.row_max, out.lse};
+  const float scale = 1.0f / temperature;
+  auto* s = reinterpret_cast<cudaStream_t>(stream);
+  const int64_t ld = logits.row_stride();
+  cudaError_t e;
+  switch (logits.dtype) {
+    case DType::f16:
+      e = topk::launch(logits.ptr<const f16>(), rows, ld, int(v), int(k), scale, o, config, splits, s);
+      break;
+    case DType::bf16:
+      e = topk::launch(logits.ptr<const bf16>(), rows, ld, int(v), int(k), scale, o, config, splits, s);
+      break;
+    default: e = topk::launch(logits.ptr<const float>(), rows, ld, int(v), int(k), scale, o, config, splits, s);
+  }
+  LLMK_CUDA_CHECK(e);
+}
+
+}  // namespace llmk

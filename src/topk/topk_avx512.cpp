@@ -1,5 +1,8 @@
 // The fused softmax + top-k scan (topk_scan.hpp) instantiated for
 // AVX-512 F/BW/VL/DQ (compiled with those flags by cmake/LlmkSimd.cmake).
+// GCC 12 warns falsely inside its own AVX-512 intrinsics headers (the
+// "undefined" pass-through operand of masked builtins is not a real read).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "topk/topk_scan.hpp"
 
 namespace llmk::topk {

@@ -1,0 +1,139 @@
+// softmax_topk on CUDA against the double-precision oracle, for every launch
+// configuration the launcher can pick (warp_per_row, block_per_row,
+// split_row with forced and automatic split counts), with sentinels after
+// every device output. Suites *Cuda* run on a GPU (scripts/gpu-check) and skip
+// visibly here; *CudaSanitize* holds the small shapes run under
+// compute-sanitizer memcheck and racecheck.
+#include "tests/topk/topk_check.hpp"
+
+namespace llmk::test {
+namespace {
+
+struct Cfg {
+  TopkCudaConfig config;
+  int splits;
+};
+
+// Every configuration that can serve (V, K).
+std::vector<Cfg> configs_for(int64_t v, int64_t k) {
+  std::vector<Cfg> c;
+  if (v <= 1024) c.push_back({TopkCudaConfig::warp_per_row, 0});
+  if (k > 1024) return c;
+  c.push_back({TopkCudaConfig::block_per_row, 0});
+  const int64_t most = std::min<int64_t>({32, 4096 / k, v});
+  if (most >= 2) c.push_back({TopkCudaConfig::split_row, 2});
+  if (most >= 3) c.push_back({TopkCudaConfig::split_row, int(most)});
+  if (most >= 2 && v / 4096 >= 2) c.push_back({TopkCudaConfig::split_row, 0});  // the automatic count
+  return c;
+}
+
+template <class T>
+TopkResult run_cuda(const std::vector<T>& host, int64_t rows, int64_t v, int64_t ld, int64_t k, float t, Cfg cfg,
+                    size_t mis = 0) {
+  DeviceGuarded<T> x(host.size(), mis);
+  x.upload(host.data());
+  DeviceGuarded<float> p(rows * k), mx(rows), lse(rows);
+  DeviceGuarded<int32_t> idx(rows * k);
+  softmax_topk_cuda(TensorView::matrix(x.data(), dtype_of<T>(), rows, v, ld, Device::cuda), k, t,
+                    {p.data(), idx.data(), mx.data(), lse.data()}, nullptr, cfg.config, cfg.splits);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(p.guard_intact() && idx.guard_intact() && mx.guard_intact() && lse.guard_intact() &&
+              x.guard_intact())
+      << "write past a device buffer";
+  return TopkResult{p.download(), mx.download(), lse.download(), idx.download(), k};
+}
+
+std::string name(int64_t v, int64_t k, Cfg c) {
+  return std::string(topk_cuda_config_name(c.config)) + " splits " + std::to_string(c.splits) + " V " +
+         std::to_string(v) + " K " + std::to_string(k);
+}
+
+template <class T>
+void check_shape(const std::vector<T>& x, int64_t rows, int64_t v, int64_t ld, const std::vector<int64_t>& ks,
+                 float t = 1.0f, size_t mis = 0) {
+  const auto ref = run_ref(TensorView::matrix(x.data(), dtype_of<T>(), rows, v, ld), std::min<int64_t>(v, 1024), t);
+  for (int64_t k : ks) {
+    if (k > v) continue;
+    for (Cfg c : configs_for(v, k))
+      EXPECT_TRUE(same_topk(run_cuda(x, rows, v, ld, k, t, c, mis), ref, rows, name(v, k, c)));
+  }
+}
+
+const std::vector<int64_t> kKs = {1, 2, 8, 50, 256, 1024};
+
+// The grid. B = 5 for V <= 1024: warp_per_row blocks hold 4 warps on 4
+// different (random, distinct) rows, and the second block is partly empty.
+TEST(SoftmaxTopkCuda, Grid) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {1, 7, 8, 33, 1000, 1023, 1024, 1025, 32000, 50257, 128256, 151936, 256000}) {
+    const int64_t rows = v <= 1024 ? 5 : 3;
+    check_shape(random_logits<float>(rows, v, v, 100 + v), rows, v, v, kKs);
+  }
+}
+
+// MoE routing shapes: many rows, few experts.
+TEST(SoftmaxTopkCuda, MoeRouting) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {8, 64, 256, 512}) check_shape(random_logits<float>(4099, v, v, v), 4099, v, v, {1, 2, 8});
+}
+
+TEST(SoftmaxTopkCuda, TiesAndNegativeInfinity) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {33, 1000, 50000}) check_shape(tied_logits<float>(5, v, v), 5, v, v, {1, 8, 33, 1024});
+  const int64_t v = 1025;
+  auto x = random_logits<float>(3, v, v, 5);
+  for (int64_t j = 0; j < v; ++j)
+    if (j != 1000 && j != 17) x[v + j] = -INFINITY;  // row 1: 2 finite logits
+  check_shape(x, 3, v, v, {1, 2, 8, 256, 1024});
+}
+
+TEST(SoftmaxTopkCuda, SpecialRows) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {40, 40000}) {
+    auto x = random_logits<float>(6, v, v, 9);
+    x[1 * v + v - 1] = NAN;
+    x[2 * v + 5] = INFINITY;
+    for (int64_t j = 0; j < v; ++j) x[3 * v + j] = -INFINITY;
+    x[4 * v + 3] = INFINITY;
+    x[4 * v + v / 2] = NAN;
+    for (int64_t j = 0; j < v; ++j) x[5 * v + j] = j == 9 ? NAN : -INFINITY;
+    check_shape(x, 6, v, v, {1, 4});
+  }
+}
+
+TEST(SoftmaxTopkCuda, HalfTypesStrideMisalignmentTemperature) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {7, 1025, 50257}) {
+    check_shape(random_logits<f16>(5, v, v + 3, v), 5, v, v + 3, {1, 8, 256}, 1.0f, 2);
+    check_shape(random_logits<bf16>(5, v, v + 5, v), 5, v, v + 5, {1, 8, 256}, 1.0f, 6);
+  }
+  check_shape(random_logits<float>(3, 1025, 1100, 1), 3, 1025, 1100, {50}, 1.0f, 4);
+  for (float t : {0.5f, 2.0f}) check_shape(random_logits<float>(2, 50257, 50257, 2), 2, 50257, 50257, {50}, t);
+}
+
+TEST(SoftmaxTopkCuda, AutoPickAndBadArguments) {
+  LLMK_REQUIRE_CUDA();
+  EXPECT_EQ(softmax_topk_cuda_config(4096, 64, 8), TopkCudaConfig::warp_per_row);
+  EXPECT_EQ(softmax_topk_cuda_config(1, 128256, 50), TopkCudaConfig::split_row);
+  EXPECT_EQ(softmax_topk_cuda_config(4096, 128256, 50), TopkCudaConfig::block_per_row);
+  for (int64_t rows : {1, 8, 300}) check_shape(random_logits<float>(rows, 131072, 131072, rows), rows, 131072,
+                                               131072, {1, 50, 256});
+  DeviceGuarded<float> x(2 * 5000), p(2 * 2000), m(2), l(2);
+  DeviceGuarded<int32_t> i(2 * 2000);
+  const auto view = TensorView::matrix(x.data(), DType::f32, 2, 5000, 5000, Device::cuda);
+  const SoftmaxTopkOut out{p.data(), i.data(), m.data(), l.data()};
+  EXPECT_THROW(softmax_topk_cuda(view, 8, 1.0f, out, nullptr, TopkCudaConfig::warp_per_row), InvalidArgument);
+  EXPECT_THROW(softmax_topk(view, 2000, 1.0f, out), InvalidArgument);
+  EXPECT_THROW(softmax_topk_cuda(view, 8, 1.0f, out, nullptr, TopkCudaConfig::split_row, 1), InvalidArgument);
+  EXPECT_THROW(softmax_topk_cuda(view, 1024, 1.0f, out, nullptr, TopkCudaConfig::split_row, 5), InvalidArgument);
+}
+
+// Small shapes for compute-sanitizer: every configuration, partial blocks, misalignment.
+TEST(SoftmaxTopkCudaSanitize, SmallShapes) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {7, 33, 1025, 5000}) check_shape(random_logits<float>(5, v, v, v), 5, v, v, {1, 8, 50}, 1.0f, 4);
+  check_shape(random_logits<bf16>(5, 1025, 1030, 3), 5, 1025, 1030, {8}, 1.0f, 2);
+}
+
+}  // namespace
+}  // namespace llmk::test
