@@ -101,7 +101,7 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const float dw = f16_bits_to_f32(wb[b].d);
+    const float dw = _cvtsh_ss(wb[b].d);  // F16C, not the portable bit-twiddling conversion
     __m256i wv;
     if constexpr (std::is_same_v<B, BlockQ8_0>) {
       wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs));
@@ -116,7 +116,7 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
       const __m256 d = _mm256_cvtepi32_ps(dot_us(wabs, xv));
       acc[r][b % U] = _mm256_fmadd_ps(d, _mm256_set1_ps(dw * xa.d), acc[r][b % U]);
       if constexpr (std::is_same_v<B, BlockQ4_0>) bias[r] -= 8.0f * dw * xa.s;
-      if constexpr (std::is_same_v<B, BlockQ4_1>) bias[r] += f16_bits_to_f32(wb[b].m) * xa.s;
+      if constexpr (std::is_same_v<B, BlockQ4_1>) bias[r] += _cvtsh_ss(wb[b].m) * xa.s;
     }
   }
   for (int r = 0; r < R; ++r) {
