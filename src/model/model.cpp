@@ -90,9 +90,10 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
   const int64_t d = c.d_model, dh = c.d_head(), dq = c.n_head * dh, dkv = c.d_kv();
   const bool gpt2 = c.arch == Arch::gpt2;
   const double sd_in = 1.0 / std::sqrt(double(d)), sd_ff = 1.0 / std::sqrt(double(c.d_ff));
-  m.tok_embd_ = random_weight(B, t, c.n_vocab, d, 1.0, g);
+  // embeddings ~ N(0, 1/d): tied logits then have unit scale, so sampling is not degenerate
+  m.tok_embd_ = random_weight(B, t, c.n_vocab, d, sd_in, g);
   if (gpt2) m.pos_embd_ = random_weight(B, WType::f32, c.n_ctx, d, 0.5, g);
-  m.output_ = c.tied ? m.tok_embd_ : random_weight(B, t, c.n_vocab, d, 1.0, g);
+  m.output_ = c.tied ? m.tok_embd_ : random_weight(B, t, c.n_vocab, d, sd_in, g);
   m.out_norm_ = random_vec(V, d, 1.0f, 0.1f, g);
   if (gpt2) m.out_norm_b_ = random_vec(V, d, 0.0f, 0.1f, g);
   for (int64_t l = 0; l < c.n_layer; ++l) {
