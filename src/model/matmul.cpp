@@ -65,7 +65,9 @@ void check(const char* fn, const float* x, int64_t ldx, const WeightView& w, con
   LLMK_CHECK_ARG(ldy >= w.rows, fn, "ldy", ldy, "must be >= N = " + std::to_string(w.rows));
 }
 
-// x[j] ~= qs[j] * d with d = amax / 127, round to nearest even; s = d * sum(qs).
+// x[j] ~= qs[j] * d: q = round-half-even(x * 127 / amax), and like llama.cpp's
+// q8_0/q8_1 activations the scale d = amax / 127 and s = d * sum(qs) are kept
+// rounded to f16 (so llmk and llama.cpp round the same way on the same input).
 void quantize_act(const float* x, int64_t nb, ActQ8* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQBlock;
@@ -78,8 +80,8 @@ void quantize_act(const float* x, int64_t nb, ActQ8* out) {
       out[b].qs[j] = int8_t(q);
       sum += q;
     }
-    out[b].d = d;
-    out[b].s = d * float(sum);
+    out[b].d = f16_bits_to_f32(f32_to_f16_bits(d));
+    out[b].s = f16_bits_to_f32(f32_to_f16_bits(d * float(sum)));
   }
 }
 

@@ -234,3 +234,24 @@ TEST(Engine, EndOfGenerationAndStopStrings) {
 }
 
 }  // namespace
+
+namespace {
+// forward_sequence through each paged cache type against the dense f32 cache.
+TEST(Engine, PagedLogitsMatchDenseCache) {
+  Model m = Model::random(tiny(), WType::f32, 11);
+  const auto toks = prompt(40, 9);
+  const int64_t T = int64_t(toks.size()), V = m.config().n_vocab;
+  DenseKv dense(m.config(), 1, 64);
+  std::vector<int64_t> pos;
+  for (int64_t i = 0; i < T; ++i) pos.push_back(i);
+  const std::vector<int32_t> seq(static_cast<size_t>(T), 0);
+  std::vector<float> ref(static_cast<size_t>(T * V)), got(static_cast<size_t>(T * V));
+  m.forward({toks, pos, seq, {}}, dense, ref.data());
+  for (KvType kv : {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4}) {
+    forward_sequence(m, kv, toks, got.data());
+    double mx = 0;
+    for (size_t i = 0; i < got.size(); ++i) mx = std::max(mx, double(std::fabs(got[i] - ref[i])));
+    std::printf("%s max diff %g\n", kv_type_name(kv), mx);
+  }
+}
+}  // namespace

@@ -4,9 +4,13 @@
 // misaligned x, padded strides and a sentinel after y.
 //
 // Tolerance, per output y[m, n] = sum_k x_k w_k:
-//  - quantized W: x is quantized per 32-block to q * d with d = amax/127, so
-//    |x_k - q_k d| <= d/2 and the exact product of the quantized operands
-//    differs from the oracle by at most sum_b (d_b / 2) * sum_{k in b} |w_k|;
+//  - quantized W: x is quantized per 32-block to q * d16, q = round(x / d),
+//    d = amax/127 and d16 = f16(d) (as llama.cpp does), so
+//    |x_k - q_k d16| <= d/2 + 127 d 2^-11 and the exact product of the
+//    quantized operands differs from the oracle by at most
+//    sum_b d_b (1/2 + 127/2048) * sum_{k in b} |w_k|; Q4_0/Q4_1 also use
+//    s16 = f16(d * sum q) in place of d16 * sum q: |s16 - d16 sum q| <=
+//    |sum q| d 2^-10, times |m| (Q4_1) or 8 d_w (Q4_0) per block;
 //  - f32 accumulation of K terms (per-lane chains, per-block scale products):
 //    at most (K + 8) * eps_f32 * sum_k |x_k w_k| (the standard gamma_K bound,
 //    a few extra roundings for the scales and the final sums).
@@ -87,7 +91,7 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
           amax = std::max(amax, std::fabs(double(xr[b * kQBlock + j])));
           wsum += std::fabs(double(wrow[size_t(b * kQBlock + j)]));
         }
-        qerr += (amax / 127.0) / 2 * wsum * (1 + 1e-6);  // 1e-6: d itself is rounded to f32
+        qerr += (amax / 127.0) * (0.5 + 127.0 / 2048) * wsum * (1 + 1e-6);  // 1e-6: d is computed in f32
       }
       tol[size_t(m * ldy + n)] = qerr + double(K + 8) * test::eps_of<float>() * abs_sum;
     }
@@ -96,13 +100,20 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
   std::vector<double> tight(size_t(M * ldy)), tight_tol(size_t(M * ldy));
   if (wtype_is_quantized(t)) {
     std::vector<float> xq(size_t(M * ldx));
+    std::vector<double> sterm(static_cast<size_t>(M * (K / kQBlock)));  // bound on |s16 - d16 sum q| per block
     for (int64_t m = 0; m < M; ++m)
       for (int64_t b = 0; b < K / kQBlock; ++b) {
         const float* xb = x.data() + m * ldx + b * kQBlock;
         float amax = 0;
         for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
         const float d = amax / 127.0f, id = d > 0 ? 127.0f / amax : 0.0f;
-        for (int j = 0; j < kQBlock; ++j) xq[size_t(m * ldx + b * kQBlock + j)] = std::nearbyint(xb[j] * id) * d;
+        const float d16 = f16_bits_to_f32(f32_to_f16_bits(d));
+        double qsum = 0;
+        for (int j = 0; j < kQBlock; ++j) {
+          xq[size_t(m * ldx + b * kQBlock + j)] = std::nearbyint(xb[j] * id) * d16;
+          qsum += std::nearbyint(xb[j] * id);
+        }
+        sterm[size_t(m * (K / kQBlock) + b)] = std::fabs(qsum) * d * std::ldexp(1.0, -10);
       }
     matmul_ref(xq.data(), ldx, w, tight.data(), ldy, M);
     for (int64_t n = 0; n < N; ++n) {
@@ -110,7 +121,14 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
       for (int64_t m = 0; m < M; ++m) {
         double abs_sum = 0;
         for (int64_t k = 0; k < K; ++k) abs_sum += std::fabs(double(xq[size_t(m * ldx + k)]) * wrow[size_t(k)]);
-        tight_tol[size_t(m * ldy + n)] = double(K + 8) * test::eps_of<float>() * abs_sum;
+        double s_err = 0;  // the s16 term's error, weighted by the block's offset (|m| or 8 d_w)
+        for (int64_t b = 0; b < K / kQBlock && t != WType::q8_0; ++b) {
+          const char* r = static_cast<const char*>(w.data) + n * w.row_bytes;
+          const double off = t == WType::q4_1 ? std::fabs(f16_bits_to_f32(reinterpret_cast<const BlockQ4_1*>(r)[b].m))
+                                              : 8.0 * f16_bits_to_f32(reinterpret_cast<const BlockQ4_0*>(r)[b].d);
+          s_err += off * sterm[size_t(m * (K / kQBlock) + b)];
+        }
+        tight_tol[size_t(m * ldy + n)] = double(K + 8) * test::eps_of<float>() * abs_sum + s_err;
       }
     }
   }
