@@ -110,7 +110,8 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }
   // Logits of the tokens with want = 1, in batch order: logits [n_want, n_vocab].
-  // Returns n_want. Positions must be < n_ctx for learned positions.
+  // Returns n_want. Positions must be < n_ctx for learned positions. Uses
+  // scratch owned by the model: one forward() at a time per Model.
   int64_t forward(const Batch& b, KvStore& kv, float* logits);
   // Bytes of weights read per forward (every matrix once) and stored in total.
   int64_t weight_bytes() const;
