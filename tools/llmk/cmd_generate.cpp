@@ -96,6 +96,7 @@ int run_generate(Args& args) {
     }
   }
   if (stream) std::printf("\n");
+  std::fflush(stdout);
   const double pf = st.prefill_seconds > 0 ? st.prefill_tokens / st.prefill_seconds : 0;
   const double dc = st.decode_seconds > 0 ? st.decode_tokens / st.decode_seconds : 0;
   if (json)
