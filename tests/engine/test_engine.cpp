@@ -4,6 +4,7 @@
 // is reproducible per (seed, step) whatever the batch; end-of-generation
 // tokens, max_tokens and stop strings end a request with its text intact.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -236,7 +237,10 @@ TEST(Engine, EndOfGenerationAndStopStrings) {
 }  // namespace
 
 namespace {
-// forward_sequence through each paged cache type against the dense f32 cache.
+// forward_sequence through the paged f32 cache against the dense f32 cache: the
+// same K/V values, only the attention kernels' summation order differs (f32
+// rounding over <= 40 positions and 16-value dots: well under 1e-4 of the logit
+// scale). The quantized cache types' own error bounds are the kv component's tests.
 TEST(Engine, PagedLogitsMatchDenseCache) {
   Model m = Model::random(tiny(), WType::f32, 11);
   const auto toks = prompt(40, 9);
@@ -247,11 +251,9 @@ TEST(Engine, PagedLogitsMatchDenseCache) {
   const std::vector<int32_t> seq(static_cast<size_t>(T), 0);
   std::vector<float> ref(static_cast<size_t>(T * V)), got(static_cast<size_t>(T * V));
   m.forward({toks, pos, seq, {}}, dense, ref.data());
-  for (KvType kv : {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4}) {
-    forward_sequence(m, kv, toks, got.data());
-    double mx = 0;
-    for (size_t i = 0; i < got.size(); ++i) mx = std::max(mx, double(std::fabs(got[i] - ref[i])));
-    std::printf("%s max diff %g\n", kv_type_name(kv), mx);
-  }
+  forward_sequence(m, KvType::f32, toks, got.data());
+  double scale = 0;
+  for (float r : ref) scale = std::max(scale, double(std::fabs(r)));
+  EXPECT_TRUE(test::all_close(got.data(), ref.data(), got.size(), 1e-4 * scale, 0.0, "paged f32 vs dense"));
 }
 }  // namespace
