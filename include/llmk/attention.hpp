@@ -35,7 +35,8 @@
 namespace llmk {
 
 struct AttentionOptions {
-  int splits = 0;  // decode: context splits per (sequence, kv-head); 0 = choose
+  int splits = 0;           // decode: context splits per (sequence, kv-head); 0 = choose
+  int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
   Stream stream = nullptr;  // CUDA
 };
 

@@ -45,7 +45,7 @@ struct KvCacheConfig {
   int64_t n_layers = 1;
   int64_t n_kv_heads = 1;
   int64_t head_dim = 64;        // a multiple of 16, at most 256
-  int64_t block_tokens = 16;    // tokens per block, 1..4096
+  int64_t block_tokens = 16;    // tokens per block, 1..2^20 (one max-length block per sequence = a contiguous cache)
   KvType k_type = KvType::f32;
   KvType v_type = KvType::f32;
   int64_t budget_bytes = 0;     // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks
@@ -142,6 +142,11 @@ class KvBlockManager {
   std::unordered_map<int64_t, Seq> seqs_;
   int64_t next_seq_ = 0;
 };
+
+// Asks the OS to back [p, p + bytes) with huge pages (Linux THP madvise; a
+// no-op elsewhere). Pools read in shuffled 16-token blocks otherwise pay a TLB
+// miss per block. Call before the memory is first touched.
+void kv_advise_huge_pages(void* p, size_t bytes);
 
 // One layer of a cache, as the attention kernels read it.
 struct KvLayerView {

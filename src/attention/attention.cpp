@@ -20,7 +20,7 @@ namespace attn {
 template void attend<Scalar>(const KvLayerView&, const Item&, float*);
 #ifdef LLMK_HAVE_CUDA
 void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads, float scale,
-                 float* out, int splits, int64_t max_kv_len, Stream stream);
+                 float* out, int splits, Stream stream);
 int decode_cuda_splits(int64_t work, int64_t max_kv_len);
 #endif
 }  // namespace attn
@@ -48,8 +48,8 @@ int64_t validate_common(const char* fn, const float* q, const KvLayerView& kv, c
   LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= 4096, fn, "kv.block_tokens", kv.block_tokens,
-                 "must be in [1, 4096]");
+  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens", kv.block_tokens,
+                 "must be in [1, 2^20]");
   LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
   LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
   LLMK_CHECK_ARG(Hq >= 1 && Hq % kv.n_kv_heads == 0 && Hq / kv.n_kv_heads <= 256, fn, "n_heads", Hq,
@@ -161,13 +161,15 @@ int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, i
 void attention_decode(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale,
                       float* out, const AttentionOptions& opt) {
   const char* fn = "attention_decode";
-  int64_t max_len = validate_common(fn, q, kv, p, Hq, scale, out);
+  const int64_t max_len = validate_common(fn, q, kv, p, Hq, scale, out);
   LLMK_CHECK_ARG(opt.splits >= 0 && opt.splits <= 1024, fn, "opt.splits", opt.splits, "must be in [0, 1024]");
   if (kv.device == Device::cuda) {
 #ifdef LLMK_HAVE_CUDA
-    // max_len unknown on the host for device tables: the caller's splits, or a count for long contexts
-    const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, 1 << 15);
-    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, 0, opt.stream);
+    // device tables are not read on the host: the caller states the longest context
+    LLMK_CHECK_ARG(opt.max_kv_len >= 0, fn, "opt.max_kv_len", opt.max_kv_len, "must be >= 0");
+    const int64_t len = opt.max_kv_len ? opt.max_kv_len : 32768;
+    const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, len);
+    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, opt.stream);
     return;
 #else
     throw_invalid_argument(fn, "kv.device", "cuda", "this llmk was built without CUDA");

@@ -6,9 +6,9 @@
 // group, times the query tokens of a prefill tile) against kv positions
 // [k0, k1) of one sequence, each row r also capped causally at limit[r].
 // Positions are walked in tiles of at most kTile tokens that never cross a
-// block (so a tile's rows are contiguous). Per tile: each K row is dequantized
-// once into an L1 row buffer (f32 rows are read in place) and dotted with all
-// R queries; an online-softmax step per row (running max m, sum l, rescaled
+// block (so a tile's rows are contiguous). Per tile: K rows are dequantized
+// two at a time into an L1 buffer (f32 rows are read in place) and dotted with
+// all R queries; an online-softmax step per row (running max m, sum l, rescaled
 // accumulator); then the tile's V rows are dequantized into an L1 tile buffer
 // and accumulated into every row's acc. A row's arithmetic depends only on its
 // own q, its limit and the positions, never on the other rows of the item.
@@ -38,8 +38,8 @@ struct Item {
   float* acc = nullptr;            // [R][D] unnormalized output (in: 0)
 };
 
-// Scratch floats attend<S>() needs: one K row, a V tile, the scores.
-inline int64_t scratch_floats(int64_t D, int R) { return D + kTile * D + int64_t(R) * kTile; }
+// Scratch floats attend<S>() needs: two K rows, a V tile, the scores.
+inline int64_t scratch_floats(int64_t D, int R) { return 2 * D + kTile * D + int64_t(R) * kTile; }
 
 // Row of n = D values of storage type T at p -> f32. Returns p itself for f32.
 template <class S, KvType T>
@@ -86,16 +86,49 @@ RowFn<S> row_fn(KvType t) {
   return nullptr;
 }
 
-// out[i * stride] = k . q[i] for NR query rows (one accumulator per row).
-template <class S, int NR>
-void dots(const float* k, const float* q, int64_t D, float* out, int stride) {
-  typename S::V a[NR];
-  for (int i = 0; i < NR; ++i) a[i] = S::zero();
+// out[i * stride + u] = k[u] . q[i] for NR query rows and NT keys: NR * NT
+// independent FMA chains, so the loop is not bound by FMA latency. Each (i, u)
+// is one chain over c in order, whatever NR and NT: grouping never changes bits.
+template <class S, int NR, int NT>
+void dots(const float* const* k, const float* q, int64_t D, float* out, int stride) {
+  typename S::V a[NR][NT];
+  for (int i = 0; i < NR; ++i)
+    for (int u = 0; u < NT; ++u) a[i][u] = S::zero();
   for (int64_t c = 0; c < D; c += S::kWidth) {
-    const auto x = S::load(k + c);
-    for (int i = 0; i < NR; ++i) a[i] = S::fmadd(x, S::load(q + i * D + c), a[i]);
+    typename S::V x[NT];
+    for (int u = 0; u < NT; ++u) x[u] = S::load(k[u] + c);
+    for (int i = 0; i < NR; ++i) {
+      const auto qv = S::load(q + i * D + c);
+      for (int u = 0; u < NT; ++u) a[i][u] = S::fmadd(x[u], qv, a[i][u]);
+    }
   }
-  for (int i = 0; i < NR; ++i) out[i * stride] = S::hsum(a[i]);
+  for (int i = 0; i < NR; ++i)
+    for (int u = 0; u < NT; ++u) out[i * stride + u] = S::hsum(a[i][u]);
+}
+
+// Scores of NT keys against all R query rows: s[r * kTile + u].
+template <class S, int NT>
+void score_keys(const float* const* k, const float* q, int R, int64_t D, float* s) {
+  int r = 0;
+  for (; r + 4 <= R; r += 4) dots<S, 4, NT>(k, q + r * D, D, s + r * kTile, kTile);
+  switch (R - r) {
+    case 3: dots<S, 3, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
+    case 2: dots<S, 2, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
+    case 1: dots<S, 1, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
+  }
+}
+
+// a[c .. c + NV*W) += sum_{t < v} p[t] * vrows[t][c ..]: NV accumulators in registers.
+template <class S, int NV>
+void accumulate(float* a, const float* p, const float* const* vrows, int v, int64_t c) {
+  constexpr int W = S::kWidth;
+  typename S::V x[NV];
+  for (int j = 0; j < NV; ++j) x[j] = S::load(a + c + j * W);
+  for (int t = 0; t < v; ++t) {
+    const auto pt = S::set1(p[t]);
+    for (int j = 0; j < NV; ++j) x[j] = S::fmadd(pt, S::load(vrows[t] + c + j * W), x[j]);
+  }
+  for (int j = 0; j < NV; ++j) S::store(a + c + j * W, x[j]);
 }
 
 template <class S>
@@ -105,8 +138,8 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   const int64_t D = kv.head_dim, bt = kv.block_tokens, H = kv.n_kv_heads;
   const int64_t kr = kv_row_bytes(kv.k_type, D), vr = kv_row_bytes(kv.v_type, D);
   const RowFn<S> kfn = row_fn<S>(kv.k_type), vfn = row_fn<S>(kv.v_type);
-  float* kbuf = scratch;             // [D]
-  float* vbuf = kbuf + D;            // [kTile][D]
+  float* kbuf = scratch;             // [2][D]
+  float* vbuf = kbuf + 2 * D;        // [kTile][D]
   float* s = vbuf + kTile * D;       // [R][kTile] scores, then probabilities
   const float* vrows[kTile];
   for (int64_t p0 = it.k0; p0 < it.k1;) {
@@ -115,16 +148,15 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
     const int64_t row0 = (int64_t(blk) * H + it.h) * bt + off;  // first row of the tile in the pool
     const uint8_t* kp = static_cast<const uint8_t*>(kv.k) + row0 * kr;
     const uint8_t* vp = static_cast<const uint8_t*>(kv.v) + row0 * vr;
-    // scores
-    for (int t = 0; t < n; ++t) {
-      const float* krow = kfn(kp + t * kr, D, kbuf);
-      int r = 0;
-      for (; r + 4 <= it.R; r += 4) dots<S, 4>(krow, it.q + r * D, D, s + r * kTile + t, kTile);
-      switch (it.R - r) {
-        case 3: dots<S, 3>(krow, it.q + r * D, D, s + r * kTile + t, kTile); break;
-        case 2: dots<S, 2>(krow, it.q + r * D, D, s + r * kTile + t, kTile); break;
-        case 1: dots<S, 1>(krow, it.q + r * D, D, s + r * kTile + t, kTile); break;
-      }
+    // scores, two keys at a time
+    int t = 0;
+    for (; t + 2 <= n; t += 2) {
+      const float* k2[2] = {kfn(kp + t * kr, D, kbuf), kfn(kp + (t + 1) * kr, D, kbuf + D)};
+      score_keys<S, 2>(k2, it.q, it.R, D, s + t);
+    }
+    if (t < n) {
+      const float* k1[1] = {kfn(kp + t * kr, D, kbuf)};
+      score_keys<S, 1>(k1, it.q, it.R, D, s + t);
     }
     // online softmax step per row over its v visible tokens of the tile
     int nmax = 0;
@@ -157,11 +189,11 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
       const int v = int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
       const float* pr = s + r * kTile;
       float* a = it.acc + r * D;
-      for (int64_t c = 0; c < D; c += W) {
-        V x = S::load(a + c);
-        for (int t = 0; t < v; ++t) x = S::fmadd(S::set1(pr[t]), S::load(vrows[t] + c), x);
-        S::store(a + c, x);
-      }
+      // 8, then 4, then 1 vectors of acc stay in registers across the tile's tokens
+      int64_t c = 0;
+      for (; c + 8 * W <= D; c += 8 * W) accumulate<S, 8>(a, pr, vrows, v, c);
+      for (; c + 4 * W <= D; c += 4 * W) accumulate<S, 4>(a, pr, vrows, v, c);
+      for (; c < D; c += W) accumulate<S, 1>(a, pr, vrows, v, c);
     }
     p0 += n;
   }

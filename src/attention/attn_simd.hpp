@@ -21,7 +21,7 @@ struct Scalar {
   static void store(float* p, V v) { *p = v; }
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
-  static V fmadd(V a, V b, V c) { return std::fma(a, b, c); }
+  static V fmadd(V a, V b, V c) { return a * b + c; }  // std::fma is a slow libm call without FMA
   static V max(V a, V b) { return a > b ? a : b; }
   static float hsum(V v) { return v; }
 };

@@ -6,6 +6,9 @@
 #include <cstring>
 
 #include "llmk/error.hpp"
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace llmk {
 
@@ -14,8 +17,8 @@ void validate(const KvCacheConfig& c, const char* fn) {
   LLMK_CHECK_ARG(c.n_kv_heads >= 1, fn, "n_kv_heads", c.n_kv_heads, "must be >= 1");
   LLMK_CHECK_ARG(c.head_dim >= 16 && c.head_dim <= 256 && c.head_dim % 16 == 0, fn, "head_dim", c.head_dim,
                  "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= 4096, fn, "block_tokens", c.block_tokens,
-                 "must be in [1, 4096]");
+  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= (int64_t(1) << 20), fn, "block_tokens", c.block_tokens,
+                 "must be in [1, 2^20]");
   LLMK_CHECK_ARG(int(c.k_type) <= int(KvType::int4), fn, "k_type", int(c.k_type), "must be a KvType");
   LLMK_CHECK_ARG(int(c.v_type) <= int(KvType::int4), fn, "v_type", int(c.v_type), "must be a KvType");
   LLMK_CHECK_ARG(c.budget_bytes >= kv_block_bytes(c), fn, "budget_bytes", c.budget_bytes,
@@ -28,6 +31,16 @@ int64_t kv_block_bytes(const KvCacheConfig& c) {
 }
 
 double kv_bytes_per_token(const KvCacheConfig& c) { return double(kv_block_bytes(c)) / double(c.block_tokens); }
+
+void kv_advise_huge_pages(void* p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const uintptr_t page = 4096, a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (e > a) madvise(reinterpret_cast<void*>(a), e - a, MADV_HUGEPAGE);  // advice only: failure is harmless
+#else
+  (void)p, (void)bytes;
+#endif
+}
 
 namespace {
 int64_t checked_blocks(const KvCacheConfig& c) {
@@ -42,6 +55,7 @@ KvCache::KvCache(const KvCacheConfig& cfg)
       k_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.k_type, cfg.head_dim)),
       v_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.v_type, cfg.head_dim)),
       storage_(size_t(mgr_.num_blocks() * kv_block_bytes(cfg))) {
+  kv_advise_huge_pages(storage_.data(), storage_.bytes());
   // Zero-filled, so a never-written slot reads as 0 (tests poison it on purpose).
   std::memset(storage_.data(), 0, storage_.bytes());
 }

@@ -1,0 +1,152 @@
+// `llmk bench attention`: decode attention over the paged KV cache on the CPU.
+//  - time and achieved GB/s of KV read against context (512..32768), for each
+//    storage type (K and V of the same type), batch 1 and 32, GQA 9/3x64
+//    (SmolLM2-135M) and 32/8x128 (Llama-3-8B), one layer;
+//  - paged (16-token blocks in shuffled order) against contiguous (one
+//    max-length block per sequence, the same kernel walking contiguous rows);
+//  - the allocator-waste experiment: 256 sequences of 1..4096 tokens held in
+//    16-token blocks against one max-length allocation per sequence;
+//  - the STREAM triad of this machine, the bandwidth yardstick.
+// Bytes counted: the K and V rows read, sum_b kv_len_b * Hkv * (k_row + v_row)
+// bytes (q and out, < 0.1% of it, are not counted). Configurations whose KV
+// exceeds 600 MiB per layout are skipped (noted).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "bench/common/bench.hpp"
+#include "llmk/attention.hpp"
+#include "llmk/parallel.hpp"
+
+namespace llmk::bench {
+namespace {
+struct Model {
+  const char* name;
+  int64_t Hq, Hkv, D;
+};
+
+// Pools of nblocks blocks of bt tokens, every row a copy of one quantized random row.
+struct Pools {
+  Buffer k, v;
+  KvLayerView view;
+};
+Pools make_pools(const Model& m, KvType t, int64_t nblocks, int64_t bt) {
+  const int64_t rb = kv_row_bytes(t, m.D), rows = nblocks * m.Hkv * bt;
+  Pools p{Buffer(size_t(rows * rb)), Buffer(size_t(rows * rb)), {}};
+  kv_advise_huge_pages(p.k.data(), p.k.bytes());  // as KvCache does, for both layouts
+  kv_advise_huge_pages(p.v.data(), p.v.bytes());
+  std::vector<float> x(static_cast<size_t>(m.D));
+  std::mt19937 g(1);
+  std::normal_distribution<float> n;
+  for (auto& e : x) e = n(g);
+  std::vector<uint8_t> row(static_cast<size_t>(rb));
+  kv_quantize_row(t, x.data(), m.D, row.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(p.k.as<uint8_t>() + r * rb, row.data(), size_t(rb));
+    std::memcpy(p.v.as<uint8_t>() + r * rb, row.data(), size_t(rb));
+  }
+  p.view = {p.k.data(), p.v.data(), t, t, nblocks, bt, m.Hkv, m.D, Device::cpu};
+  return p;
+}
+
+void waste_experiment(Reporter& rep) {
+  KvCacheConfig cfg;  // SmolLM2-135M, f16
+  cfg.n_layers = 30, cfg.n_kv_heads = 3, cfg.head_dim = 64, cfg.k_type = cfg.v_type = KvType::f16;
+  std::mt19937_64 rng(4);
+  std::uniform_int_distribution<int> len(1, 4096);
+  std::vector<int> lens(256);
+  for (auto& l : lens) l = len(rng);
+  int64_t tokens = 0, used = 0;
+  const double ms = median_ms(
+      [&] {
+        KvBlockManager m(256 * 4096 / 16, 16);
+        std::vector<int64_t> slots;
+        std::vector<KvBlockCopy> copies;
+        tokens = 0;
+        for (int n : lens) {
+          slots.clear();
+          m.append(m.add_sequence(), std::vector<int32_t>(size_t(n), 1), &slots, &copies);
+          tokens += n;
+        }
+        used = m.stats().blocks_used;
+      },
+      3, 0.05);
+  const double tok_bytes = double(tokens) * kv_bytes_per_token(cfg);
+  const double paged = double(used) * double(kv_block_bytes(cfg)), contiguous = 256.0 * 4096 * kv_bytes_per_token(cfg);
+  Row r{"attention", "paged-16", "alloc", "256 seqs x 1..4096", "f16", ms, 0, {}};
+  r.extra["held_over_token_bytes"] = std::to_string(paged / tok_bytes);
+  r.extra["contiguous_over_token_bytes"] = std::to_string(contiguous / tok_bytes);
+  rep.add(r);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "allocator waste (SmolLM2-135M f16, 256 seqs of 1..4096 tokens): 16-token blocks hold %.4fx the token "
+                "bytes (target <= 1.04), one max-length allocation per sequence %.3fx",
+                paged / tok_bytes, contiguous / tok_bytes);
+  rep.note(buf);
+}
+
+int run(const Options& opt) {
+  if (opt.threads > 0) set_num_threads(opt.threads);
+  Reporter rep(opt, "attention",
+               "decode attention, one layer; bytes = K and V rows read = sum_b kv_len_b * Hkv * (k_row + v_row); "
+               "paged = 16-token blocks in shuffled order, contiguous = one max-length block per sequence");
+  const Model models[] = {{"smollm2-135m", 9, 3, 64}, {"llama3-8b", 32, 8, 128}};
+  const std::vector<int64_t> ctxs = opt.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 2048, 8192, 32768};
+  const std::vector<int64_t> batches = opt.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 32};
+  const KvType types[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
+  const int64_t cap = int64_t(600) << 20;
+  std::vector<std::string> skipped;
+  for (const Model& m : models)
+    for (int64_t B : batches)
+      for (int64_t ctx : ctxs) {
+        const std::string shape = std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx);
+        std::vector<float> q(size_t(B * m.Hq * m.D), 0.05f), out(q.size());
+        for (KvType t : types) {
+          const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(t, m.D);
+          if (bytes > cap) {
+            skipped.push_back(shape + " " + kv_type_name(t));
+            continue;
+          }
+          for (bool paged : {true, false}) {
+            const int64_t bt = paged ? 16 : ctx, per_seq = ctx / bt;
+            Pools p = make_pools(m, t, B * per_seq, bt);
+            PageTable pt;
+            pt.indptr.push_back(0);
+            pt.indices.resize(size_t(B * per_seq));
+            std::iota(pt.indices.begin(), pt.indices.end(), 0);
+            if (paged) std::shuffle(pt.indices.begin(), pt.indices.end(), std::mt19937(7));
+            for (int64_t b = 0; b < B; ++b) pt.indptr.push_back((b + 1) * per_seq), pt.last_len.push_back(int32_t(bt));
+            const float scale = float(1 / std::sqrt(double(m.D)));
+            const double ms = median_ms(
+                [&] { attention_decode(q.data(), p.view, pt.view(), m.Hq, scale, out.data()); }, opt.quick ? 2 : 3,
+                opt.quick ? 0.01 : 0.15, 200);
+            Row r{"attention", paged ? "paged" : "contiguous", "decode", shape, kv_type_name(t), ms,
+                  double(bytes) / (ms * 1e6), {}};
+            r.extra["splits"] = std::to_string(attention_decode_splits(p.view, pt.view(), ctx));
+            rep.add(r);
+          }
+        }
+      }
+  for (const auto& s : skipped) rep.note("skipped (KV > 600 MiB per layout): " + s);
+  waste_experiment(rep);
+  const int threads = num_threads();
+  const double triad = stream_triad_gbps(threads, opt.quick ? (48u << 20) : (768u << 20));
+  rep.add({"attention", "stream", "triad", std::to_string(threads) + " threads", "f64", 1.0, triad, {}});
+  rep.ratios("paged", {"contiguous"});
+  // storage types against f32, paged, per shape
+  for (const Row& a : rep.rows())
+    if (a.impl == "paged" && a.dtype != "f32")
+      for (const Row& f : rep.rows())
+        if (f.impl == "paged" && f.dtype == "f32" && f.shape == a.shape) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "%-30s %-5s decode is %.2fx f32", a.shape.c_str(), a.dtype.c_str(),
+                        f.median_ms / a.median_ms);
+          rep.note(buf);
+        }
+  return 0;
+}
+}  // namespace
+LLMK_BENCH("attention", "decode attention over the paged KV cache, per storage type, paged vs contiguous", run);
+}  // namespace llmk::bench

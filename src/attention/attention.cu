@@ -1,0 +1,395 @@
+// CUDA kernels of the paged KV cache (llmk/attention.hpp):
+//  - kv_append_kernel: quantizes K/V rows into the pools through the slot
+//    map, one warp per 32-value group (lane j = element j of the group), with
+//    the reference quantizer's exact arithmetic (f16 scale rounded first,
+//    x * (1/d) rounded half-to-even), so device and host caches hold the same bits;
+//  - decode_kernel<T, E>: one CTA of 4 warps per (sequence, kv-head, group
+//    of <= 8 query heads, context split). The group's queries sit in shared
+//    memory; each warp walks every 4th run of kUnroll tokens of the split,
+//    loading kUnroll K and V rows at once (lane j holds elements j, j+32, ..,
+//    so for int8/int4 lane j reads quant j of each 32-group), dequantizing in
+//    registers, and keeps an online softmax per query head. The 4 warps merge
+//    in shared memory; with one split the CTA writes out, otherwise (m, l, acc)
+//    partials that merge_kernel combines with the exact log-sum-exp merge.
+// The split count aims at >= 2 CTAs per SM when sequences x kv-heads are few.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "core/cuda_check.cuh"
+#include "llmk/attention.hpp"
+
+namespace llmk::attn {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxG = 8;    // query heads per CTA
+constexpr int kUnroll = 4;  // tokens a warp loads at once
+
+__device__ __forceinline__ float f16f(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+__device__ __forceinline__ float bf16f(uint16_t b) { return __uint_as_float(uint32_t(b) << 16); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_min(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fminf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// Element lane + 32 * i of a row of type T (valid lanes only).
+template <KvType T>
+__device__ __forceinline__ float load_elem(const uint8_t* row, int i, int lane) {
+  const int j = lane + 32 * i;
+  if constexpr (T == KvType::f32) return reinterpret_cast<const float*>(row)[j];
+  if constexpr (T == KvType::f16) return f16f(reinterpret_cast<const uint16_t*>(row)[j]);
+  if constexpr (T == KvType::bf16) return bf16f(reinterpret_cast<const uint16_t*>(row)[j]);
+  if constexpr (T == KvType::int8) {
+    const BlockQ8* b = reinterpret_cast<const BlockQ8*>(row) + i;
+    return float(b->qs[lane]) * f16f(b->d);
+  }
+  if constexpr (T == KvType::int4) {
+    const BlockQ4* b = reinterpret_cast<const BlockQ4*>(row) + i;
+    const int q = lane < 16 ? b->qs[lane] & 15 : b->qs[lane - 16] >> 4;
+    return float(q) * f16f(b->d) + f16f(b->m);
+  }
+  return 0.0f;
+}
+
+// The same with the type known only at run time (mixed K/V types; warp-uniform branch).
+__device__ __forceinline__ float load_elem_rt(KvType t, const uint8_t* row, int i, int lane) {
+  switch (t) {
+    case KvType::f32: return load_elem<KvType::f32>(row, i, lane);
+    case KvType::f16: return load_elem<KvType::f16>(row, i, lane);
+    case KvType::bf16: return load_elem<KvType::bf16>(row, i, lane);
+    case KvType::int8: return load_elem<KvType::int8>(row, i, lane);
+    default: return load_elem<KvType::int4>(row, i, lane);
+  }
+}
+
+// T < 0: the type is read from the arguments at run time.
+template <int T>
+__device__ __forceinline__ float load_any(KvType rt, const uint8_t* row, int i, int lane) {
+  if constexpr (T < 0) return load_elem_rt(rt, row, i, lane);
+  else return load_elem<KvType(T)>(row, i, lane);
+}
+
+struct DecodeArgs {
+  const float* q;          // [B, Hq, D]
+  const uint8_t* k;        // pools, see KvLayerView
+  const uint8_t* v;
+  const int64_t* indptr;   // [B+1]
+  const int32_t* indices;  // [indptr[B]]
+  const int32_t* last_len; // [B]
+  float* out;              // [B, Hq, D]
+  float* part;             // [B, Hq, splits, D + 2] when splits > 1
+  int64_t Hq, Hkv, D, bt, krow, vrow;
+  int groups;              // CTAs per kv head: ceil(G / kMaxG)
+  int splits;
+  float scale;
+  KvType kt, vt;
+};
+
+// T: the K and V type, or -1 for mixed types read at run time. E: elements
+// per lane (head_dim <= 32 * E), so registers scale with the head size.
+template <int T, int E>
+__global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
+  extern __shared__ float smem[];  // q: [kMaxG][D]; then per warp: [kMaxG][D + 2]
+  const int64_t b = blockIdx.x, hk = blockIdx.y / a.groups, split = blockIdx.z;
+  const int64_t G = a.Hq / a.Hkv, g0 = (blockIdx.y % a.groups) * kMaxG;
+  const int ng = int(min(int64_t(kMaxG), G - g0));
+  const int64_t D = a.D;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float* qs = smem;
+  for (int64_t i = threadIdx.x; i < ng * D; i += blockDim.x)
+    qs[i] = a.q[(b * a.Hq + hk * G + g0 + i / D) * D + i % D] * a.scale;
+  __syncthreads();
+
+  const int64_t nb = a.indptr[b + 1] - a.indptr[b];
+  const int64_t len = nb == 0 ? 0 : (nb - 1) * a.bt + a.last_len[b];
+  const int64_t chunk = ((len + a.splits - 1) / a.splits + 15) / 16 * 16;
+  const int64_t k0 = min(len, split * chunk), k1 = min(len, (split + 1) * chunk);
+  const int32_t* blocks = a.indices + a.indptr[b];
+
+  float qr[kMaxG][E];
+#pragma unroll
+  for (int g = 0; g < kMaxG; ++g)
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const int64_t j = lane + 32 * i;
+      qr[g][i] = (g < ng && j < D) ? qs[g * D + j] : 0.0f;
+    }
+  float m[kMaxG], l[kMaxG], acc[kMaxG][E];
+#pragma unroll
+  for (int g = 0; g < kMaxG; ++g) {
+    m[g] = -INFINITY, l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < E; ++i) acc[g][i] = 0.0f;
+  }
+
+  for (int64_t p0 = k0 + int64_t(warp) * kUnroll; p0 < k1; p0 += kWarps * kUnroll) {
+    float kx[kUnroll][E], vx[kUnroll][E];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 + u;
+      const bool ok = p < k1;
+      const int64_t row = ok ? (int64_t(blocks[p / a.bt]) * a.Hkv + hk) * a.bt + p % a.bt : 0;
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        const bool e = ok && lane + 32 * i < D;
+        kx[u][i] = e ? load_any<T>(a.kt, a.k + row * a.krow, i, lane) : 0.0f;
+        vx[u][i] = e ? load_any<T>(a.vt, a.v + row * a.vrow, i, lane) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kMaxG; ++g) {
+      if (g >= ng) break;
+      float s[kUnroll];
+      float mt = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < E; ++i) d = fmaf(qr[g][i], kx[u][i], d);
+        s[u] = p0 + u < k1 ? warp_sum(d) : -INFINITY;
+        mt = fmaxf(mt, s[u]);
+      }
+      const float mn = fmaxf(m[g], mt);
+      const float alpha = expf(m[g] - mn);
+      float psum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) psum += (s[u] = expf(s[u] - mn));
+      l[g] = l[g] * alpha + psum;
+      m[g] = mn;
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        float x = acc[g][i] * alpha;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) x = fmaf(s[u], vx[u][i], x);
+        acc[g][i] = x;
+      }
+    }
+  }
+
+  // merge the warps: each writes (m, l, acc) to shared, then threads combine
+  float* ws = smem + kMaxG * D;  // [kWarps][kMaxG][D + 2]
+#pragma unroll
+  for (int g = 0; g < kMaxG; ++g) {  // static indices keep acc in registers
+    if (g >= ng) break;
+    float* w = ws + (int64_t(warp) * kMaxG + g) * (D + 2);
+    if (lane == 0) w[0] = m[g], w[1] = l[g];
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      if (lane + 32 * i < D) w[2 + lane + 32 * i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int64_t x = threadIdx.x; x < ng * D; x += blockDim.x) {
+    const int64_t g = x / D, j = x % D;
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, ws[(w * kMaxG + g) * (D + 2)]);
+    float L = 0.0f, o = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float* p = ws + (w * kMaxG + g) * (D + 2);
+      if (p[1] == 0.0f) continue;  // a warp that saw no token
+      const float s = expf(p[0] - M);
+      L += s * p[1];
+      o += s * p[2 + j];
+    }
+    const int64_t h = hk * G + g0 + g;
+    if (a.splits == 1) {
+      a.out[(b * a.Hq + h) * D + j] = o / L;
+    } else {
+      float* pp = a.part + ((b * a.Hq + h) * a.splits + split) * (D + 2);
+      if (j == 0) pp[0] = M, pp[1] = L;
+      pp[2 + j] = o;
+    }
+  }
+}
+
+// out[b, h, :] from the splits' partials (exact log-sum-exp merge).
+__global__ void merge_kernel(const float* part, int splits, int64_t D, float* out) {
+  const int64_t bh = blockIdx.x;
+  const float* p = part + bh * splits * (D + 2);
+  float M = -INFINITY;
+  for (int s = 0; s < splits; ++s)
+    if (p[s * (D + 2) + 1] > 0.0f) M = fmaxf(M, p[s * (D + 2)]);
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+    float L = 0.0f, o = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float* ps = p + s * (D + 2);
+      if (ps[1] == 0.0f) continue;
+      const float w = expf(ps[0] - M);
+      L += w * ps[1];
+      o += w * ps[2 + j];
+    }
+    out[bh * D + j] = o / L;
+  }
+}
+
+// One warp per (token, kv-head, 32-group) of K or V.
+template <KvType T>
+__device__ void quantize_group(const float* x, int n, uint8_t* dst, int lane) {
+  const float v = lane < n ? x[lane] : 0.0f;
+  if constexpr (T == KvType::f32) {
+    if (lane < n) reinterpret_cast<float*>(dst)[lane] = v;
+  } else if constexpr (T == KvType::f16) {
+    if (lane < n) reinterpret_cast<uint16_t*>(dst)[lane] = __half_as_ushort(__float2half_rn(v));
+  } else if constexpr (T == KvType::bf16) {
+    // round to nearest even, NaN kept quiet (as llmk::f32_to_bf16_bits)
+    uint32_t u = __float_as_uint(v);
+    const uint16_t r = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u)
+                                                       : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    if (lane < n) reinterpret_cast<uint16_t*>(dst)[lane] = r;
+  } else if constexpr (T == KvType::int8) {
+    BlockQ8* b = reinterpret_cast<BlockQ8*>(dst);
+    const float amax = warp_max(fabsf(v));
+    const uint16_t db = __half_as_ushort(__float2half_rn(amax / 127.0f));
+    const float d = f16f(db), id = d > 0.0f ? 1.0f / d : 0.0f;
+    const float q = fminf(fmaxf(rintf(__fmul_rn(v, id)), -127.0f), 127.0f);
+    b->qs[lane] = lane < n ? int8_t(q) : int8_t(0);
+    if (lane == 0) b->d = db;
+  } else {
+    BlockQ4* b = reinterpret_cast<BlockQ4*>(dst);
+    const float lo = warp_min(lane < n ? v : INFINITY), hi = warp_max(lane < n ? v : -INFINITY);
+    const uint16_t db = __half_as_ushort(__float2half_rn(__fdiv_rn(__fsub_rn(hi, lo), 15.0f)));
+    const uint16_t mb = __half_as_ushort(__float2half_rn(lo));
+    const float d = f16f(db), m = f16f(mb), id = d > 0.0f ? 1.0f / d : 0.0f;
+    const int q = lane < n ? int(fminf(fmaxf(rintf(__fmul_rn(__fsub_rn(v, m), id)), 0.0f), 15.0f)) : 0;
+    const int hiq = __shfl_down_sync(0xffffffffu, q, 16);
+    if (lane < 16) b->qs[lane] = uint8_t(q | (hiq << 4));
+    if (lane == 0) b->d = db, b->m = mb;
+  }
+}
+
+// One warp per (token, kv-head, 32-group, K or V).
+__global__ void kv_append_kernel(const float* k, const float* v, const int64_t* slots, int64_t T, int64_t H,
+                                 int64_t D, int64_t bt, KvType kt, KvType vt, int64_t krow, int64_t vrow,
+                                 uint8_t* kp, uint8_t* vp) {
+  const int64_t G = (D + 31) / 32;
+  const int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (w >= T * H * G * 2) return;  // whole warps exit together
+  const int kv = int(w % 2);
+  const int64_t g = w / 2 % G, h = w / 2 / G % H, t = w / 2 / G / H;
+  const int64_t slot = slots[t];
+  const int64_t row = (slot / bt * H + h) * bt + slot % bt;
+  const float* x = (kv ? v : k) + (t * H + h) * D + g * 32;
+  const int n = int(min(int64_t(32), D - g * 32));
+  uint8_t* dst = kv ? vp + row * vrow : kp + row * krow;
+  switch (kv ? vt : kt) {  // warp-uniform
+    case KvType::f32: quantize_group<KvType::f32>(x, n, dst + g * 32 * 4, lane); break;
+    case KvType::f16: quantize_group<KvType::f16>(x, n, dst + g * 32 * 2, lane); break;
+    case KvType::bf16: quantize_group<KvType::bf16>(x, n, dst + g * 32 * 2, lane); break;
+    case KvType::int8: quantize_group<KvType::int8>(x, n, dst + g * sizeof(BlockQ8), lane); break;
+    case KvType::int4: quantize_group<KvType::int4>(x, n, dst + g * sizeof(BlockQ4), lane); break;
+  }
+}
+
+template <int T, int E>
+cudaError_t launch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
+  const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
+  if (smem > 48 * 1024)
+    LLMK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(decode_kernel<T, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   int(smem)));
+  decode_kernel<T, E><<<grid, kWarps * 32, smem, s>>>(a);
+  LLMK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  if (a.splits > 1) {
+    merge_kernel<<<unsigned(B * a.Hq), 128, 0, s>>>(a.part, a.splits, a.D, a.out);
+    LLMK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  return cudaSuccess;
+}
+
+template <int T>
+cudaError_t launch_decode_e(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
+  if (a.D <= 64) return launch_decode<T, 2>(a, B, smem, s);
+  if (a.D <= 96) return launch_decode<T, 3>(a, B, smem, s);
+  if (a.D <= 128) return launch_decode<T, 4>(a, B, smem, s);
+  return launch_decode<T, 8>(a, B, smem, s);
+}
+
+// Same K and V type: compiled per type; mixed types: one run-time-typed kernel.
+cudaError_t dispatch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
+  if (a.kt != a.vt) return launch_decode_e<-1>(a, B, smem, s);
+  switch (a.kt) {
+    case KvType::f32: return launch_decode_e<int(KvType::f32)>(a, B, smem, s);
+    case KvType::f16: return launch_decode_e<int(KvType::f16)>(a, B, smem, s);
+    case KvType::bf16: return launch_decode_e<int(KvType::bf16)>(a, B, smem, s);
+    case KvType::int8: return launch_decode_e<int(KvType::int8)>(a, B, smem, s);
+    case KvType::int4: return launch_decode_e<int(KvType::int4)>(a, B, smem, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+      return (cudaGetLastError(), 132);
+    return sms;
+  }();
+  return n;
+}
+
+// Workspace for split partials, grown on demand (one per process; launches on
+// different streams must not overlap in time: documented limitation).
+float* workspace(size_t floats) {
+  static float* p = nullptr;
+  static size_t have = 0;
+  if (floats > have) {
+    if (p) LLMK_CUDA_CHECK(cudaFree(p));
+    LLMK_CUDA_CHECK(cudaMalloc(&p, floats * sizeof(float)));
+    have = floats;
+  }
+  return p;
+}
+}  // namespace
+
+int decode_cuda_splits(int64_t work, int64_t max_kv_len) {
+  const int64_t want = (2 * int64_t(sm_count()) + work - 1) / work;  // >= 2 CTAs per SM
+  return int(std::clamp<int64_t>(std::min(want, (max_kv_len + 255) / 256), 1, 256));
+}
+
+void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale, float* out,
+                 int splits, Stream stream) {
+  DecodeArgs a{};
+  a.q = q, a.k = static_cast<const uint8_t*>(kv.k), a.v = static_cast<const uint8_t*>(kv.v);
+  a.indptr = p.indptr, a.indices = p.indices, a.last_len = p.last_len, a.out = out;
+  a.Hq = Hq, a.Hkv = kv.n_kv_heads, a.D = kv.head_dim, a.bt = kv.block_tokens;
+  a.krow = kv_row_bytes(kv.k_type, kv.head_dim), a.vrow = kv_row_bytes(kv.v_type, kv.head_dim);
+  a.groups = int((Hq / kv.n_kv_heads + kMaxG - 1) / kMaxG);
+  a.splits = splits, a.scale = scale, a.kt = kv.k_type, a.vt = kv.v_type;
+  if (splits > 1) a.part = workspace(size_t(p.num_seqs * Hq * splits * (kv.head_dim + 2)));
+  const size_t smem = size_t(kMaxG * kv.head_dim + kWarps * kMaxG * (kv.head_dim + 2)) * sizeof(float);
+  LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, smem, cudaStream_t(stream)));
+}
+
+}  // namespace llmk::attn
+
+namespace llmk {
+void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const int64_t* slots, int64_t T,
+                    Stream stream) {
+  const char* fn = "kv_append_cuda";
+  LLMK_CHECK_ARG(kv.device == Device::cuda, fn, "kv.device", device_name(kv.device), "must be cuda");
+  LLMK_CHECK_ARG(kv.k && kv.v, fn, "kv", "null pool", "k and v pools must not be null");
+  LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
+                 "must be a multiple of 16 in [16, 256]");
+  LLMK_CHECK_ARG(T >= 0, fn, "num_tokens", T, "must be >= 0");
+  LLMK_CHECK_ARG(T == 0 || (k && v && slots), fn, "k/v/slots", "null", "must not be null");
+  if (T == 0) return;
+  const int64_t warps = T * kv.n_kv_heads * ((kv.head_dim + 31) / 32) * 2;
+  attn::kv_append_kernel<<<unsigned((warps + 7) / 8), 256, 0, cudaStream_t(stream)>>>(
+      k, v, slots, T, kv.n_kv_heads, kv.head_dim, kv.block_tokens, kv.k_type, kv.v_type,
+      kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim),
+      static_cast<uint8_t*>(const_cast<void*>(kv.k)), static_cast<uint8_t*>(const_cast<void*>(kv.v)));
+  LLMK_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace llmk

@@ -1,0 +1,141 @@
+// CUDA paths of the paged cache against the oracle: the append-and-quantize
+// kernel bitwise equal to the host quantizer (every type, head_dim 80's
+// partial group, the slots of two sequences), and paged decode for every storage type,
+// MHA/GQA/MQA (incl. > 8 query heads per kv head: several CTAs per head),
+// every head_dim, and the launch configurations a launcher can pick (one CTA
+// per (seq, head), split-K with the merge kernel, the automatic choice).
+// Suites *CudaSanitize* run small shapes under compute-sanitizer.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tests/attention/attn_fixture.hpp"
+
+using namespace llmk;
+using test::DeviceGuarded;
+using test::Filled;
+
+namespace {
+template <class T>
+struct Dev {  // a plain device copy of a host vector
+  T* p = nullptr;
+  explicit Dev(const std::vector<T>& h) {
+    cudaMalloc(&p, std::max<size_t>(1, h.size()) * sizeof(T));
+    cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  Dev(const void* h, size_t bytes) {
+    cudaMalloc(&p, bytes);
+    cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice);
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+};
+
+struct Shape {
+  int64_t Hq, Hkv, D;
+};
+
+// Decode on the device over a copy of the fixture's host cache, against the
+// oracle over the dequantized rows (float accumulation; 1e-5 abs + rel as on the CPU).
+void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_t>& lens, int bt) {
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
+  const Filled f = test::make_filled(cfg, lens, uint64_t(s.D + s.Hq));
+  const KvLayerView hv = f.cache->layer(0);
+  const size_t kb = size_t(hv.num_blocks * s.Hkv * bt * kv_row_bytes(kt, s.D));
+  const size_t vb = size_t(hv.num_blocks * s.Hkv * bt * kv_row_bytes(vt, s.D));
+  Dev<uint8_t> dk(hv.k, kb), dv(hv.v, vb);
+  Dev<int64_t> ip(f.pages.indptr);
+  Dev<int32_t> ix(f.pages.indices), ll(f.pages.last_len);
+  KvLayerView dvw = hv;
+  dvw.k = dk.p, dvw.v = dv.p, dvw.device = Device::cuda;
+  PageTableView pv{ip.p, ix.p, ll.p, int64_t(lens.size()), Device::cuda};
+  const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
+  std::vector<float> q(static_cast<size_t>(n));
+  test::fill_normal(q.data(), q.size(), 3);
+  Dev<float> dq(q);
+  std::vector<int64_t> qo(static_cast<size_t>(B + 1));
+  for (int64_t b = 0; b <= B; ++b) qo[size_t(b)] = b;
+  std::vector<double> want(static_cast<size_t>(n));
+  const double scale = 1 / std::sqrt(double(s.D));
+  attention_reference(q.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
+                      want.data());
+  const int64_t max_len = *std::max_element(lens.begin(), lens.end());
+  for (int splits : {1, 2, 7, 0}) {
+    DeviceGuarded<float> out(static_cast<size_t>(n));
+    AttentionOptions opt;
+    opt.splits = splits;
+    opt.max_kv_len = max_len;
+    attention_decode(dq.p, dvw, pv, s.Hq, float(scale), out.data(), opt);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_TRUE(out.guard_intact());
+    const auto got = out.download();
+    ASSERT_TRUE(test::all_close(got.data(), want.data(), size_t(n), 1e-5, 1e-5,
+                                std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) +
+                                    " Hq=" + std::to_string(s.Hq) + " splits=" + std::to_string(splits)));
+  }
+}
+}  // namespace
+
+TEST(AttentionCuda, DecodeEveryTypeShapeAndSplit) {
+  LLMK_REQUIRE_CUDA();
+  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {32, 1, 96}, {32, 8, 128}, {4, 2, 256}};
+  const std::pair<KvType, KvType> types[] = {{KvType::f32, KvType::f32}, {KvType::f16, KvType::f16},
+                                             {KvType::bf16, KvType::bf16}, {KvType::int8, KvType::int8},
+                                             {KvType::int4, KvType::int4}, {KvType::int8, KvType::int4}};
+  for (const Shape& s : shapes)
+    for (auto [kt, vt] : types) check_decode(s, kt, vt, {1, 17, 1023, 1025, 3000}, 16);
+}
+
+TEST(AttentionCudaSanitize, DecodeSmall) {
+  LLMK_REQUIRE_CUDA();
+  check_decode({4, 2, 64}, KvType::f32, KvType::f32, {1, 5, 40}, 16);
+  check_decode({12, 1, 80}, KvType::int4, KvType::int8, {3, 33}, 8);
+}
+
+namespace {
+void check_append(KvType kt, KvType vt, int64_t D) {
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = 3, cfg.head_dim = D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = 16;
+  cfg.budget_bytes = 8 * kv_block_bytes(cfg);
+  KvCache host(cfg);
+  const int64_t a = host.add_sequence(), b = host.add_sequence();
+  std::vector<int64_t> slots;
+  host.append(a, std::vector<int32_t>(20, 1), &slots);
+  host.append(b, std::vector<int32_t>(30, 2), &slots);  // 50 tokens over scattered blocks
+  const int64_t T = int64_t(slots.size());
+  std::vector<float> k(static_cast<size_t>(T * 3 * D)), v(k.size());
+  test::fill_normal(k.data(), k.size(), 1, 0.2, 2.0);
+  test::fill_normal(v.data(), v.size(), 2, -0.5, 1.0);
+  k[7] = 300.0f;  // an outlier
+  host.write(0, slots, k.data(), v.data());
+  const KvLayerView hv = host.layer(0);
+  const size_t kb = size_t(hv.num_blocks * 3 * 16 * kv_row_bytes(kt, D));
+  const size_t vb = size_t(hv.num_blocks * 3 * 16 * kv_row_bytes(vt, D));
+  DeviceGuarded<uint8_t> dk(kb), dv(vb);
+  cudaMemset(dk.data(), 0, kb);
+  cudaMemset(dv.data(), 0, vb);
+  Dev<float> dkx(k), dvx(v);
+  Dev<int64_t> ds(slots);
+  KvLayerView dvw = hv;
+  dvw.k = dk.data(), dvw.v = dv.data(), dvw.device = Device::cuda;
+  kv_append_cuda(dvw, dkx.p, dvx.p, ds.p, T);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_TRUE(dk.guard_intact() && dv.guard_intact());
+  const auto gk = dk.download(), gv = dv.download();
+  EXPECT_EQ(0, std::memcmp(gk.data(), hv.k, kb)) << kv_type_name(kt) << " D=" << D;
+  EXPECT_EQ(0, std::memcmp(gv.data(), hv.v, vb)) << kv_type_name(vt) << " D=" << D;
+}
+}  // namespace
+
+TEST(AttentionCuda, AppendQuantizesLikeTheHost) {
+  LLMK_REQUIRE_CUDA();
+  for (KvType t : {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4})
+    for (int64_t D : {64, 80, 128}) check_append(t, t == KvType::int4 ? KvType::int8 : t, D);
+}
+
+TEST(AttentionCudaSanitize, AppendSmall) {
+  LLMK_REQUIRE_CUDA();
+  check_append(KvType::int4, KvType::int8, 80);
+}
