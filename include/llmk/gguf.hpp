@@ -52,6 +52,11 @@ bool ggml_type_supported(GgmlType t);
 int64_t ggml_block_elems(GgmlType t);
 int64_t ggml_block_bytes(GgmlType t);
 
+// Row of n elements (n a multiple of the type's block) stored as `t` -> f32 (overwritten):
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1; InvalidArgument naming the type otherwise. The scalar
+// reference path, e.g. for embedding lookups (one row per token) and tests.
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+
 // Metadata value types (the GGUF spec's ids).
 enum class ValueType : uint32_t {
   u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7, string = 8,

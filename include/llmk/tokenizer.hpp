@@ -7,8 +7,10 @@
 // "smollm" and the StarCoder family: every \p{N} digit alone, then GPT-2's regex), done by
 // hand over Unicode category tables (src/tokenizer/unicode_tables.cpp); 3. each word's UTF-8
 // bytes are mapped to GPT-2's printable byte alphabet and merged by BPE, lowest merge rank
-// first; a piece with no token falls back to its single bytes. Invalid UTF-8 in the input
-// becomes U+FFFD (as llama.cpp does). Output matches llama.cpp's llama_tokenize.
+// first (merges whose parts or result are not tokens are ignored, as Hugging Face's
+// tokenizers refuse them). Invalid UTF-8 in the input becomes U+FFFD (as llama.cpp does).
+// Output matches llama.cpp's llama_tokenize (python/tests/test_tokenizer_llamacpp.py).
+// encode/decode are const and keep no state: one Tokenizer serves many threads.
 // decode: byte-level pieces map back to bytes; CONTROL tokens render as their text unless
 // skip_special. Token ids are int32_t; bad ids are an InvalidArgument naming the id.
 #pragma once
@@ -61,14 +63,29 @@ class Tokenizer {
   const std::string& chat_template() const { return chat_template_; }  // "" when absent
 
  private:
+  // Transparent hashing: lookups by string_view allocate nothing.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
   void check_id(int32_t id, const char* fn) const;
-  void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  // (left id, right id) -> (rank, merged id), open addressing with linear probing.
+  struct MergeTable {
+    std::vector<uint64_t> keys;  // UINT64_MAX: empty slot
+    std::vector<std::pair<int32_t, int32_t>> vals;
+    const std::pair<int32_t, int32_t>* find(int32_t left, int32_t right) const;
+    void insert(int32_t left, int32_t right, std::pair<int32_t, int32_t> val);
+  };
+  struct Scratch;
+  void bpe_word(std::string_view raw, Scratch& s, std::vector<int32_t>& out) const;
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
-  std::unordered_map<std::string, int32_t> token_id_;
-  std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank (line number)
+  StringMap token_id_;
+  MergeTable merges_;           // merges whose two parts and result are all tokens
+  std::vector<int32_t> byte_id_;  // [256]: the token of each byte's symbol, -1 if none
   std::vector<int32_t> special_;  // CONTROL / USER_DEFINED ids, longest text first
   std::vector<int32_t> eog_;
   PreTokenizer pre_ = PreTokenizer::gpt2;

@@ -81,7 +81,7 @@ def _write(w, tensors: dict[str, np.ndarray], ggml_type: str):
         if qt is None:
             w.add_tensor(name, data)
         else:
-            w.add_tensor(name, data, raw_shape=a.shape, raw_dtype=qt)
+            w.add_tensor(name, data, raw_dtype=qt)  # data: bytes [rows, row bytes]
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

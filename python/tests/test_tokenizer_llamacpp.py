@@ -2,7 +2,8 @@
 identical token ids for a text set with Unicode (accents, CJK, emoji, combining marks, other
 scripts and number systems), digits, runs of whitespace and newlines, code, and special tokens;
 for 2000 random strings; for the ChatML prompt rendered by the GGUF's own Jinja template; and
-on a small random vocabulary written with the gguf package (fixtures). llmk runs through
+on a small random vocabulary written with the gguf package (fixtures); and checks that the
+fixtures' random models load and run in llama.cpp. llmk runs through
 `llmk tokenize --json`. Skips, saying why, when llama_cpp, the CLI or the model is missing.
 """
 import json
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gguf_fixtures import byte_level_vocab, default_model, write_llama
+from gguf_fixtures import byte_level_vocab, default_model, write_gpt2, write_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
@@ -157,3 +158,19 @@ def test_fixture_vocabulary_matches_llamacpp(tmp_path, pre):
     got = llmk_ids_lines(model, texts)
     for t, g in zip(texts, got):
         assert g == ref.tokenize(t.encode(), add_bos=False, special=True), t
+
+
+@pytest.mark.parametrize("ggml_type", ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"])
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_fixture_models_run_in_llamacpp(tmp_path, arch, ggml_type):
+    """The random models of gguf_fixtures are valid for llama.cpp: it loads them and computes
+    finite logits over the whole vocabulary (what the engine's tests compare against)."""
+    import numpy as np
+
+    write = write_llama if arch == "llama" else write_gpt2
+    path = write(tmp_path / f"{arch}-{ggml_type}.gguf", ggml_type=ggml_type)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False)
+    llm.eval([5, 6, 7, 8])
+    logits = np.array(llm.scores[:4])
+    assert logits.shape == (4, len(byte_level_vocab()[0]))
+    assert np.isfinite(logits).all() and np.abs(logits).max() > 0

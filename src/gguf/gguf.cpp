@@ -200,10 +200,14 @@ void Parser::parse(File& f) {
     if (ti.ne[0] % be != 0)
       fail(dims_at, what + ": ne[0] = " + std::to_string(ti.ne[0]) + " is not a multiple of " + ggml_type_name(ti.type) +
                         "'s block of " + std::to_string(be));
+    // Both bounds before any multiplication by the block size (another dim may be 0, so a
+    // row can be larger than the whole tensor).
+    const uint64_t row_blocks = uint64_t(ti.ne[0]) / uint64_t(be), blocks = n / uint64_t(be);
+    if (row_blocks > b.size() / uint64_t(bb) || blocks > b.size() / uint64_t(bb))
+      fail(dims_at, what + ": " + std::to_string(n) + " elements (rows of " + std::to_string(ti.ne[0]) +
+                        ") cannot fit in the file");
     ti.n_elements = int64_t(n);
-    ti.row_bytes = ti.ne[0] / be * bb;  // ne[0] <= n, and bb <= 8 * be: no overflow before the check below
-    const uint64_t blocks = n / uint64_t(be);
-    if (blocks > (b.size()) / uint64_t(bb)) fail(dims_at, what + ": " + std::to_string(n) + " elements cannot fit in the file");
+    ti.row_bytes = int64_t(row_blocks * uint64_t(bb));
     ti.n_bytes = int64_t(blocks * uint64_t(bb));
     const uint64_t off_at = pos;
     ti.offset = read<uint64_t>(what + " offset");

@@ -58,12 +58,27 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
                  "must equal tokens.size() = " + std::to_string(tokens_.size()));
   token_id_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) token_id_.emplace(tokens_[i], int32_t(i));  // first id wins
-  merge_rank_.reserve(merges.size());
+  // The merge table, sized to a power of two at most half full.
+  size_t cap = 16;
+  while (cap < 2 * merges.size()) cap *= 2;
+  merges_.keys.assign(cap, UINT64_MAX);
+  merges_.vals.resize(cap);
+  std::string joined;
   for (size_t r = 0; r < merges.size(); ++r) {
     const size_t sp = merges[r].find(' ', 1);
     LLMK_CHECK_ARG(sp != std::string::npos, fn, "merges[" + std::to_string(r) + "]", merges[r],
                    "must be two pieces separated by a space");
-    merge_rank_.emplace(merges[r], int32_t(r));
+    const std::string_view m = merges[r];
+    joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
+    const int32_t l = find(m.substr(0, sp)), rr = find(m.substr(sp + 1)), res = find(joined);
+    if (l >= 0 && rr >= 0 && res >= 0 && !merges_.find(l, rr)) merges_.insert(l, rr, {int32_t(r), res});
+  }
+  const ByteMap& bm = byte_map();
+  byte_id_.resize(256);
+  for (int b = 0; b < 256; ++b) {
+    std::string sym;
+    unicode::append_utf8(sym, bm.to_cp[size_t(b)]);
+    byte_id_[size_t(b)] = find(sym);
   }
   for (size_t i = 0; i < tokens_.size(); ++i)
     if (is_special_type(types_[i]) && !tokens_[i].empty()) special_.push_back(int32_t(i));
@@ -120,65 +135,81 @@ TokenType Tokenizer::type(int32_t id) const {
   return types_[size_t(id)];
 }
 int32_t Tokenizer::find(std::string_view p) const {
-  auto it = token_id_.find(std::string(p));
+  auto it = token_id_.find(p);
   return it == token_id_.end() ? -1 : it->second;
 }
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && (id == eos_ || std::find(eog_.begin(), eog_.end(), id) != eog_.end());
 }
 
-// BPE over one pre-tokenized word (already in the byte-level alphabet, as UTF-8).
-void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const {
+static size_t slot_of(int32_t left, int32_t right, size_t mask) {
+  const uint64_t k = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+  return size_t((k * 0x9E3779B97F4A7C15ull) >> 20) & mask;  // Fibonacci hashing
+}
+
+const std::pair<int32_t, int32_t>* Tokenizer::MergeTable::find(int32_t left, int32_t right) const {
+  const uint64_t k = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+  const size_t mask = keys.size() - 1;
+  for (size_t i = slot_of(left, right, mask);; i = (i + 1) & mask) {
+    if (keys[i] == k) return &vals[i];
+    if (keys[i] == UINT64_MAX) return nullptr;
+  }
+}
+
+void Tokenizer::MergeTable::insert(int32_t left, int32_t right, std::pair<int32_t, int32_t> val) {
+  const size_t mask = keys.size() - 1;
+  size_t i = slot_of(left, right, mask);
+  while (keys[i] != UINT64_MAX) i = (i + 1) & mask;
+  keys[i] = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+  vals[i] = val;
+}
+
+// Reused across the words of one encode() call.
+struct Tokenizer::Scratch {
   struct Sym {
-    size_t start, len;
+    int32_t id;  // token id, -1 for a byte whose symbol is not in the vocabulary
     int prev, next;
   };
-  std::vector<Sym> syms;
-  for (size_t i = 0; i < word.size();) {
-    const size_t len = size_t(std::max(1, unicode::utf8_sequence_length(word.substr(i))));
-    syms.push_back({i, len, int(syms.size()) - 1, int(syms.size()) + 1});
-    i += len;
-  }
-  syms.back().next = -1;
   struct Bigram {
     int32_t rank;
     int left;
-    size_t len;  // combined byte length when queued: a stale entry no longer matches
+    int32_t left_id, right_id;  // the pair when queued: a stale entry no longer matches
+    int32_t merged;             // the token the pair becomes
     bool operator<(const Bigram& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
+  std::vector<Sym> syms;
   std::priority_queue<Bigram> queue;
-  std::string key;
+};
+
+// BPE over one pre-tokenized word (raw UTF-8 bytes): one symbol per byte (its symbol in GPT-2's
+// byte alphabet), then merges by rank, then the ids of what is left.
+void Tokenizer::bpe_word(std::string_view raw, Scratch& s, std::vector<int32_t>& out) const {
+  auto& syms = s.syms;
+  syms.clear();
+  for (size_t i = 0; i < raw.size(); ++i)
+    syms.push_back({byte_id_[uint8_t(raw[i])], int(i) - 1, i + 1 < raw.size() ? int(i) + 1 : -1});
   auto push_pair = [&](int l) {
     if (l < 0 || syms[size_t(l)].next < 0) return;
-    const Sym& a = syms[size_t(l)];
-    const Sym& b = syms[size_t(a.next)];
-    key.assign(word.substr(a.start, a.len)).append(" ").append(word.substr(b.start, b.len));
-    auto it = merge_rank_.find(key);
-    if (it != merge_rank_.end()) queue.push({it->second, l, a.len + b.len});
+    const int32_t a = syms[size_t(l)].id, b = syms[size_t(syms[size_t(l)].next)].id;
+    if (a < 0 || b < 0) return;
+    if (const auto* m = merges_.find(a, b)) s.queue.push({m->first, l, a, b, m->second});
   };
   for (int i = 0; i + 1 < int(syms.size()); ++i) push_pair(i);
-  while (!queue.empty()) {
-    const Bigram top = queue.top();
-    queue.pop();
-    Sym& a = syms[size_t(top.left)];
-    if (a.len == 0 || a.next < 0 || a.len + syms[size_t(a.next)].len != top.len) continue;  // stale
-    Sym& b = syms[size_t(a.next)];
-    a.len += b.len;
-    b.len = 0;
+  while (!s.queue.empty()) {
+    const Scratch::Bigram top = s.queue.top();
+    s.queue.pop();
+    Scratch::Sym& a = syms[size_t(top.left)];
+    if (a.id != top.left_id || a.next < 0 || syms[size_t(a.next)].id != top.right_id) continue;  // stale
+    Scratch::Sym& b = syms[size_t(a.next)];
+    a.id = top.merged;
+    b.id = -1;  // b is gone: its own queued pairs must read as stale
     a.next = b.next;
     if (a.next >= 0) syms[size_t(a.next)].prev = top.left;
     push_pair(a.prev);
     push_pair(top.left);
   }
-  for (int i = 0; i >= 0; i = syms[size_t(i)].next) {
-    const std::string_view s = word.substr(syms[size_t(i)].start, syms[size_t(i)].len);
-    if (const int32_t id = find(s); id >= 0) {
-      out.push_back(id);
-      continue;
-    }
-    for (char c : s)  // no token for the piece: its single bytes, where they are tokens
-      if (const int32_t id = find(std::string_view(&c, 1)); id >= 0) out.push_back(id);
-  }
+  for (int i = syms.empty() ? -1 : 0; i >= 0; i = syms[size_t(i)].next)
+    if (syms[size_t(i)].id >= 0) out.push_back(syms[size_t(i)].id);
 }
 
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
@@ -186,15 +217,13 @@ void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) c
   std::vector<size_t> ends;
   if (pre_ == PreTokenizer::digits_then_gpt2) unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends);
   else unicode::split_gpt2(cps, 0, cps.size(), ends);
-  const ByteMap& bm = byte_map();
-  std::string raw, word;
+  Scratch scratch;
+  std::string raw;
   size_t begin = 0;
   for (size_t end : ends) {
     raw.clear();
     for (size_t i = begin; i < end; ++i) unicode::append_utf8(raw, cps[i]);
-    word.clear();
-    for (unsigned char c : raw) unicode::append_utf8(word, bm.to_cp[c]);
-    bpe_word(word, out);
+    bpe_word(raw, scratch, out);
     begin = end;
   }
 }

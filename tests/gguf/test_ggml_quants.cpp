@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "llmk/ggml_quants.hpp"
+#include "llmk/gguf.hpp"
 #include "tests/common/testutil.hpp"
 
 namespace llmk {
@@ -115,6 +116,49 @@ TEST(GgmlQuants, RoundTripWithinDerivedBounds) {
     dequantize_row_q4_1_ref(q41.data(), y.data(), n);
     check("q4_1", [&](float, float mn, float mx) { const float d = (mx - mn) / 15; return d / 2 + 15 * d * h + std::fabs(mn) * h; });
   }
+}
+
+// gguf::dequantize_row dispatches each supported type to its reference conversion.
+TEST(GgmlQuants, DequantizeRowEveryType) {
+  constexpr size_t N = 1056;  // 33 blocks
+  const int64_t n = int64_t(N);
+  std::mt19937 rng(5);
+  std::vector<uint8_t> raw(N * 4);
+  for (auto& b : raw) b = uint8_t(rng());
+  std::vector<uint16_t> halves(N);
+  for (auto& h : halves) h = uint16_t(rng() & 0x7bff);  // finite f16 (exponent < 31) and bf16
+  std::vector<BlockQ8_0> q8(N / 32);
+  std::vector<BlockQ4_0> q40(N / 32);
+  std::vector<BlockQ4_1> q41(N / 32);
+  for (size_t b = 0; b < q8.size(); ++b) {
+    q8[b].d = q40[b].d = q41[b].d = halves[b];
+    q41[b].m = halves[b + 40];
+    for (int j = 0; j < 32; ++j) q8[b].qs[j] = int8_t(raw[b * 32 + size_t(j)]);
+    for (int j = 0; j < 16; ++j) q40[b].qs[j] = q41[b].qs[j] = raw[b * 16 + size_t(j) + 7];
+  }
+  std::vector<float> want(N);
+  test::Guarded<float> got(N);
+  auto check = [&](gguf::GgmlType t, const void* src) {
+    gguf::dequantize_row(t, src, got.data(), n);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), N * 4), 0) << gguf::ggml_type_name(t);
+    EXPECT_TRUE(got.guard_intact());
+  };
+  std::vector<float> f32(N);
+  for (int64_t i = 0; i < n; ++i) f32[size_t(i)] = float(i) * 0.25f - 7.0f;
+  want = f32;
+  check(gguf::GgmlType::F32, f32.data());
+  for (int64_t i = 0; i < n; ++i) want[size_t(i)] = f16_bits_to_f32(halves[size_t(i)]);
+  check(gguf::GgmlType::F16, halves.data());
+  for (int64_t i = 0; i < n; ++i) want[size_t(i)] = bf16_bits_to_f32(halves[size_t(i)]);
+  check(gguf::GgmlType::BF16, halves.data());
+  dequantize_row_q8_0_ref(q8.data(), want.data(), n);
+  check(gguf::GgmlType::Q8_0, q8.data());
+  dequantize_row_q4_0_ref(q40.data(), want.data(), n);
+  check(gguf::GgmlType::Q4_0, q40.data());
+  dequantize_row_q4_1_ref(q41.data(), want.data(), n);
+  check(gguf::GgmlType::Q4_1, q41.data());
+  EXPECT_THROW(gguf::dequantize_row(gguf::GgmlType::Q4_K, q8.data(), got.data(), 256), InvalidArgument);
+  EXPECT_THROW(gguf::dequantize_row(gguf::GgmlType::Q8_0, q8.data(), got.data(), 33), InvalidArgument);
 }
 
 TEST(GgmlQuants, RejectsLengthsNotMultipleOf32) {

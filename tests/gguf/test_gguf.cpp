@@ -307,6 +307,9 @@ TEST(GgufMalformed, TensorInfoErrors) {
   expect_format_error(one({33}, 2, 0, 64), {"ne[0] = 33 is not a multiple of Q4_0's block of 32"});
   expect_format_error(one({8}, 0, 0, 64, std::string(64, 'n')), {"name longer than 63 bytes"});
   EXPECT_NO_THROW(File::parse(one({8}, 0, 0, 64, std::string(63, 'n'))));
+  // A huge row with a zero dim elsewhere: no elements, but the row size would overflow
+  // (found by fuzz_gguf).
+  expect_format_error(one({uint64_t(1) << 62, 0}, 0, 0, 64), {"tensor 'w'", "cannot fit in the file"});
   // Zero-sized dims are legal (an empty tensor).
   EXPECT_NO_THROW(File::parse(one({0, 4}, 0, 0, 0)));
   Bytes dup = Bytes().header(2, 0).tensor("w", {8}, 0, 0).tensor("w", {8}, 0, 32).pad(32);

@@ -100,10 +100,66 @@ TEST(Tokenizer, MergesApplyByRankNotPosition) {
     const Tokenizer t = small_tokenizer({"b c", "a b"});
     EXPECT_EQ(t.encode("abc"), (std::vector<int32_t>{'a', t.find("bc")}));
   }
+  {  // runs of one symbol: pairs overlap, and a pair whose right symbol was merged away is stale
+    const Tokenizer t = small_tokenizer({"a a", "aa aa"});
+    EXPECT_EQ(t.encode("aaaaa"), (std::vector<int32_t>{t.find("aaaa"), 'a'}));
+    EXPECT_EQ(t.encode("aaaaaaa"), (std::vector<int32_t>{t.find("aaaa"), t.find("aa"), 'a'}));
+  }
   {  // merges build on merges; the space is 'Ġ' (U+0120) in byte-level form
     const Tokenizer t = small_tokenizer({"l l", "h e", "he ll", "hell o", "\xc4\xa0 w"});
     EXPECT_EQ(t.encode("hello w"), (std::vector<int32_t>{t.find("hello"), t.find("\xc4\xa0w")}));
     EXPECT_EQ(t.decode(t.encode("hello w")), "hello w");
+  }
+}
+
+// The oracle: plain BPE, O(n^2) per word. Repeatedly merge the adjacent pair of lowest rank
+// (leftmost among equals) until no pair has a rank.
+std::vector<std::string> reference_bpe(const std::string& word, const std::vector<std::string>& merges) {
+  std::vector<std::string> sym;
+  for (size_t i = 0; i < word.size();) {
+    const size_t len = size_t(unicode::utf8_sequence_length(std::string_view(word).substr(i)));
+    sym.push_back(word.substr(i, len));
+    i += len;
+  }
+  while (sym.size() > 1) {
+    size_t best = merges.size(), at = 0;
+    for (size_t i = 0; i + 1 < sym.size(); ++i)
+      for (size_t r = 0; r < best; ++r)
+        if (merges[r] == sym[i] + " " + sym[i + 1]) {
+          best = r;
+          at = i;
+          break;
+        }
+    if (best == merges.size()) break;
+    sym[at] += sym[at + 1];
+    sym.erase(sym.begin() + std::ptrdiff_t(at) + 1);
+  }
+  return sym;
+}
+
+TEST(Tokenizer, MatchesReferenceBpeOnRandomWords) {
+  // Random vocabularies: each merge joins two existing tokens (letters a, b, c and earlier
+  // merges) into a new one, so merges overlap and nest like trained ones (long runs of one
+  // letter, long + short, ...). Words are random strings over the same letters.
+  std::mt19937 rng(11);
+  for (int vocab = 0; vocab < 20; ++vocab) {
+    std::vector<std::string> pieces{"a", "b", "c"}, merges;
+    while (merges.size() < 60) {
+      const std::string& l = pieces[rng() % pieces.size()];
+      const std::string& r = pieces[rng() % std::min<size_t>(pieces.size(), 3 + rng() % 6)];
+      if (std::find(pieces.begin(), pieces.end(), l + r) != pieces.end()) continue;
+      merges.push_back(l + " " + r);
+      pieces.push_back(l + r);
+    }
+    const Tokenizer t = small_tokenizer(merges);
+    for (int iter = 0; iter < 200; ++iter) {
+      std::string word;
+      const int letters = 1 + int(rng() % 3);
+      for (int k = 1 + int(rng() % 48); k > 0; --k) word += char('a' + rng() % letters);
+      std::vector<int32_t> want;
+      for (const std::string& piece : reference_bpe(word, merges)) want.push_back(t.find(piece));
+      ASSERT_EQ(t.encode(word), want) << "vocabulary " << vocab << ", word '" << word << "'";
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 // '\n'), one result per line: a quick way to compare many texts with another tokenizer.
 // --chat renders TEXT as one user message in the model's ChatML template (with its default
 // system prompt and the assistant prompt) before tokenizing: what `llmk chat` feeds the model.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -50,7 +51,8 @@ std::string escape(const std::string& s, bool json) {
   return out;
 }
 
-void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n_bytes, bool json) {
+// One result; the summary line (not in JSON) gives the encode time.
+void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n_bytes, double ms, bool json) {
   if (json) {
     std::string line = "{\"ids\": [";
     for (size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
@@ -60,7 +62,8 @@ void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n
     return;
   }
   for (int32_t id : ids) std::printf("%6d  '%s'\n", id, escape(tok.token_bytes(id), false).c_str());
-  std::printf("%zu tokens, %zu bytes\n", ids.size(), n_bytes);
+  std::printf("%zu tokens, %zu bytes, encoded in %.2f ms (%.2f MB/s)\n", ids.size(), n_bytes, ms,
+              ms > 0 ? double(n_bytes) / ms / 1e3 : 0.0);
 }
 
 int run_tokenize(llmk::cli::Args& args) {
@@ -94,12 +97,17 @@ int run_tokenize(llmk::cli::Args& args) {
     const llmk::ChatMessage msg{"user", text};
     text = llmk::render_chatml({&msg, 1}, true, llmk::chatml_default_system(tok.chat_template()));
   }
+  auto encode = [&](const std::string& t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int32_t> ids = tok.encode(t, !no_special, bos);
+    print(tok, ids, t.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), json);
+  };
   if (!lines) {
-    print(tok, tok.encode(text, !no_special, bos), text.size(), json);
+    encode(text);
     return 0;
   }
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) print(tok, tok.encode(line, !no_special, bos), line.size(), json);
+  for (std::string line; std::getline(in, line);) encode(line);
   return 0;
 }
 
