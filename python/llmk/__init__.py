@@ -5,6 +5,7 @@ CUDA tensors when llmk was built with CUDA and a device is present). Outputs
 are allocated with the caller's library, on the caller's device.
 """
 from . import _llmk
+from .norm import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward  # noqa: F401
 from ._llmk import (cuda_compiled, cuda_device_count, num_threads, set_num_threads, set_simd_limit,
                     simd_level)
 

@@ -113,14 +113,16 @@ class F32Param {
   Stream stream_;
 };
 
-void run_forward(const norm::FwdArgs& a, DType t, bool rms, Device dev, Stream stream) {
+void run_forward(norm::FwdArgs a, DType t, bool rms, Device dev, Stream stream) {
+  a.nt = norm_cpu::stream_outputs(2 * a.N * a.D * int64_t(dtype_size(t)));  // reads x, writes y
   if (dev == Device::cpu) return norm_cpu::forward(a, t, rms);
 #ifdef LLMK_HAVE_CUDA
   LLMK_CUDA_CHECK(norm_cuda::forward(a, t, rms, reinterpret_cast<cudaStream_t>(stream)));
 #endif
 }
 
-void run_backward(const norm::BwdArgs& a, DType t, bool rms, float* dw, float* db, Device dev, Stream stream) {
+void run_backward(norm::BwdArgs a, DType t, bool rms, float* dw, float* db, Device dev, Stream stream) {
+  a.nt = norm_cpu::stream_outputs(3 * a.N * a.D * int64_t(dtype_size(t)));  // reads x, dy, writes dx
   if (dev == Device::cpu) return norm_cpu::backward(a, t, rms, dw, db);
 #ifdef LLMK_HAVE_CUDA
   LLMK_CUDA_CHECK(norm_cuda::backward(a, t, rms, dw, db, reinterpret_cast<cudaStream_t>(stream)));
@@ -141,7 +143,7 @@ void layer_norm(const TensorView& x, const TensorView& weight, const TensorView&
   check_f32_vector(fn, "rstd", rstd, x.rows(), x);
   if (x.rows() == 0) return;
   const F32Param w(weight, stream), b(bias, stream);
-  const norm::FwdArgs a{x.data,      x.row_stride(),     w.get(),           b.get(), eps, y.data, y.row_stride(),
+  const norm::FwdArgs a{x.data, x.row_stride(), w.get(), b.get(), eps, y.data, y.row_stride(),
                         mean.ptr<float>(), rstd.ptr<float>(), x.rows(), x.cols(), false};
   run_forward(a, x.dtype, false, x.device, stream);
 }
@@ -156,7 +158,7 @@ void rms_norm(const TensorView& x, const TensorView& weight, float eps, const Te
   check_f32_vector(fn, "rstd", rstd, x.rows(), x);
   if (x.rows() == 0) return;
   const F32Param w(weight, stream);
-  const norm::FwdArgs a{x.data,  x.row_stride(),    w.get(),  nullptr,  eps,  y.data, y.row_stride(),
+  const norm::FwdArgs a{x.data, x.row_stride(), w.get(), nullptr, eps, y.data, y.row_stride(),
                         nullptr, rstd.ptr<float>(), x.rows(), x.cols(), false};
   run_forward(a, x.dtype, true, x.device, stream);
 }
@@ -174,7 +176,7 @@ void backward_common(const char* fn, bool rms, const TensorView& dy, const Tenso
   if (!dweight.empty()) check_f32_vector(fn, "dweight", dweight, x.cols(), x);
   if (!dbias.empty()) check_f32_vector(fn, "dbias", dbias, x.cols(), x);
   const F32Param w(weight, stream);
-  const norm::BwdArgs a{dy.data, dy.row_stride(), x.data,  x.row_stride(), w.get(), rms ? nullptr : mean.ptr<float>(),
+  const norm::BwdArgs a{dy.data, dy.row_stride(), x.data, x.row_stride(), w.get(), rms ? nullptr : mean.ptr<float>(),
                         rstd.ptr<float>(), dx.data, dx.row_stride(), x.rows(), x.cols(), false};
   run_backward(a, x.dtype, rms, dweight.ptr<float>(), dbias.ptr<float>(), x.device, stream);
 }

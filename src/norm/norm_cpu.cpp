@@ -40,20 +40,17 @@ int threads_for(int64_t N, int64_t D) {
   return int(std::min<int64_t>({num_threads(), by_work, std::max<int64_t>(N, 1)}));
 }
 
-// Outputs larger than the last-level cache are streamed past it.
-bool stream_output(int64_t N, int64_t D, DType t) {
+}  // namespace
+
+bool stream_outputs(int64_t bytes) {
   static const int64_t llc = [] {
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     return l3 > 0 ? int64_t(l3) : int64_t(32) << 20;
   }();
-  return N * D * int64_t(dtype_size(t)) > llc;
+  return bytes > llc;
 }
 
-}  // namespace
-
-void forward(const FwdArgs& args, DType t, bool rms) {
-  FwdArgs a = args;
-  a.nt = stream_output(a.N, a.D, t);
+void forward(const FwdArgs& a, DType t, bool rms) {
   const FwdFn f = kernels().fwd[dtype_index(t)][rms];
   const int nt = threads_for(a.N, a.D);
   if (nt <= 1) return f(a, 0, a.N);
@@ -64,9 +61,7 @@ void forward(const FwdArgs& args, DType t, bool rms) {
   }
 }
 
-void backward(const BwdArgs& args, DType t, bool rms, float* dw, float* db) {
-  BwdArgs a = args;
-  a.nt = stream_output(a.N, a.D, t);
+void backward(const BwdArgs& a, DType t, bool rms, float* dw, float* db) {
   const BwdFn f = kernels().bwd[dtype_index(t)][rms];
   const int64_t D = a.D;
   if (dw) std::fill(dw, dw + D, 0.0f);

@@ -25,6 +25,11 @@ const Kernels& kernels_scalar();
 const Kernels& kernels_avx2();
 const Kernels& kernels_avx512();
 
+// True when a call moving `bytes` (inputs + outputs) overflows the last-level
+// cache: nothing of it survives to the next call, so outputs are better
+// written with non-temporal stores (FwdArgs::nt, BwdArgs::nt).
+bool stream_outputs(int64_t bytes);
+
 // All rows on llmk::num_threads() threads (fewer for small inputs). The
 // backward writes dw[D] and db[D] (each optional) from per-thread partials
 // summed in thread order, so the result never depends on timing.

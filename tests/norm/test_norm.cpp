@@ -3,11 +3,13 @@
 // output and between strided rows; special values; the large-mean stability
 // case (a naive one-pass variance fails it, ours passes); determinism; and the
 // error messages of bad arguments.
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "llmk/norm.hpp"
 #include "llmk/parallel.hpp"
+#include "norm/norm_cpu.hpp"
 #include "tests/norm/norm_harness.hpp"
 
 namespace llmk::test {
@@ -31,9 +33,11 @@ bool padding_intact(const Guarded<T>& g, int64_t N, int64_t D, int64_t stride) {
   return true;
 }
 
-// Runs forward and backward of a case through the public API on host memory.
+// Runs forward and backward of a case through the public API on host memory
+// or, with force_nt, through the CPU drivers with non-temporal stores (which
+// the API picks only for tensors larger than the last-level cache).
 template <class T>
-NormOut run_cpu(const NormData<T>& d, const std::string& where) {
+NormOut run_cpu(const NormData<T>& d, const std::string& where, bool force_nt = false) {
   const NormCase& c = d.c;
   const int64_t N = c.N, D = c.D, S = c.stride();
   const DType t = dtype_of<T>();
@@ -49,7 +53,15 @@ NormOut run_cpu(const NormData<T>& d, const std::string& where) {
   const TensorView w = param(d.wf, d.wt, c.has_w), b = param(d.bf, d.bt, c.has_b);
   const auto mat = [&](auto& g) { return TensorView::matrix(g.data(), t, N, D, S); };
   const auto vec = [](auto& g, int64_t n) { return TensorView::vector(g.data(), DType::f32, n); };
-  if (c.rms) {
+  if (force_nt) {
+    const float* wf = c.has_w ? d.wf.data() : nullptr;
+    const norm::FwdArgs fa{x.data(), S, wf, c.has_b && !c.rms ? d.bf.data() : nullptr, c.eps, y.data(), S,
+                           c.rms ? nullptr : mean.data(), rstd.data(), N, D, true};
+    const norm::BwdArgs ba{dy.data(), S, x.data(), S, wf, c.rms ? nullptr : mean.data(), rstd.data(), dx.data(), S, N,
+                           D, true};
+    norm_cpu::forward(fa, t, c.rms);
+    norm_cpu::backward(ba, t, c.rms, dw.data(), c.rms ? nullptr : db.data());
+  } else if (c.rms) {
     rms_norm(mat(x), w, c.eps, mat(y), vec(rstd, N));
     rms_norm_backward(mat(dy), mat(x), w, vec(rstd, N), mat(dx), vec(dw, D));
   } else {
@@ -83,6 +95,24 @@ TEST(Norm, EveryPathMatchesReference) {
           }
         }
       });
+}
+
+TEST(Norm, NonTemporalStoresMatchReference) {
+  for (NormCase c : standard_cases()) {
+    if (!c.param_f32) continue;  // the drivers take f32 parameters
+    for (DType t : {DType::f32, DType::bf16})
+      with_dtype(t, [&]<class T>() {
+        const NormData<T> d(c);
+        for (SimdLevel l : simd_levels()) {
+          ScopedSimdLimit lim(l);
+          for (int threads : {1, 2}) {
+            ScopedThreads th(threads);
+            const std::string where = c.name() + " " + dtype_name(t) + " nt " + path_name(l, threads);
+            check_outputs(d, run_cpu(d, where, true), where);
+          }
+        }
+      });
+  }
 }
 
 TEST(Norm, LongRowsAndManyRows) {
@@ -217,17 +247,25 @@ double naive_one_pass_var(const float* x, int64_t D) {
 // more than 50% (0, negative, or far too large); ours stays within the
 // harness tolerances, forward and backward.
 TEST(Norm, LargeMeanRowsDefeatOnePassVarianceButNotOurs) {
+  std::printf("  |mean|   spread  naive one-pass var rel. error   llmk var rel. error (%s)\n",
+              simd_name(simd_level()));
   for (double center : {1e4, 1e5, 1e6, 1e7, 1e8}) {
     const float fc = float(center);
     const double spread = std::max(1.0, 8.0 * double(std::nextafter(fc, INFINITY) - fc));
     const NormCase c{.N = 4, .D = 4096, .seed = 42, .center = center, .spread = spread};
     const NormData<float> d(c);
+    const NormOut ours = run_cpu(d, "demo");
+    double worst_naive = 0, worst_ours = 0;
     for (int64_t n = 0; n < c.N; ++n) {
       const double var_ref = 1.0 / (d.rstd[n] * d.rstd[n]) - c.eps;
       const double naive = naive_one_pass_var(d.x.data() + n * c.D, c.D);
+      const double mine = 1.0 / (double(ours.rstd[n]) * ours.rstd[n]) - c.eps;
+      worst_naive = std::max(worst_naive, std::fabs(naive - var_ref) / var_ref);
+      worst_ours = std::max(worst_ours, std::fabs(mine - var_ref) / var_ref);
       EXPECT_GT(std::fabs(naive - var_ref) / var_ref, 0.5) << "center " << center << ": naive " << naive
                                                             << " vs " << var_ref << " (expected it to fail)";
     }
+    std::printf("  %6.0e  %6.0f  %28.3g   %20.2g\n", center, spread, worst_naive, worst_ours);
     for (SimdLevel l : simd_levels()) {
       ScopedSimdLimit lim(l);
       const std::string where = "center " + std::to_string(center) + " " + simd_name(l);
