@@ -23,8 +23,10 @@
 //      every logit -inf              -> row_max = -inf, lse = -inf.
 //    So `std::isfinite(row_max[b])` is the per-row status flag.
 //  - Arguments: 1 <= K <= V, V <= 2^31 - 1 (int32 indices; offsets are 64-bit),
-//    T > 0 finite with 1/T finite; anything else throws llmk::InvalidArgument
-//    naming the argument. Outputs live on the logits' device.
+//    T > 0 finite with 1/T finite; on CUDA also K <= 1024 when V > 1024.
+//    Anything else throws llmk::InvalidArgument naming the argument. Outputs
+//    live on the logits' device.
+//  - Temperature: the scale is 1/T rounded to f32, applied inside the pass.
 #pragma once
 #include <cstdint>
 

@@ -6,6 +6,7 @@ are allocated with the caller's library, on the caller's device.
 """
 from . import _llmk
 from .norm import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward  # noqa: F401
+from .topk import sample, softmax_topk, uniform01
 from ._llmk import (cuda_compiled, cuda_device_count, num_threads, set_num_threads, set_simd_limit,
                     simd_level)
 

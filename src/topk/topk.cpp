@@ -21,6 +21,8 @@
 
 namespace llmk::topk {
 
+constexpr int64_t kInsertK = 16;
+
 void validate(const char* fn, const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
               bool cpu_only) {
   LLMK_CHECK_ARG(logits.ndim == 2, fn, "logits", logits.describe(), "must be a 2-d view [B, V]");
@@ -68,11 +70,25 @@ void write_special_row(const void* row, DType t, int64_t v, int64_t k, const Sof
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
                 int64_t n, const SoftmaxTopkOut& out, int64_t b) {
   if (std::isnan(st.s) || st.m == kNegInf) return write_special_row(row, t, v, k, out, b);
-  if (n > k) {
+  if (k <= kInsertK && n > k) {
+    // Small k (MoE routing, greedy): one insertion pass keeps the best k sorted in
+    // c[0, k), cheaper than nth_element + sort on a few dozen candidates.
+    std::sort(c, c + k, better);
+    for (int64_t j = k; j < n; ++j) {
+      if (!better(c[j], c[k - 1])) continue;
+      const Cand x = c[j];
+      int64_t i = k - 1;
+      for (; i > 0 && better(x, c[i - 1]); --i) c[i] = c[i - 1];
+      c[i] = x;
+    }
+    n = k;
+  } else if (n > k) {
     std::nth_element(c, c + (k - 1), c + n, better);
     n = k;
+    std::sort(c, c + n, better);
+  } else {
+    std::sort(c, c + n, better);
   }
-  std::sort(c, c + n, better);
   // Fewer than k logits > -inf: every one of them is here; the rest of the
   // output are the lowest-index -inf logits, probability 0.
   for (int64_t j = 0; n < k && j < v; ++j)

@@ -11,7 +11,9 @@
 //  block_per_row: a 256-thread block per row (or per part of a row), 16-byte
 //    loads (4 f32 / 8 f16 or bf16 per thread per step, after a scalar head up
 //    to 16-byte alignment and before a scalar tail). Each element updates the
-//    thread's online (max, sum) and is offered to a shared pool of kPool keys
+//    thread's online (max, sum). For K <= 8 each thread keeps its best 8 keys
+//    sorted in registers and the block sorts its 2048 at the end. Otherwise
+//    each element is offered to a shared pool of kPool keys
 //    when its key beats the threshold (the K-th best key after the last
 //    flush; 0 before). A warp reserves pool slots with one atomicAdd for all
 //    its offers. After a step, if a full step might not fit, the block sorts
@@ -37,6 +39,8 @@ constexpr int kWarpRows = 4;       // rows (warps) per block in warp_per_row
 constexpr int kBlock = 256;        // threads per block in block_per_row / split_row
 constexpr int kPool = 4096;        // shared pool (32 KiB of keys) >= K + one step (256 * 8)
 constexpr int kMaxBlockK = 1024;
+constexpr int kRegK = 8;           // K <= kRegK: per-thread register top-k instead of the pool
+static_assert(kBlock * kRegK <= kPool, "the register lists of a block must fit the pool");
 
 struct Out {
   float* probs;      // [B, K]
@@ -99,6 +103,21 @@ __device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x
   if (want) p.keys[base + __popc(ballot & ((1u << lane) - 1u))] = key;
 }
 
+// Small K: each thread keeps its best kRegK keys sorted in registers (r[0]
+// largest). A key above r[kRegK - 1] replaces it and one unrolled
+// compare-exchange pass moves it into place; most elements cost one compare.
+template <int KR>
+__device__ __forceinline__ void reg_push(uint64_t (&r)[KR], uint64_t key) {
+  if (key <= r[KR - 1]) return;
+  r[KR - 1] = key;
+#pragma unroll
+  for (int i = KR - 1; i > 0; --i) {
+    const uint64_t a = r[i - 1], b = r[i];
+    r[i - 1] = a > b ? a : b;
+    r[i] = a > b ? b : a;
+  }
+}
+
 // Sorts the pool when `force` or when one more step might not fit; keeps the
 // best min(n, k) and raises the threshold to the k-th key.
 __device__ void maybe_flush(Pool& p, int k, bool force) {
@@ -120,7 +139,9 @@ __device__ void maybe_flush(Pool& p, int k, bool force) {
 
 // Scans part `blockIdx.x % splits` of row `blockIdx.x / splits`. splits == 1:
 // writes the row's outputs; else writes (state, K best keys, 0-padded) to ws.
-template <class T>
+// KR > 0 (K <= KR): candidates in per-thread registers, merged by one sort of
+// the block's 256 * KR keys at the end; KR == 0: the threshold-filtered pool.
+template <class T, int KR>
 __global__ void __launch_bounds__(kBlock)
     block_row_kernel(const T* __restrict__ logits /* [B, ld] */, int64_t ld, int v, int k, int splits, float scale,
                      Out out, RowState* ws_state /* [B * splits] */, uint64_t* ws_keys /* [B * splits, K] */) {
@@ -135,26 +156,45 @@ __global__ void __launch_bounds__(kBlock)
   }
   __syncthreads();
   RowState st = empty_state();
+  uint64_t rk[KR > 0 ? KR : 1];
+#pragma unroll
+  for (int i = 0; i < (KR > 0 ? KR : 1); ++i) rk[i] = 0;
+  // Every thread calls visit with a uniform trip count (offer's ballot needs the whole warp).
+  auto visit = [&](bool valid, float f, int64_t j, uint64_t thr) {
+    if constexpr (KR > 0) {
+      if (valid) {
+        state_add(st, f, scale);
+        if (f == f) reg_push(rk, make_key(f, j));
+      }
+    } else {
+      offer(p, st, valid, f, j, scale, thr);
+    }
+  };
   // Head: scalar up to the first 16-byte aligned element (fewer than E elements).
   const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(x + lo) % 16) / int64_t(sizeof(T));
   const int64_t a = min(hi, lo + (mis ? E - mis : 0));
-  offer(p, st, lo + threadIdx.x < a, lo + threadIdx.x < a ? to_float(x[lo + threadIdx.x]) : 0.0f, lo + threadIdx.x,
-        scale, p.thr);
+  visit(lo + threadIdx.x < a, lo + threadIdx.x < a ? to_float(x[lo + threadIdx.x]) : 0.0f, lo + threadIdx.x,
+        p.thr);
   const int64_t nvec = (hi - a) / E, body_end = a + nvec * E;
   for (int64_t v0 = 0; v0 < nvec; v0 += kBlock) {
-    maybe_flush(p, k, false);
+    if constexpr (KR == 0) maybe_flush(p, k, false);
     const uint64_t thr = p.thr;
     const int64_t vi = v0 + threadIdx.x;
     const bool valid = vi < nvec;
     float f[E];
     if (valid) load16(x + a + vi * E, f);
 #pragma unroll
-    for (int e = 0; e < E; ++e) offer(p, st, valid, valid ? f[e] : 0.0f, a + vi * E + e, scale, thr);
+    for (int e = 0; e < E; ++e) visit(valid, valid ? f[e] : 0.0f, a + vi * E + e, thr);
   }
-  maybe_flush(p, k, false);
+  if constexpr (KR == 0) maybe_flush(p, k, false);
   // Tail: scalar, fewer than E elements.
   const int64_t j = body_end + threadIdx.x;
-  offer(p, st, j < hi, j < hi ? to_float(x[j]) : 0.0f, j, scale, p.thr);
+  visit(j < hi, j < hi ? to_float(x[j]) : 0.0f, j, p.thr);
+  if constexpr (KR > 0) {
+#pragma unroll
+    for (int i = 0; i < KR; ++i) p.keys[threadIdx.x * KR + i] = rk[i];
+    if (threadIdx.x == 0) p.n = kBlock * KR;  // maybe_flush syncs before reading it
+  }
   maybe_flush(p, k, true);
 
   warp_merge(st, scale);
@@ -217,8 +257,9 @@ cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float sca
     return cudaGetLastError();
   }
   if (config == TopkCudaConfig::block_per_row) splits = 1;
+  auto* kernel = k <= kRegK ? block_row_kernel<T, kRegK> : block_row_kernel<T, 0>;
   if (splits == 1) {
-    block_row_kernel<T><<<unsigned(rows), kBlock, 0, s>>>(x, ld, v, k, 1, scale, out, nullptr, nullptr);
+    kernel<<<unsigned(rows), kBlock, 0, s>>>(x, ld, v, k, 1, scale, out, nullptr, nullptr);
     return cudaGetLastError();
   }
   void* ws = nullptr;
@@ -226,7 +267,7 @@ cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float sca
   LLMK_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&ws, state_bytes + size_t(rows) * splits * k * sizeof(uint64_t), s));
   auto* st = static_cast<RowState*>(ws);
   auto* keys = reinterpret_cast<uint64_t*>(static_cast<char*>(ws) + state_bytes);
-  block_row_kernel<T><<<unsigned(rows * splits), kBlock, 0, s>>>(x, ld, v, k, splits, scale, out, st, keys);
+  kernel<<<unsigned(rows * splits), kBlock, 0, s>>>(x, ld, v, k, splits, scale, out, st, keys);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
     merge_kernel<<<unsigned(rows), kBlock, 0, s>>>(k, splits, scale, out, st, keys);

@@ -4,15 +4,16 @@
 //
 // Comparison: the op's order is total (logit descending, index ascending), so
 // the index lists must be identical, element for element. Probabilities:
-// relative 1e-6 (the bar). Derivation of why it holds: the fused path
-// computes p = exp((x - m) s) / S with the numerator in double from the exact
-// f32 logit, so its error is S's: every term of S is an f32 exp within 2 ulp
-// of exp of its argument, whose own rounding (x - m_chunk, then * s, in f32)
-// adds |arg| * eps / 2 per term, and terms are summed in double. With the
-// N(0, 1) logits and T >= 0.5 used here the softmax-weighted mean |arg| stays
-// below ~4 so rel(S) <= (2 + 4) * 6e-8 < 4e-7, and the final f32 rounding adds
-// 6e-8: under 1e-6. row_max is computed the same way as the oracle (exact);
-// lse = m s + log S carries S's error absolutely: 1e-6 abs + 1e-6 rel.
+// relative 1e-6 (the bar). Why it holds: the fused path computes
+// p = exp((x - m) s) / S with the numerator in double from the exact f32
+// logit, so its error is S's plus the final f32 rounding (6e-8). S sums, in
+// double, f32 terms 2^((x - m_chunk) s log2 e) whose argument is rounded twice
+// in f32 (|arg| eps relative per term) and whose 2^r polynomial is within
+// ~1 ulp: rel(S) <= (1 + softmax-weighted mean |arg|) * 1.2e-7, and that mean
+// stays below ~4 for N(0, 1..3) logits and T >= 0.5, so < 6e-7 in all. (The
+// observed worst case over V = 256000, K = 1024, T in {0.5, 1, 2} is 1.2e-7.)
+// row_max is computed exactly as the oracle does; lse = m s + log S carries
+// S's error absolutely: 1e-6 abs + 1e-6 rel.
 #pragma once
 #include <cmath>
 #include <vector>

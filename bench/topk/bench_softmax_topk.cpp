@@ -1,0 +1,86 @@
+// `llmk bench softmax-topk`: fused softmax + top-k on the CPU, llmk against
+// the naive two-step (safe softmax written to memory, then a heap top-k:
+// softmax_topk_naive), PyTorch (torch.softmax then torch.topk, a Python peer)
+// and this machine's STREAM triad, on the same f32 logits. Bytes = 4 * B * V:
+// the logits, which a fused op reads once (outputs are B * K, negligible).
+// llmk's rows also print its fraction of the triad bandwidth.
+#include <omp.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/common/bench.hpp"
+#include "llmk/parallel.hpp"
+#include "llmk/topk.hpp"
+
+namespace llmk::bench {
+namespace {
+
+struct Shape {
+  int64_t b, v, k;
+};
+
+std::string op_of(const Shape& s) { return "softmax_topk_k" + std::to_string(s.k); }
+
+int run(const Options& opt) {
+  Reporter rep(opt, "softmax-topk",
+               "bytes = 4*B*V (f32 logits read once); naive = softmax to memory + heap top-k; torch = "
+               "torch.softmax + torch.topk");
+  const int threads = opt.threads > 0 ? opt.threads : num_threads();
+  set_num_threads(threads);
+  std::vector<Shape> shapes;
+  if (opt.quick) {
+    shapes = {{1, 50257, 50}, {64, 50257, 50}, {4096, 64, 8}};
+  } else {
+    for (int64_t b : {1, 8, 64, 256})
+      for (int64_t v : {50257, 128256, 151936})
+        for (int64_t k : {1, 50, 256}) shapes.push_back({b, v, k});
+    for (int64_t v : {8, 64, 256})
+      for (int64_t k : {2, 8}) shapes.push_back({4096, v, k});
+  }
+  const double min_s = opt.quick ? 0.02 : 0.3;
+  const size_t triad_bytes = opt.quick ? (48u << 20) : (768u << 20);
+  const double triad = stream_triad_gbps(threads, triad_bytes);
+  rep.add(Row{"softmax-topk", "triad", "triad", std::to_string(triad_bytes >> 20) + "MiB", "f64",
+              double(triad_bytes) / (triad * 1e6), triad, {{"threads", std::to_string(threads)}}});
+  std::string peer_shapes;
+  for (const Shape& s : shapes) {
+    const int64_t n = s.b * s.v;
+    Buffer x(size_t(n) * 4), probs(size_t(s.b * s.k) * 4), idx(size_t(s.b * s.k) * 4), mx(size_t(s.b) * 4),
+        lse(size_t(s.b) * 4);
+    float* xp = x.as<float>();
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; ++i) {  // first touch by the threads that read it; pseudo-random in [-4, 4)
+      uint32_t h = uint32_t(i) * 2654435761u;
+      h ^= h >> 15;
+      h *= 2246822519u;
+      h ^= h >> 13;
+      xp[i] = float(h >> 8) * (8.0f / 16777216.0f) - 4.0f;
+    }
+    const auto view = TensorView::matrix(xp, DType::f32, s.b, s.v);
+    const SoftmaxTopkOut out{probs.as<float>(), idx.as<int32_t>(), mx.as<float>(), lse.as<float>()};
+    const double bytes = 4.0 * double(n);
+    const std::string shape = shape_str({s.b, s.v});
+    const double t_llmk = median_ms([&] { softmax_topk(view, s.k, 1.0f, out); }, 5, min_s);
+    Row r{"softmax-topk", "llmk", op_of(s), shape, "f32", t_llmk, bytes / (t_llmk * 1e6), {}};
+    r.extra["of_triad"] = std::to_string(r.gbps / triad);
+    rep.add(r);
+    const double t_naive = median_ms([&] { softmax_topk_naive(view, s.k, 1.0f, out); }, 5, min_s);
+    rep.add(Row{"softmax-topk", "naive", op_of(s), shape, "f32", t_naive, bytes / (t_naive * 1e6), {}});
+    peer_shapes += (peer_shapes.empty() ? "" : ",") + std::to_string(s.b) + "x" + std::to_string(s.v) + "x" +
+                   std::to_string(s.k);
+  }
+  std::string why;
+  const auto peer = run_python_peer("bench/topk/peer_torch.py",
+                                    {"--shapes", peer_shapes, "--threads", std::to_string(threads), "--min-seconds",
+                                     std::to_string(min_s)},
+                                    &why);
+  if (peer.empty()) rep.note("torch peer skipped: " + why);
+  for (const Row& p : peer) rep.add(p);
+  rep.ratios("llmk", {"naive", "torch"});
+  return 0;
+}
+
+}  // namespace
+LLMK_BENCH("softmax-topk", "fused softmax + top-k (CPU) vs naive two-step, PyTorch and the triad", run);
+}  // namespace llmk::bench
