@@ -163,17 +163,17 @@ def kl_and_maxdiff(a, b):
     return float(np.sum(np.exp(la) * (la - lb))), float(np.max(np.abs(a - b)))
 
 
-# Both families, float weight types, on small random models written by the PyPI gguf package
+# Both families, four weight types, on small random models written by the PyPI gguf package
 # (independent of llmk's writer and of the real model). Next-token logits after each prompt,
-# f16 KV on both sides. The logits here are small (|z| < ~2), the models shallow (2 layers), so
-# the only differences are rounding: llama.cpp's f16 rounding of Q and of the softmax weights,
-# and for block types the same int8 activation rounding on both sides; a KL under 1e-4 nats
-# and the same argmax leave no room for a wrong formula (a wrong RoPE pairing, bias or norm
-# gives KL ~1e-2 and more on these models).
+# f16 KV on both sides. The logits here are small (|z| < ~2), the models shallow (2 layers).
+# Float weights: the only differences are rounding (llama.cpp's f16 rounding of Q and of the
+# softmax weights), so KL < 1e-5 nats (measured 1e-7..3e-6). Block weights: both sides round
+# activations to int8 identically, but a slightly different attention output flips a few of
+# those roundings (each a full step, 1/127 of its block's max), so the logits carry noise of
+# ~1e-2..1e-1: KL < 2e-3 (measured 1e-4..3e-4). A wrong formula (RoPE pairing, a bias, a norm)
+# gives KL of 1e-2 and more on these models.
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
-# (Q8_0/Q4_1 fixtures: gguf_fixtures._write fails in gguf.quants on quantized tensors as of this
-# commit; the block types are covered by the real Q4_1/Q8_0 model above.)
-@pytest.mark.parametrize("ggml_type", ["F32", "F16"])
+@pytest.mark.parametrize("ggml_type", ["F32", "F16", "Q8_0", "Q4_1"])
 def test_random_models_match_llamacpp(tmp_path, arch, ggml_type):
     path = tmp_path / f"{arch}-{ggml_type}.gguf"
     (write_llama if arch == "llama" else write_gpt2)(path, ggml_type=ggml_type, scale=0.2, seed=3)
@@ -191,4 +191,4 @@ def test_random_models_match_llamacpp(tmp_path, arch, ggml_type):
         kl, mad = kl_and_maxdiff(ref, got)
         print(f"{arch} {ggml_type} {prompt!r}: max|dlogit| {mad:.2e} KL {kl:.2e}")
         assert int(np.argmax(ref)) == int(np.argmax(got)), prompt
-        assert kl < 1e-4, (prompt, kl, mad)
+        assert kl < (1e-5 if ggml_type in ("F32", "F16") else 2e-3), (prompt, kl, mad)
