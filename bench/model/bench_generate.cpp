@@ -1,0 +1,143 @@
+// `llmk bench generate`: the engine against llama.cpp (llama-cpp-python, the same GGUF file,
+// the same thread count, f16 KV cache on both sides, greedy):
+//   prefill  one 512-token prompt (64 with --quick), time to its first logits;
+//   decode_b1, decode_b8, decode_b32: decode steps of 1, 8, 32 concurrent sequences
+//   (16-token prompts prefilled first), aggregate tok/s;
+//   peak_rss_mb (every row): the process's peak resident set so far (llmk: this process, before
+//   the peer runs; llama.cpp: the peer process).
+// Bytes: the model's weight bytes, read once per forward (so gbps = weight bytes x forwards /
+// time; KV reads are not counted). Default model: scripts/fetch-model; without it a random
+// Llama model of the same shape is run by llmk alone (peer skipped). --quick runs a 4-layer
+// random model of that width, llmk only, in about a second.
+// median_ms is the time per forward (one measured run per row, after a warm-up generate).
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "bench/common/bench.hpp"
+#include "llmk/engine.hpp"
+#include "llmk/gguf.hpp"
+#include "llmk/parallel.hpp"
+#include "llmk/tokenizer.hpp"
+
+namespace llmk::bench {
+namespace {
+
+ModelConfig smollm_like(bool quick) {
+  ModelConfig c;
+  c.n_vocab = quick ? 4096 : 49152;
+  c.n_ctx = 8192;
+  c.d_model = 576;
+  c.n_layer = quick ? 2 : 30;
+  c.n_head = 9;
+  c.n_head_kv = 3;
+  c.d_ff = 1536;
+  c.rope_base = 100000.0f;
+  return c;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
+int run(const Options& opt) {
+  Reporter rep(opt, "generate",
+               "tok/s = tokens / wall time; gbps = model weight bytes x forwards / time (KV reads not counted); "
+               "median_ms = time per forward; greedy, f16 KV, one run per row");
+  const int threads = opt.threads > 0 ? opt.threads : num_threads();
+  set_num_threads(threads);
+  const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
+  const std::vector<int64_t> batches = {8, 32};
+  std::string path;
+  if (!opt.quick) {
+    try {
+      path = gguf::default_model_path();
+    } catch (const Error&) {
+    }
+  }
+  std::unique_ptr<gguf::File> file;
+  std::unique_ptr<Model> model;
+  std::vector<int32_t> ids;
+  if (!path.empty()) {
+    file = std::make_unique<gguf::File>(gguf::File::open(path));
+    model = std::make_unique<Model>(Model::from_gguf(*file));
+    const Tokenizer tok = Tokenizer::from_gguf(*file);
+    std::ifstream in("/usr/share/common-licenses/GPL-3");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.empty()) text = "The quick brown fox jumps over the lazy dog. ";
+    while (int64_t(ids.size()) < std::max<int64_t>(plen, 16 * 32)) {
+      const auto more = tok.encode(text, false);
+      ids.insert(ids.end(), more.begin(), more.end());
+    }
+  } else {
+    rep.note(opt.quick ? "--quick: a 2-layer random model of SmolLM2's width, llmk only"
+                       : "default model not found (scripts/fetch-model): a random model of SmolLM2's shape, llmk only");
+    model = std::make_unique<Model>(Model::random(smollm_like(opt.quick), WType::q4_1, 1));
+    for (int64_t i = 0; i < 16 * 32 + plen; ++i) ids.push_back(int32_t((i * 7919) % model->config().n_vocab));
+  }
+  const double wbytes = double(model->weight_bytes());
+  const std::string dtype = "kv f16";
+  auto add = [&](const std::string& op, const std::string& shape, double seconds, int64_t tokens, int64_t forwards) {
+    Row r{"generate", "llmk", op, shape, dtype, 1e3 * seconds / double(forwards), wbytes * double(forwards) / seconds / 1e9, {}};
+    r.extra["tok_s"] = std::to_string(double(tokens) / seconds);
+    r.extra["threads"] = std::to_string(threads);
+    r.extra["peak_rss_mb"] = std::to_string(peak_rss_mb());
+    rep.add(r);
+  };
+  EngineConfig ec;
+  ec.kv_type = KvType::f16;
+  ec.kv_tokens = std::max<int64_t>(plen + dn, 32 * (16 + bn)) + 64;
+  auto run_batch = [&](int64_t b, int64_t prompt_len, int64_t n) {
+    Engine e(*model, nullptr, ec);
+    for (int64_t s = 0; s < b; ++s) {
+      Request r;
+      const int64_t off = b == 1 ? 0 : s * 16;
+      r.prompt.assign(ids.begin() + off, ids.begin() + off + prompt_len);
+      r.max_tokens = n;
+      e.submit(r);
+    }
+    e.run();
+    return e.stats();
+  };
+  run_batch(1, 16, 2);  // warm-up: pages in the weights
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    run_batch(1, plen, 1);
+    add("prefill", std::to_string(plen), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+        plen, 1);
+  }
+  {
+    const EngineStats st = run_batch(1, plen, dn + 1);
+    add("decode_b1", "1x" + std::to_string(dn), st.decode_seconds, st.decode_tokens, st.steps - 1);
+  }
+  for (int64_t b : batches) {
+    const EngineStats st = run_batch(b, 16, bn + 1);
+    add("decode_b" + std::to_string(b), std::to_string(b) + "x" + std::to_string(bn), st.decode_seconds,
+        st.decode_tokens, st.steps - 1);
+  }
+  if (file) {
+    const std::string ids_path = "/tmp/llmk_bench_generate_ids.txt";
+    {
+      std::ofstream out(ids_path);
+      for (int32_t t : ids) out << t << ' ';
+    }
+    setenv("WEIGHT_BYTES", std::to_string(int64_t(wbytes)).c_str(), 1);
+    std::string why;
+    const auto rows = run_python_peer("bench/model/peer_llamacpp.py",
+                                      {path, ids_path, std::to_string(threads), std::to_string(plen), std::to_string(dn),
+                                       "8,32", std::to_string(bn)},
+                                      &why);
+    if (rows.empty()) rep.note("peer skipped: " + why);
+    for (const auto& r : rows) rep.add(r);
+    rep.ratios("llmk", {"llama.cpp"});
+  }
+  return 0;
+}
+}  // namespace
+LLMK_BENCH("generate", "text generation: prefill, decode at batch 1/8/32, peak RSS, vs llama.cpp", run);
+}  // namespace llmk::bench

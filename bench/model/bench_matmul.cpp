@@ -1,0 +1,59 @@
+// `llmk bench matmul`: y = x @ W^T on SmolLM2-135M's shapes with W stored as f32, f16,
+// Q8_0 and Q4_1 (llmk reads the stored blocks), against PyTorch's f32 matmul on a
+// dequantized W of the same shape (bench/model/peer_torch_matmul.py), plus the machine's
+// triad bandwidth. Bytes = stored W + 4 (M K + M N) (x and y in f32); gflops = 2 M N K / time.
+// Shapes: M = 1 (decode), 8 and 32 (batched decode), 512 (prefill); N x K = 1536 x 576
+// (ffn_up) and 49152 x 576 (the output projection, Q8_0 in the default model).
+#include <array>
+
+#include "bench/common/bench.hpp"
+#include "llmk/matmul.hpp"
+#include "llmk/model.hpp"
+#include "llmk/parallel.hpp"
+
+namespace llmk::bench {
+namespace {
+int run(const Options& opt) {
+  Reporter rep(opt, "matmul", "bytes = stored W + 4*(M*K + M*N); gflops = 2*M*N*K / time");
+  const int threads = opt.threads > 0 ? opt.threads : num_threads();
+  set_num_threads(threads);
+  std::vector<std::array<int64_t, 3>> shapes = {{1, 1536, 576}, {8, 1536, 576}, {32, 1536, 576}, {512, 1536, 576},
+                                                 {1, 49152, 576}};
+  if (opt.quick) shapes = {{1, 1536, 576}, {8, 1536, 576}};
+  std::string spec;
+  for (const auto& [M, N, K] : shapes) {
+    spec += (spec.empty() ? "" : ",") + std::to_string(M) + ":" + std::to_string(N) + ":" + std::to_string(K);
+    // One layer's ffn_up of a random model supplies W in each type (ModelConfig with d_ff = N, d_model = K).
+    for (WType t : {WType::f32, WType::f16, WType::q8_0, WType::q4_1}) {
+      ModelConfig c;
+      c.n_vocab = 32;
+      c.n_ctx = 8;
+      c.d_model = K;
+      c.n_layer = 1;
+      c.n_head = 9;
+      c.n_head_kv = 3;
+      c.d_ff = N;
+      const Model m = Model::random(c, t, 1);
+      const WeightView& w = m.layer(0).w_up;
+      std::vector<float> x(size_t(M * K), 0.5f), y(size_t(M * N));
+      const double ms = median_ms([&] { matmul(x.data(), K, w, y.data(), N, M); }, 5, opt.quick ? 0.05 : 0.3);
+      const double bytes = double(w.rows * w.row_bytes) + 4.0 * double(M * K + M * N);
+      Row r{"matmul", "llmk", "xWt", shape_str({M, N, K}), wtype_name(t), ms, bytes / ms / 1e6, {}};
+      r.extra["gflops"] = std::to_string(2.0 * double(M * N * K) / ms / 1e6);
+      rep.add(r);
+    }
+  }
+  std::string why;
+  const auto rows = run_python_peer("bench/model/peer_torch_matmul.py", {std::to_string(threads), opt.quick ? "1" : "0", spec}, &why);
+  if (rows.empty()) rep.note("peer skipped: " + why);
+  for (const auto& r : rows) rep.add(r);
+  if (!opt.quick) {
+    const double triad = stream_triad_gbps(threads, 192u << 20);
+    rep.note("STREAM triad, " + std::to_string(threads) + " threads, 192 MiB: " + std::to_string(triad) + " GB/s");
+  }
+  rep.ratios("llmk", {"torch"});
+  return 0;
+}
+}  // namespace
+LLMK_BENCH("matmul", "y = x W^T on stored f32/f16/Q8_0/Q4_1 weights vs torch f32 (SmolLM2 shapes)", run);
+}  // namespace llmk::bench

@@ -1,0 +1,105 @@
+"""llama.cpp peer of `llmk bench generate`, through llama-cpp-python's low-level API (one
+context with n_seq_max sequences, so batched decode is llama.cpp's own multi-sequence batch).
+
+usage: peer_llamacpp.py MODEL IDS_FILE THREADS PROMPT_LEN DECODE_N BATCHES(comma) BATCH_N
+Prints JSON lines like llmk's rows: prefill of PROMPT_LEN tokens (one batch), decode at batch 1
+(DECODE_N steps) and at each batch size B (B sequences with a 16-token prompt, BATCH_N steps),
+greedy, f16 KV cache (llama.cpp's default); each row carries the peak RSS so far. Bytes: the model's weight bytes per
+forward (WEIGHT_BYTES env), as llmk counts them.
+"""
+import ctypes
+import json
+import os
+import resource
+import sys
+import time
+
+try:
+    import numpy as np
+    import llama_cpp as L
+except ImportError as e:
+    print(json.dumps({"skipped": f"llama_cpp not installed ({e}); run scripts/setup-peers"}))
+    sys.exit(0)
+
+model_path, ids_file, threads, plen, dn, batches, bn = sys.argv[1:8]
+threads, plen, dn, bn = int(threads), int(plen), int(dn), int(bn)
+batches = [int(b) for b in batches.split(",") if b]
+ids = [int(t) for t in open(ids_file).read().split()]
+wbytes = float(os.environ.get("WEIGHT_BYTES", "0"))
+
+L.llama_backend_init()
+mp = L.llama_model_default_params()
+model = L.llama_model_load_from_file(model_path.encode(), mp)
+vocab = L.llama_model_get_vocab(model)
+n_vocab = L.llama_vocab_n_tokens(vocab)
+max_b = max(batches + [1])
+cp = L.llama_context_default_params()
+cp.n_ctx = max(plen + dn, (16 + bn) * max_b) + 64
+cp.n_batch = max(plen, 16 * max_b)
+cp.n_ubatch = cp.n_batch
+cp.n_seq_max = max_b
+cp.kv_unified = True  # one KV pool shared by all sequences, like llmk's paged cache
+cp.n_threads = threads
+cp.n_threads_batch = threads
+ctx = L.llama_init_from_model(model, cp)
+batch = L.llama_batch_init(cp.n_batch, 0, max_b)
+
+
+def decode(tokens, positions, seqs, want):
+    batch.n_tokens = len(tokens)
+    for i, (t, p, s, w) in enumerate(zip(tokens, positions, seqs, want)):
+        batch.token[i] = t
+        batch.pos[i] = p
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = s
+        batch.logits[i] = 1 if w else 0
+    rc = L.llama_decode(ctx, batch)
+    assert rc == 0, rc
+
+
+def argmax(i):
+    row = np.ctypeslib.as_array(L.llama_get_logits_ith(ctx, i), shape=(n_vocab,))
+    return int(row.argmax())
+
+
+def clear():
+    L.llama_memory_clear(L.llama_get_memory(ctx), True)
+
+
+def row(op, shape, seconds, tokens, steps):
+    print(json.dumps({"kernel": "generate", "impl": "llama.cpp", "op": op, "shape": shape, "dtype": "kv f16",
+                      "median_ms": 1e3 * seconds / steps, "gbps": wbytes * steps / seconds / 1e9,
+                      "tok_s": tokens / seconds, "threads": threads,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+
+
+clear()
+t = time.perf_counter()
+decode(ids[:plen], list(range(plen)), [0] * plen, [i == plen - 1 for i in range(plen)])
+row("prefill", f"{plen}", time.perf_counter() - t, plen, 1)
+
+tok, pos = argmax(plen - 1), plen
+t = time.perf_counter()
+for _ in range(dn):
+    decode([tok], [pos], [0], [True])
+    tok, pos = argmax(0), pos + 1
+row("decode_b1", f"1x{dn}", time.perf_counter() - t, dn, dn)
+
+for b in batches:
+    clear()
+    toks, poss, seqs = [], [], []
+    for s in range(b):
+        toks += ids[s * 16:(s + 1) * 16]
+        poss += list(range(16))
+        seqs += [s] * 16
+    decode(toks, poss, seqs, [(i % 16) == 15 for i in range(len(toks))])
+    cur = [argmax(s * 16 + 15) for s in range(b)]
+    t = time.perf_counter()
+    for step in range(bn):
+        decode(cur, [16 + step] * b, list(range(b)), [True] * b)
+        cur = [argmax(s) for s in range(b)]
+    row(f"decode_b{b}", f"{b}x{bn}", time.perf_counter() - t, b * bn, bn)
+
+L.llama_batch_free(batch)
+L.llama_free(ctx)
+L.llama_model_free(model)

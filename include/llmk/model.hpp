@@ -1,0 +1,137 @@
+// Decoder-only transformers on weights kept in their stored type: Llama
+// (RMSNorm, RoPE on adjacent pairs as in llama-arch GGUF, GQA, SwiGLU, optional
+// tied embeddings and q/k/v biases) and GPT-2 (LayerNorm, learned positions,
+// fused QKV with biases, GELU MLP).
+//
+// A Model views its weights (mmap'd GGUF, or buffers of a random model it owns)
+// and runs forward() on a Batch: any tokens of any sequences, each with its own
+// position, so prompts of different lengths prefill together and decode steps
+// of many sequences run as one batch. K/V live in a KvStore the caller owns:
+// the model writes each token's K/V rows there, then every token attends to
+// positions [0, pos] of its own sequence (the causal mask). All matmuls see the
+// whole batch (M = tokens), so each weight is read once per forward.
+// A token's logits never depend on what it is batched with (see matmul.hpp).
+//
+// forward_ref() is the oracle: one sequence, every activation in double, each
+// weight dequantized on the fly in double, a dense llama2.c-style cache.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "llmk/matmul.hpp"
+
+namespace llmk {
+namespace gguf {
+class File;
+class Writer;
+}
+
+enum class Arch : uint8_t { llama, gpt2 };
+
+struct ModelConfig {
+  Arch arch = Arch::llama;
+  int64_t n_vocab = 0, n_ctx = 0;  // vocabulary; trained context (learned positions: table rows)
+  int64_t d_model = 0, n_layer = 0, n_head = 0, n_head_kv = 0, d_ff = 0;
+  int64_t rope_dim = 0;  // llama: rotated dims per head (0 = d_head)
+  float norm_eps = 1e-5f, rope_base = 10000.0f;
+  bool tied = true;  // output projection = token embedding
+  int64_t d_head() const { return d_model / n_head; }
+  int64_t d_kv() const { return n_head_kv * d_head(); }  // K (or V) values per token per layer
+  void validate() const;  // InvalidArgument naming the field
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;    // [d_model]
+  const float* attn_norm_b = nullptr;  // [d_model] (gpt2)
+  WeightView wq, wk, wv;               // llama: [n_head*dh, d], [n_kv*dh, d], [n_kv*dh, d]
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // optional
+  WeightView wqkv;                     // gpt2: [3d, d] rows q | k | v
+  const float* bqkv = nullptr;         // [3d]
+  WeightView wo;                       // [d, n_head*dh]
+  const float* bo = nullptr;           // [d] (gpt2)
+  const float* ffn_norm = nullptr;     // [d]
+  const float* ffn_norm_b = nullptr;   // [d] (gpt2)
+  WeightView w_gate, w_up, w_down;     // [d_ff, d] (gate: llama), [d_ff, d], [d, d_ff]
+  const float *b_up = nullptr, *b_down = nullptr;  // [d_ff], [d] (gpt2)
+};
+
+struct Batch {
+  std::span<const int32_t> tokens;  // [T]
+  std::span<const int64_t> pos;     // [T] position of each token in its sequence
+  std::span<const int32_t> seq;     // [T] sequence id in the KvStore
+  std::span<const uint8_t> want;    // [T] 1 = return this token's logits; empty = all
+};
+
+// Where K and V live. Rows are f32 at this interface; the store may keep them
+// in any format (the paged quantized cache does). Per layer, the model calls
+// store() with every batch token's K/V, then attend(), so a token sees the
+// tokens of its own sequence that precede it in the same batch.
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  // k, v: [T, d_kv], row t = token t of the batch (heads concatenated).
+  virtual void store(int64_t layer, const Batch& b, const float* k, const float* v) = 0;
+  // out[t, h] = softmax_j(q[t, h] . K[j, h / G] / sqrt(d_head)) V[j, h / G] over
+  // positions j in [0, pos[t]] of seq[t]; q, out: [T, n_head * d_head].
+  virtual void attend(int64_t layer, const Batch& b, const float* q, float* out) = 0;
+};
+
+// A dense f32 cache [layer, seq, pos, 2, d_kv] (llama2.c's): the simplest
+// correct store, the oracle of the paged one. Any batch order works.
+class DenseKv final : public KvStore {
+ public:
+  DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos);
+  void store(int64_t layer, const Batch& b, const float* k, const float* v) override;
+  void attend(int64_t layer, const Batch& b, const float* q, float* out) override;
+
+ private:
+  float* row(int64_t layer, int32_t seq, int64_t pos) { return data_.data() + ((layer * seqs_ + seq) * max_pos_ + pos) * 2 * dkv_; }
+  int64_t layers_, seqs_, max_pos_, dkv_, dh_, nh_, group_;
+  std::vector<float> data_;
+};
+
+
+class Model {
+ public:
+  // Views the tensors of an open GGUF file (which must outlive the model).
+  // FormatError / InvalidArgument naming the key or tensor when unusable.
+  static Model from_gguf(const gguf::File& f);
+  // A random model of the given config, weights of type `t` owned by the
+  // model (quantized types: random codes and scales), for tests and benches.
+  static Model random(const ModelConfig& c, WType t, uint64_t seed);
+
+  // Adds this model's metadata and tensors (GGUF names, ggml order) to a
+  // writer, so tests and benches can write a tiny model file.
+  void add_to_gguf(gguf::Writer& w) const;
+
+  const ModelConfig& config() const { return cfg_; }
+  const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }
+  // Logits of the tokens with want = 1, in batch order: logits [n_want, n_vocab].
+  // Returns n_want. Positions must be < n_ctx for learned positions. Uses
+  // scratch owned by the model: one forward() at a time per Model.
+  int64_t forward(const Batch& b, KvStore& kv, float* logits);
+  // Bytes of weights read per forward (every matrix once) and stored in total.
+  int64_t weight_bytes() const;
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+ private:
+  Model();
+  ModelConfig cfg_;
+  WeightView tok_embd_, pos_embd_, output_;  // [V, d], [n_ctx, d] (gpt2), [V, d] (= tok_embd_ when tied)
+  const float *out_norm_ = nullptr, *out_norm_b_ = nullptr;  // [d]
+  std::vector<LayerWeights> layers_;
+  struct Owned;
+  std::unique_ptr<Owned> owned_;  // random weights, converted norm vectors, scratch
+  friend std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens);
+};
+
+// The oracle: logits [T, n_vocab] of one sequence `tokens` at positions 0..T-1.
+std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens);
+
+}  // namespace llmk

@@ -1,0 +1,157 @@
+// Model::forward: one batch of tokens (any sequences, any positions) through
+// the decoder. Activations are f32 [T, width] rows; the matmuls take all T rows
+// at once; attention runs per (token, KV head) against the KvStore.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "llmk/error.hpp"
+#include "llmk/norm.hpp"
+#include "llmk/parallel.hpp"
+#include "model/model_internal.hpp"
+
+namespace llmk {
+namespace {
+
+// Rotates adjacent pairs (2i, 2i+1) of the first rope_dim values of each head
+// by pos * base^(-2i / rope_dim) (llama-arch GGUF's permuted Q/K).
+void rope_row(float* x, int64_t heads, int64_t dh, int64_t rope_dim, float base, int64_t pos) {
+  for (int64_t i = 0; i < rope_dim / 2; ++i) {
+    const double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(rope_dim));
+    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    for (int64_t h = 0; h < heads; ++h) {
+      float* p = x + h * dh + 2 * i;
+      const float a = p[0], b = p[1];
+      p[0] = a * c - b * s;
+      p[1] = a * s + b * c;
+    }
+  }
+}
+
+void add_bias(float* y, int64_t ld, const float* b, int64_t T, int64_t n) {
+  if (!b) return;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < n; ++i) y[t * ld + i] += b[i];
+}
+
+// y[rows, d] = RMSNorm (llama) or LayerNorm (gpt2, with bias) of x[rows, d].
+void normalize(bool layer, const float* x, const float* w, const float* b, float eps, int64_t rows, int64_t d,
+               float* y, std::vector<float>& stats) {
+  stats.resize(size_t(2 * rows));
+  const auto X = TensorView::matrix(x, DType::f32, rows, d), Y = TensorView::matrix(y, DType::f32, rows, d);
+  const auto W = TensorView::vector(w, DType::f32, d), R = TensorView::vector(stats.data(), DType::f32, rows);
+  if (layer)
+    layer_norm(X, W, TensorView::vector(b, DType::f32, d), eps, Y, TensorView::vector(stats.data() + rows, DType::f32, rows), R);
+  else
+    rms_norm(X, W, eps, Y, R);
+}
+
+float gelu(float x) {  // GPT-2's tanh approximation
+  return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+}  // namespace
+
+int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
+  const int64_t T = int64_t(b.tokens.size());
+  const char* fn = "Model::forward";
+  LLMK_CHECK_ARG(b.pos.size() == b.tokens.size(), fn, "batch.pos.size", b.pos.size(), "must equal batch.tokens.size");
+  LLMK_CHECK_ARG(b.seq.size() == b.tokens.size(), fn, "batch.seq.size", b.seq.size(), "must equal batch.tokens.size");
+  LLMK_CHECK_ARG(b.want.empty() || b.want.size() == b.tokens.size(), fn, "batch.want.size", b.want.size(),
+                 "must be 0 or batch.tokens.size");
+  const ModelConfig& c = cfg_;
+  const bool gpt2 = c.arch == Arch::gpt2;
+  for (int64_t t = 0; t < T; ++t) {
+    LLMK_CHECK_ARG(b.tokens[t] >= 0 && b.tokens[t] < c.n_vocab, fn, "batch.tokens[" + std::to_string(t) + "]",
+                   b.tokens[t], "must be in [0, n_vocab = " + std::to_string(c.n_vocab) + ")");
+    LLMK_CHECK_ARG(b.pos[t] >= 0 && (!gpt2 || b.pos[t] < c.n_ctx), fn, "batch.pos[" + std::to_string(t) + "]",
+                   b.pos[t], gpt2 ? "must be in [0, n_ctx)" : "must be >= 0");
+    LLMK_CHECK_ARG(b.seq[t] >= 0, fn, "batch.seq[" + std::to_string(t) + "]", b.seq[t], "must be >= 0");
+  }
+  if (T == 0) return 0;
+  const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
+  const int64_t ff = c.d_ff;
+  Owned& s = *owned_;
+  s.x.resize(size_t(T * d));
+  s.h.resize(size_t(T * d));
+  s.q.resize(size_t(T * dq));
+  s.k.resize(size_t(T * dkv));
+  s.v.resize(size_t(T * dkv));
+  s.att.resize(size_t(T * dq));
+  s.ff.resize(size_t(T * std::max(ff, 3 * d)));
+  s.ff2.resize(size_t(T * ff));
+  float *x = s.x.data(), *h = s.h.data();
+  const int threads = num_threads();
+  const bool par = T >= 4;
+
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+  for (int64_t t = 0; t < T; ++t) {
+    dequantize_row(tok_embd_, b.tokens[t], x + t * d);
+    if (gpt2) {
+      std::vector<float> p(static_cast<size_t>(d));
+      dequantize_row(pos_embd_, b.pos[t], p.data());
+      for (int64_t i = 0; i < d; ++i) x[t * d + i] += p[size_t(i)];
+    }
+  }
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = layers_[size_t(l)];
+    normalize(gpt2, x, L.attn_norm, L.attn_norm_b, c.norm_eps, T, d, h, s.stats);
+    // q [T, dq], k and v [T, dkv], contiguous (gpt2: split from the fused product)
+    float *q = s.q.data(), *k = s.k.data(), *v = s.v.data();
+    if (gpt2) {
+      float* qkv = s.ff.data();  // [T, 3d]; ff is free until the MLP
+      matmul(h, d, L.wqkv, qkv, 3 * d, T);
+      add_bias(qkv, 3 * d, L.bqkv, T, 3 * d);
+      for (int64_t t = 0; t < T; ++t) {
+        std::copy_n(qkv + t * 3 * d, d, q + t * d);
+        std::copy_n(qkv + t * 3 * d + d, d, k + t * d);
+        std::copy_n(qkv + t * 3 * d + 2 * d, d, v + t * d);
+      }
+    } else {
+      matmul(h, d, L.wq, q, dq, T);
+      matmul(h, d, L.wk, k, dkv, T);
+      matmul(h, d, L.wv, v, dkv, T);
+      add_bias(q, dq, L.bq, T, dq);
+      add_bias(k, dkv, L.bk, T, dkv);
+      add_bias(v, dkv, L.bv, T, dkv);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+      for (int64_t t = 0; t < T; ++t) {
+        rope_row(q + t * dq, nh, dh, c.rope_dim, c.rope_base, b.pos[t]);
+        rope_row(k + t * dkv, nkv, dh, c.rope_dim, c.rope_base, b.pos[t]);
+      }
+    }
+    float* att = s.att.data();
+    kv.store(l, b, k, v);
+    kv.attend(l, b, q, att);
+    matmul(att, dq, L.wo, h, d, T);
+    add_bias(h, d, L.bo, T, d);
+    for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
+
+    normalize(gpt2, x, L.ffn_norm, L.ffn_norm_b, c.norm_eps, T, d, h, s.stats);
+    float *u = s.ff.data(), *g = s.ff2.data();
+    matmul(h, d, L.w_up, u, ff, T);
+    if (gpt2) {
+      add_bias(u, ff, L.b_up, T, ff);
+      for (int64_t i = 0; i < T * ff; ++i) u[i] = gelu(u[i]);
+    } else {
+      matmul(h, d, L.w_gate, g, ff, T);
+      for (int64_t i = 0; i < T * ff; ++i) u[i] *= g[i] / (1.0f + std::exp(-g[i]));
+    }
+    matmul(u, ff, L.w_down, h, d, T);
+    add_bias(h, d, L.b_down, T, d);
+    for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
+  }
+
+  int64_t n = 0;  // gather the wanted rows into h, then norm and project them
+  for (int64_t t = 0; t < T; ++t)
+    if (b.want.empty() || b.want[t]) std::copy_n(x + t * d, d, h + n++ * d);
+  if (n) {
+    normalize(gpt2, h, out_norm_, out_norm_b_, c.norm_eps, n, d, x, s.stats);
+    matmul(x, d, output_, logits, c.n_vocab, n);
+  }
+  return n;
+}
+
+}  // namespace llmk

@@ -1,0 +1,10 @@
+// AVX-512 instantiation of the matmul kernels (matmul_kernels.hpp): 16-lane
+// float weights; quantized weights use the shared 256-bit integer tile.
+// GCC 12's _mm512_reduce_add_ps (S::hsum) trips a false -Wmaybe-uninitialized
+// inside its own header (an undefined-upper-half cast); silence it here only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "model/matmul_kernels.hpp"
+
+namespace llmk::mm {
+void rows_avx512(const Args& a, int64_t n0, int64_t n1) { rows<simd::Avx512>(a, n0, n1); }
+}  // namespace llmk::mm

@@ -1,0 +1,161 @@
+// The matmul kernels (include/llmk/matmul.hpp), written once:
+//  - float weights (f32/f16/bf16) as a template over the ISA struct S of
+//    src/core/simd.hpp (S::load converts f16/bf16 in registers);
+//  - quantized weights on 256-bit integer ops (AVX2, also compiled into the
+//    AVX-512 translation unit, whose flags imply AVX2: without VNNI the 512-bit
+//    form would only halve the loop count of an already issue-bound loop).
+// A tile of R <= 4 rows of x is dotted against one weight row at a time, so a
+// weight block is loaded and unpacked once for R activations. Work is split
+// by the caller over output rows [n0, n1).
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "llmk/matmul.hpp"
+#include "model/quant_blocks.hpp"
+#include "core/simd.hpp"
+
+namespace llmk::mm {
+
+struct Args {
+  const float* x;     // [M, ldx] f32 (float weights)
+  int64_t ldx;
+  const ActQ8* xq;    // [M, K/32] quantized x (quantized weights)
+  WeightView w;       // [N, K]
+  float* y;           // [M, ldy]
+  int64_t ldy;
+  int64_t M;
+};
+using RowsFn = void (*)(const Args&, int64_t n0, int64_t n1);
+
+inline constexpr int kTile = 4;     // rows of x sharing a weight row
+inline constexpr int64_t kNChunk = 32;  // weight rows kept hot while the x tiles sweep them
+// Note: every row of x is summed in the same order whatever the tile size R, the
+// thread count or the other rows of the batch: two accumulator chains per row.
+// So a token's result never depends on what it was batched with (batched and
+// one-by-one generation, cached and uncached logits, agree bit for bit).
+
+// Runs tile(R, m0, n) over [n0, n1) x [0, M) with R = min(kTile, M - m0),
+// weight rows in chunks so they stay in L1/L2 across the x tiles.
+template <class Tile>
+inline void sweep(const Args& a, int64_t n0, int64_t n1, Tile&& tile) {
+  for (int64_t c = n0; c < n1; c += kNChunk) {
+    const int64_t ce = std::min(n1, c + kNChunk);
+    for (int64_t m0 = 0; m0 < a.M; m0 += kTile) {
+      const int r = int(std::min<int64_t>(kTile, a.M - m0));
+      for (int64_t n = c; n < ce; ++n) tile(r, m0, n);
+    }
+  }
+}
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+template <class S, int R, class T>
+inline void float_tile(const Args& a, int64_t m0, int64_t n) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth, U = 2;  // 2 chains per row, for every R (see the note above sweep)
+  const int64_t K = a.w.cols;
+  const T* wr = reinterpret_cast<const T*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
+  const float* x = a.x + m0 * a.ldx;
+  V acc[R][U];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) acc[r][u] = S::zero();
+  int64_t k = 0;
+  for (; k + U * W <= K; k += U * W)
+    for (int u = 0; u < U; ++u) {
+      const V wv = S::load(wr + k + u * W);
+      for (int r = 0; r < R; ++r) acc[r][u] = S::fmadd(wv, S::load(x + r * a.ldx + k + u * W), acc[r][u]);
+    }
+  for (; k + W <= K; k += W) {
+    const V wv = S::load(wr + k);
+    for (int r = 0; r < R; ++r) acc[r][0] = S::fmadd(wv, S::load(x + r * a.ldx + k), acc[r][0]);
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int u = 1; u < U; ++u) acc[r][0] = S::add(acc[r][0], acc[r][u]);
+    float s = S::hsum(acc[r][0]);
+    for (int64_t kk = k; kk < K; ++kk) s += to_f32(wr[kk]) * x[r * a.ldx + kk];
+    a.y[(m0 + r) * a.ldy + n] = s;
+  }
+}
+
+// 32 unsigned nibbles of a Q4 block: bytes 0..15 the low nibbles, 16..31 the high.
+inline __m256i unpack_q4(const uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+// sum_j u[j] * s[j] over 32 bytes, u unsigned <= 127 in magnitude terms, s signed, as 8 int32 partial sums.
+inline __m256i dot_us(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+template <int R, class B>
+inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
+  constexpr int U = 2;  // alternate two accumulators across blocks, for every R (see the note above sweep)
+  const int64_t nb = a.w.cols / kQBlock;
+  const B* wb = reinterpret_cast<const B*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
+  const ActQ8* xq = a.xq + m0 * nb;
+  __m256 acc[R][U];
+  float bias[R] = {};
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const float dw = _cvtsh_ss(wb[b].d);  // F16C, not the portable bit-twiddling conversion
+    __m256i wv;
+    if constexpr (std::is_same_v<B, BlockQ8_0>) {
+      wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs));
+    } else {
+      wv = unpack_q4(wb[b].qs);
+    }
+    const __m256i wabs = std::is_same_v<B, BlockQ8_0> ? _mm256_sign_epi8(wv, wv) : wv;
+    for (int r = 0; r < R; ++r) {
+      const ActQ8& xa = xq[r * nb + b];
+      __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.qs));
+      if constexpr (std::is_same_v<B, BlockQ8_0>) xv = _mm256_sign_epi8(xv, wv);  // move w's sign onto x
+      const __m256 d = _mm256_cvtepi32_ps(dot_us(wabs, xv));
+      acc[r][b % U] = _mm256_fmadd_ps(d, _mm256_set1_ps(dw * xa.d), acc[r][b % U]);
+      if constexpr (std::is_same_v<B, BlockQ4_0>) bias[r] -= 8.0f * dw * xa.s;
+      if constexpr (std::is_same_v<B, BlockQ4_1>) bias[r] += _cvtsh_ss(wb[b].m) * xa.s;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r][0]), _mm256_extractf128_ps(acc[r][0], 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    a.y[(m0 + r) * a.ldy + n] = _mm_cvtss_f32(s) + bias[r];
+  }
+}
+
+template <class Fn>
+inline void by_rows(int r, Fn&& fn) {
+  switch (r) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 3: fn(std::integral_constant<int, 3>{}); break;
+    default: fn(std::integral_constant<int, 4>{}); break;
+  }
+}
+
+template <class S>
+void rows(const Args& a, int64_t n0, int64_t n1) {
+  auto run = [&](auto tile_of) {
+    sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) { by_rows(r, [&](auto R) { tile_of(R, m0, n); }); });
+  };
+  switch (a.w.type) {
+    case WType::f32: run([&](auto R, int64_t m0, int64_t n) { float_tile<S, decltype(R)::value, float>(a, m0, n); }); break;
+    case WType::f16: run([&](auto R, int64_t m0, int64_t n) { float_tile<S, decltype(R)::value, f16>(a, m0, n); }); break;
+    case WType::bf16: run([&](auto R, int64_t m0, int64_t n) { float_tile<S, decltype(R)::value, bf16>(a, m0, n); }); break;
+    case WType::q8_0: run([&](auto R, int64_t m0, int64_t n) { quant_tile<decltype(R)::value, BlockQ8_0>(a, m0, n); }); break;
+    case WType::q4_0: run([&](auto R, int64_t m0, int64_t n) { quant_tile<decltype(R)::value, BlockQ4_0>(a, m0, n); }); break;
+    case WType::q4_1: run([&](auto R, int64_t m0, int64_t n) { quant_tile<decltype(R)::value, BlockQ4_1>(a, m0, n); }); break;
+  }
+}
+#endif
+
+void rows_scalar(const Args& a, int64_t n0, int64_t n1);
+void rows_avx2(const Args& a, int64_t n0, int64_t n1);
+void rows_avx512(const Args& a, int64_t n0, int64_t n1);
+
+}  // namespace llmk::mm

@@ -1,0 +1,181 @@
+// Model construction (config checks, random models), the dense KV store, and
+// accounting. GGUF loading is in model_gguf.cpp, the forward in forward.cpp.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "llmk/error.hpp"
+#include "llmk/parallel.hpp"
+#include "llmk/dtype.hpp"
+#include "llmk/ggml_quants.hpp"
+#include "model/model_internal.hpp"
+
+namespace llmk {
+
+void ModelConfig::validate() const {
+  const char* fn = "ModelConfig";
+  LLMK_CHECK_ARG(n_vocab > 0, fn, "n_vocab", n_vocab, "must be > 0");
+  LLMK_CHECK_ARG(n_ctx > 0, fn, "n_ctx", n_ctx, "must be > 0");
+  LLMK_CHECK_ARG(n_layer > 0, fn, "n_layer", n_layer, "must be > 0");
+  LLMK_CHECK_ARG(n_head > 0 && d_model % n_head == 0, fn, "n_head", n_head, "must be > 0 and divide d_model");
+  LLMK_CHECK_ARG(n_head_kv > 0 && n_head % n_head_kv == 0, fn, "n_head_kv", n_head_kv, "must be > 0 and divide n_head");
+  LLMK_CHECK_ARG(d_model > 0 && d_model % 32 == 0, fn, "d_model", d_model, "must be a positive multiple of 32");
+  LLMK_CHECK_ARG(d_ff > 0 && d_ff % 32 == 0, fn, "d_ff", d_ff, "must be a positive multiple of 32");
+  LLMK_CHECK_ARG(d_head() % 2 == 0, fn, "d_head", d_head(), "must be even");
+  LLMK_CHECK_ARG(rope_dim >= 0 && rope_dim <= d_head() && rope_dim % 2 == 0, fn, "rope_dim", rope_dim,
+                 "must be even and <= d_head");
+  LLMK_CHECK_ARG(norm_eps > 0 && std::isfinite(norm_eps), fn, "norm_eps", norm_eps, "must be finite and > 0");
+  LLMK_CHECK_ARG(rope_base > 0 && std::isfinite(rope_base), fn, "rope_base", rope_base, "must be finite and > 0");
+  LLMK_CHECK_ARG(arch == Arch::llama || n_head_kv == n_head, fn, "n_head_kv", n_head_kv, "must equal n_head for gpt2");
+}
+
+Model::Model() : owned_(std::make_unique<Owned>()) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+namespace {
+// Random [N, K] weights of type t with standard deviation about `sd`:
+// float types N(0, sd); block types random codes under per-block scales.
+WeightView random_weight(std::vector<std::vector<uint8_t>>& blobs, WType t, int64_t N, int64_t K, double sd,
+                         std::mt19937_64& g) {
+  const int64_t rb = wtype_row_bytes(t, K);
+  auto& buf = blobs.emplace_back(size_t(N * rb));
+  std::normal_distribution<float> nd(0.0f, float(sd));
+  std::uniform_real_distribution<float> jitter(0.5f, 1.5f);
+  std::uniform_int_distribution<int> byte(0, 255), q8(-127, 127);
+  for (int64_t n = 0; n < N; ++n) {
+    uint8_t* r = buf.data() + n * rb;
+    for (int64_t k = 0; k < K && !wtype_is_quantized(t); ++k) {
+      if (t == WType::f32) reinterpret_cast<float*>(r)[k] = nd(g);
+      if (t == WType::f16) reinterpret_cast<f16*>(r)[k] = from_f32<f16>(nd(g));
+      if (t == WType::bf16) reinterpret_cast<bf16*>(r)[k] = from_f32<bf16>(nd(g));
+    }
+    for (int64_t b = 0; b < K / kQuantBlock && wtype_is_quantized(t); ++b) {
+      // uniform codes: sd of q8 codes is 127/sqrt(3), of nibbles 16/sqrt(12)
+      if (t == WType::q8_0) {
+        auto& q = reinterpret_cast<BlockQ8_0*>(r)[b];
+        q.d = f32_to_f16_bits(float(sd * std::sqrt(3.0) / 127.0) * jitter(g));
+        for (auto& c : q.qs) c = int8_t(q8(g));
+      } else {
+        const float d = float(sd * std::sqrt(12.0) / 16.0) * jitter(g);
+        for (int j = 0; j < 16; ++j) (t == WType::q4_0 ? reinterpret_cast<BlockQ4_0*>(r)[b].qs : reinterpret_cast<BlockQ4_1*>(r)[b].qs)[j] = uint8_t(byte(g));
+        if (t == WType::q4_0) reinterpret_cast<BlockQ4_0*>(r)[b].d = f32_to_f16_bits(d);
+        if (t == WType::q4_1) {
+          reinterpret_cast<BlockQ4_1*>(r)[b].d = f32_to_f16_bits(d);
+          reinterpret_cast<BlockQ4_1*>(r)[b].m = f32_to_f16_bits(-7.5f * d);
+        }
+      }
+    }
+  }
+  return WeightView{buf.data(), t, N, K, rb};
+}
+
+const float* random_vec(std::vector<std::vector<float>>& vecs, int64_t n, float mean, float sd, std::mt19937_64& g) {
+  auto& v = vecs.emplace_back(size_t(n));
+  std::normal_distribution<float> nd(mean, sd);
+  for (auto& x : v) x = nd(g);
+  return v.data();
+}
+}  // namespace
+
+Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
+  c.validate();
+  Model m;
+  m.cfg_ = c;
+  if (m.cfg_.rope_dim == 0) m.cfg_.rope_dim = c.d_head();
+  std::mt19937_64 g(seed);
+  auto& B = m.owned_->blobs;
+  auto& V = m.owned_->vecs;
+  const int64_t d = c.d_model, dh = c.d_head(), dq = c.n_head * dh, dkv = c.d_kv();
+  const bool gpt2 = c.arch == Arch::gpt2;
+  const double sd_in = 1.0 / std::sqrt(double(d)), sd_ff = 1.0 / std::sqrt(double(c.d_ff));
+  // embeddings ~ N(0, 1/d): tied logits then have unit scale, so sampling is not degenerate
+  m.tok_embd_ = random_weight(B, t, c.n_vocab, d, sd_in, g);
+  if (gpt2) m.pos_embd_ = random_weight(B, WType::f32, c.n_ctx, d, 0.5, g);
+  m.output_ = c.tied ? m.tok_embd_ : random_weight(B, t, c.n_vocab, d, sd_in, g);
+  m.out_norm_ = random_vec(V, d, 1.0f, 0.1f, g);
+  if (gpt2) m.out_norm_b_ = random_vec(V, d, 0.0f, 0.1f, g);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    LayerWeights L;
+    L.attn_norm = random_vec(V, d, 1.0f, 0.1f, g);
+    L.ffn_norm = random_vec(V, d, 1.0f, 0.1f, g);
+    if (gpt2) {
+      L.attn_norm_b = random_vec(V, d, 0.0f, 0.1f, g);
+      L.ffn_norm_b = random_vec(V, d, 0.0f, 0.1f, g);
+      L.wqkv = random_weight(B, t, 3 * d, d, sd_in, g);
+      L.bqkv = random_vec(V, 3 * d, 0.0f, 0.1f, g);
+      L.bo = random_vec(V, d, 0.0f, 0.1f, g);
+      L.b_up = random_vec(V, c.d_ff, 0.0f, 0.1f, g);
+      L.b_down = random_vec(V, d, 0.0f, 0.1f, g);
+    } else {
+      L.wq = random_weight(B, t, dq, d, sd_in, g);
+      L.wk = random_weight(B, t, dkv, d, sd_in, g);
+      L.wv = random_weight(B, t, dkv, d, sd_in, g);
+      L.w_gate = random_weight(B, t, c.d_ff, d, sd_in, g);
+    }
+    L.wo = random_weight(B, t, d, dq, 1.0 / std::sqrt(double(dq)), g);
+    L.w_up = random_weight(B, t, c.d_ff, d, sd_in, g);
+    L.w_down = random_weight(B, t, d, c.d_ff, sd_ff, g);
+    m.layers_.push_back(L);
+  }
+  return m;
+}
+
+int64_t Model::weight_bytes() const {
+  int64_t n = tok_embd_.rows * tok_embd_.row_bytes;
+  if (output_.data != tok_embd_.data) n += output_.rows * output_.row_bytes;
+  for (const auto& L : layers_)
+    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      n += w->rows * w->row_bytes;
+  return n;
+}
+
+DenseKv::DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos)
+    : layers_(c.n_layer), seqs_(max_seqs), max_pos_(max_pos), dkv_(c.d_kv()), dh_(c.d_head()), nh_(c.n_head),
+      group_(c.n_head / c.n_head_kv) {
+  LLMK_CHECK_ARG(max_seqs > 0, "DenseKv", "max_seqs", max_seqs, "must be > 0");
+  LLMK_CHECK_ARG(max_pos > 0, "DenseKv", "max_pos", max_pos, "must be > 0");
+  data_.assign(size_t(layers_ * seqs_ * max_pos_ * 2 * dkv_), 0.0f);
+}
+
+void DenseKv::store(int64_t layer, const Batch& b, const float* k, const float* v) {
+  for (size_t t = 0; t < b.tokens.size(); ++t) {
+    LLMK_CHECK_ARG(b.seq[t] < seqs_, "DenseKv::store", "seq", b.seq[t], "must be < max_seqs = " + std::to_string(seqs_));
+    LLMK_CHECK_ARG(b.pos[t] < max_pos_, "DenseKv::store", "pos", b.pos[t], "must be < max_pos = " + std::to_string(max_pos_));
+    float* r = row(layer, b.seq[t], b.pos[t]);
+    std::copy_n(k + t * dkv_, dkv_, r);
+    std::copy_n(v + t * dkv_, dkv_, r + dkv_);
+  }
+}
+
+void DenseKv::attend(int64_t layer, const Batch& b, const float* q, float* out) {
+  const int64_t T = int64_t(b.tokens.size());
+  const float scale = 1.0f / std::sqrt(float(dh_));
+#pragma omp parallel for num_threads(num_threads()) schedule(static) collapse(2)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nh_; ++h) {
+      const int64_t n = b.pos[t] + 1, kvh = h / group_;
+      const float* qh = q + (t * nh_ + h) * dh_;
+      std::vector<float> p(static_cast<size_t>(n));
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* kr = row(layer, b.seq[t], j) + kvh * dh_;
+        float s = 0;
+        for (int64_t i = 0; i < dh_; ++i) s += qh[i] * kr[i];
+        p[size_t(j)] = s * scale;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      float sum = 0;
+      for (auto& e : p) sum += (e = std::exp(e - mx));
+      float* o = out + (t * nh_ + h) * dh_;
+      std::fill_n(o, dh_, 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float* vr = row(layer, b.seq[t], j) + dkv_ + kvh * dh_;
+        const float w = p[size_t(j)] / sum;
+        for (int64_t i = 0; i < dh_; ++i) o[i] += w * vr[i];
+      }
+    }
+}
+
+}  // namespace llmk

@@ -1,0 +1,117 @@
+// forward_ref: the decoder's oracle. One sequence, positions 0..T-1, every
+// activation in double, each weight row dequantized in double when used, K/V
+// in a dense [layer, pos, d_kv] cache, attention written out in full.
+#include <cmath>
+
+#include "llmk/error.hpp"
+#include "llmk/model.hpp"
+
+namespace llmk {
+namespace {
+using Vec = std::vector<double>;
+
+Vec matvec(const WeightView& w, const Vec& x, const float* bias) {
+  Vec y(size_t(w.rows)), row(size_t(w.cols));
+  for (int64_t n = 0; n < w.rows; ++n) {
+    dequantize_row_f64(w, n, row.data());
+    double acc = bias ? bias[n] : 0.0;
+    for (int64_t k = 0; k < w.cols; ++k) acc += row[size_t(k)] * x[size_t(k)];
+    y[size_t(n)] = acc;
+  }
+  return y;
+}
+
+Vec norm(const Vec& x, const float* w, const float* b, bool layer_norm, double eps) {
+  const double d = double(x.size());
+  double mean = 0, var = 0;
+  if (layer_norm)
+    for (double v : x) mean += v / d;
+  for (double v : x) var += (v - mean) * (v - mean) / d;
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) / std::sqrt(var + eps) * w[i] + (b ? b[i] : 0.0);
+  return y;
+}
+
+void rope(double* x, int64_t heads, int64_t dh, int64_t rope_dim, double base, int64_t pos) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < rope_dim / 2; ++i) {
+      const double th = double(pos) * std::pow(base, -2.0 * double(i) / double(rope_dim));
+      double* p = x + h * dh + 2 * i;
+      const double a = p[0], b = p[1];
+      p[0] = a * std::cos(th) - b * std::sin(th);
+      p[1] = a * std::sin(th) + b * std::cos(th);
+    }
+}
+}  // namespace
+
+std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens) {
+  const ModelConfig& c = m.cfg_;
+  const bool gpt2 = c.arch == Arch::gpt2;
+  const int64_t T = int64_t(tokens.size()), d = c.d_model, dh = c.d_head(), nh = c.n_head, dkv = c.d_kv();
+  const int64_t G = c.n_head / c.n_head_kv;
+  std::vector<Vec> kc(size_t(c.n_layer)), vc(size_t(c.n_layer));  // [layer][pos * dkv]
+  Vec logits;
+  for (int64_t t = 0; t < T; ++t) {
+    LLMK_CHECK_ARG(tokens[t] >= 0 && tokens[t] < c.n_vocab, "forward_ref", "tokens[t]", tokens[t], "out of vocabulary");
+    Vec x(static_cast<size_t>(d));
+    dequantize_row_f64(m.tok_embd_, tokens[t], x.data());
+    if (gpt2) {
+      Vec p(static_cast<size_t>(d));
+      dequantize_row_f64(m.pos_embd_, t, p.data());
+      for (int64_t i = 0; i < d; ++i) x[size_t(i)] += p[size_t(i)];
+    }
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      const LayerWeights& L = m.layers_[size_t(l)];
+      const Vec h = norm(x, L.attn_norm, L.attn_norm_b, gpt2, c.norm_eps);
+      Vec q, k, v;
+      if (gpt2) {
+        const Vec qkv = matvec(L.wqkv, h, L.bqkv);
+        q.assign(qkv.begin(), qkv.begin() + d);
+        k.assign(qkv.begin() + d, qkv.begin() + 2 * d);
+        v.assign(qkv.begin() + 2 * d, qkv.end());
+      } else {
+        q = matvec(L.wq, h, L.bq);
+        k = matvec(L.wk, h, L.bk);
+        v = matvec(L.wv, h, L.bv);
+        rope(q.data(), nh, dh, c.rope_dim, c.rope_base, t);
+        rope(k.data(), c.n_head_kv, dh, c.rope_dim, c.rope_base, t);
+      }
+      auto& K = kc[size_t(l)];
+      auto& V = vc[size_t(l)];
+      K.insert(K.end(), k.begin(), k.end());
+      V.insert(V.end(), v.begin(), v.end());
+      Vec att(size_t(nh * dh), 0.0), p(size_t(t + 1));
+      for (int64_t hd = 0; hd < nh; ++hd) {
+        const int64_t kvh = hd / G;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          double sc = 0;
+          for (int64_t i = 0; i < dh; ++i) sc += q[size_t(hd * dh + i)] * K[size_t(j * dkv + kvh * dh + i)];
+          p[size_t(j)] = sc / std::sqrt(double(dh));
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t i = 0; i < dh; ++i)
+            att[size_t(hd * dh + i)] += p[size_t(j)] / sum * V[size_t(j * dkv + kvh * dh + i)];
+      }
+      const Vec o = matvec(L.wo, att, L.bo);
+      for (int64_t i = 0; i < d; ++i) x[size_t(i)] += o[size_t(i)];
+      const Vec h2 = norm(x, L.ffn_norm, L.ffn_norm_b, gpt2, c.norm_eps);
+      Vec u = matvec(L.w_up, h2, L.b_up);
+      if (gpt2) {
+        for (auto& e : u) e = 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (e + 0.044715 * e * e * e)));
+      } else {
+        const Vec g = matvec(L.w_gate, h2, nullptr);
+        for (size_t i = 0; i < u.size(); ++i) u[i] *= g[i] / (1.0 + std::exp(-g[i]));
+      }
+      const Vec dn = matvec(L.w_down, u, L.b_down);
+      for (int64_t i = 0; i < d; ++i) x[size_t(i)] += dn[size_t(i)];
+    }
+    const Vec out = matvec(m.output_, norm(x, m.out_norm_, m.out_norm_b_, gpt2, c.norm_eps), nullptr);
+    logits.insert(logits.end(), out.begin(), out.end());
+  }
+  return logits;
+}
+
+}  // namespace llmk

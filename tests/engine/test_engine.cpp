@@ -1,0 +1,259 @@
+// The engine on small random models: batched, continuously batched and
+// preempted generation give the same tokens as each request run alone (and,
+// greedy with an f32 cache, as a plain loop over the dense cache); sampling
+// is reproducible per (seed, step) whatever the batch; end-of-generation
+// tokens, max_tokens and stop strings end a request with its text intact.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "llmk/engine.hpp"
+#include "llmk/tokenizer.hpp"
+#include "tests/common/testutil.hpp"
+
+namespace {
+using namespace llmk;
+
+ModelConfig tiny() {
+  ModelConfig c;
+  c.n_vocab = 301;
+  c.n_ctx = 256;
+  c.d_model = 64;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.d_ff = 96;
+  return c;
+}
+
+std::vector<int32_t> prompt(int64_t n, uint32_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((seed * 2654435761u + uint32_t(i) * 40503u) % 301u);
+  return t;
+}
+
+std::vector<Request> requests(float temp) {
+  std::vector<Request> rs;
+  const int64_t lens[] = {5, 17, 1, 33, 9, 12};
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    r.prompt = prompt(lens[i], uint32_t(i + 1));
+    r.max_tokens = 6 + 3 * i;
+    r.sampling.temperature = temp;
+    r.sampling.top_k = temp > 0 ? 20 : 0;
+    r.seed = uint64_t(100 + i);
+    rs.push_back(r);
+  }
+  return rs;
+}
+
+std::vector<int32_t> alone(Model& m, const Request& r, KvType kv) {
+  EngineConfig c;
+  c.kv_type = kv;
+  c.max_seqs = 1;
+  Engine e(m, nullptr, c);
+  e.submit(r);
+  return e.run()[0].tokens;
+}
+
+// Greedy over the dense f32 cache: the plain loop the engine must reproduce.
+std::vector<int32_t> dense_greedy(Model& m, const Request& r) {
+  DenseKv kv(m.config(), 1, 256);
+  const int64_t V = m.config().n_vocab;
+  std::vector<int32_t> toks = r.prompt, out;
+  std::vector<float> lg(static_cast<size_t>(int64_t(toks.size()) * V));
+  int64_t done = 0;
+  while (int64_t(out.size()) < r.max_tokens) {
+    const int64_t T = int64_t(toks.size()) - done;
+    std::vector<int64_t> pos;
+    for (int64_t i = 0; i < T; ++i) pos.push_back(done + i);
+    const std::vector<int32_t> seq(static_cast<size_t>(T), 0);
+    m.forward({{toks.data() + done, size_t(T)}, pos, seq, {}}, kv, lg.data());
+    const float* last = lg.data() + (T - 1) * V;
+    const int32_t t = int32_t(std::max_element(last, last + V) - last);
+    done = int64_t(toks.size());
+    toks.push_back(t);
+    out.push_back(t);
+  }
+  return out;
+}
+
+TEST(Engine, BatchedGreedyEqualsAloneAndDenseLoop) {
+  Model m = Model::random(tiny(), WType::q4_1, 7);
+  for (KvType kv : {KvType::f32, KvType::f16, KvType::int8, KvType::int4}) {
+    EngineConfig c;
+    c.kv_type = kv;
+    Engine e(m, nullptr, c);
+    auto rs = requests(0.0f);
+    for (const auto& r : rs) e.submit(r);
+    const auto outs = e.run();
+    ASSERT_EQ(outs.size(), rs.size());
+    for (size_t i = 0; i < rs.size(); ++i) {
+      EXPECT_EQ(int64_t(outs[i].tokens.size()), rs[i].max_tokens);
+      EXPECT_EQ(outs[i].finish, Finish::length);
+      EXPECT_EQ(outs[i].tokens, alone(m, rs[i], kv)) << kv_type_name(kv) << " request " << i;
+      if (kv == KvType::f32) EXPECT_EQ(outs[i].tokens, dense_greedy(m, rs[i])) << "request " << i;
+    }
+    EXPECT_GT(e.stats().decode_tokens, 0);
+    EXPECT_GT(e.stats().prefill_tokens, 0);
+  }
+}
+
+TEST(Engine, ContinuousBatchingAndSamplingAreReproducible) {
+  Model m = Model::random(tiny(), WType::q8_0, 8);
+  auto rs = requests(0.9f);
+  Engine e(m, nullptr, EngineConfig{});
+  e.submit(rs[0]);
+  e.submit(rs[1]);
+  for (int i = 0; i < 3; ++i) e.step();  // two running, then the rest join
+  for (size_t i = 2; i < rs.size(); ++i) e.submit(rs[i]);
+  const auto outs = e.run();
+  bool any_differs_from_greedy = false;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(outs[i].tokens, alone(m, rs[i], KvType::f32)) << "request " << i;
+    Request g = rs[i];
+    g.sampling.temperature = 0;
+    any_differs_from_greedy |= outs[i].tokens != alone(m, g, KvType::f32);
+  }
+  EXPECT_TRUE(any_differs_from_greedy) << "temperature 0.9 sampled exactly the greedy tokens everywhere";
+}
+
+TEST(Engine, PreemptedSequencesAreRecomputedWithNothingLost) {
+  Model m = Model::random(tiny(), WType::q4_1, 9);
+  EngineConfig c;
+  c.kv_tokens = 96;  // 6 blocks of 16: the requests below need up to 4 each
+  c.block_tokens = 16;
+  Engine e(m, nullptr, c);
+  std::vector<Request> rs;
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.prompt = prompt(20 + 5 * i, uint32_t(40 + i));
+    r.max_tokens = 30;
+    rs.push_back(r);
+    e.submit(r);
+  }
+  std::vector<std::vector<int32_t>> streamed(4);
+  const auto outs = e.run([&](const Event& ev) { streamed[size_t(ev.id)].push_back(ev.token); });
+  EXPECT_GT(e.stats().preemptions, 0);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(outs[i].tokens, alone(m, rs[i], KvType::f32)) << "request " << i;
+    EXPECT_EQ(streamed[i], outs[i].tokens) << "every token streamed exactly once";
+  }
+}
+
+TEST(Engine, BadRequestsNameTheField) {
+  Model m = Model::random(tiny(), WType::f32, 1);
+  EngineConfig c;
+  c.kv_tokens = 32;
+  Engine e(m, nullptr, c);
+  EXPECT_THROW(e.submit(Request{}), InvalidArgument);
+  Request r;
+  r.prompt = {1, 2, 301};
+  EXPECT_THROW(e.submit(r), InvalidArgument);
+  r.prompt = {1};
+  r.max_tokens = 0;
+  EXPECT_THROW(e.submit(r), InvalidArgument);
+  r.max_tokens = 4;
+  r.stop = {"x"};
+  EXPECT_THROW(e.submit(r), InvalidArgument);  // stop strings need a tokenizer
+  r.stop.clear();
+  r.prompt = prompt(40, 3);  // needs 3 blocks, the cache holds 2
+  e.submit(r);
+  EXPECT_THROW(e.run(), InvalidArgument);
+}
+
+// GPT-2's byte -> printable symbol map, so a tokenizer can be built from parts.
+std::string byte_symbol(int b) {
+  int cp = b;
+  if (!((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))) {
+    int n = 0;
+    for (int x = 0; x < b; ++x)
+      if (!((x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || (x >= 0xae && x <= 0xff))) ++n;
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80) s += char(cp);
+  else {
+    s += char(0xc0 | (cp >> 6));
+    s += char(0x80 | (cp & 0x3f));
+  }
+  return s;
+}
+
+// A byte-level vocabulary over the model's 301 ids: ids 0..255 the bytes,
+// 256..299 two-letter pieces, and `eog` replaced by <|im_end|> (CONTROL).
+Tokenizer vocab(int32_t eog) {
+  std::vector<std::string> toks;
+  std::vector<TokenType> types;
+  for (int i = 0; i < 301; ++i) {
+    if (i < 256) toks.push_back(byte_symbol(i));
+    else toks.push_back(std::string(1, char('a' + (i - 256) % 26)) + char('A' + (i - 256) / 26));
+    types.push_back(TokenType::normal);
+  }
+  if (eog >= 0) {
+    toks[size_t(eog)] = "<|im_end|>";
+    types[size_t(eog)] = TokenType::control;
+  }
+  return Tokenizer(toks, {}, types, PreTokenizer::gpt2);
+}
+
+TEST(Engine, EndOfGenerationAndStopStrings) {
+  Model m = Model::random(tiny(), WType::q8_0, 4);
+  Request r;
+  r.prompt = prompt(7, 5);
+  r.max_tokens = 12;
+  const Tokenizer plain = vocab(-1);
+  Engine e0(m, &plain, EngineConfig{});
+  e0.submit(r);
+  std::string streamed;
+  const Output o = e0.run([&](const Event& ev) { streamed += ev.text; })[0];
+  ASSERT_EQ(o.finish, Finish::length);
+  EXPECT_EQ(streamed, o.text);
+  EXPECT_EQ(o.text, plain.decode(o.tokens, true));
+  // The first token not seen before position k >= 2 becomes an end-of-generation token.
+  size_t k = 2;
+  while (k < o.tokens.size() && std::count(o.tokens.begin(), o.tokens.begin() + long(k), o.tokens[k])) ++k;
+  ASSERT_LT(k, o.tokens.size());
+  const Tokenizer with_eog = vocab(o.tokens[k]);
+  Engine e1(m, &with_eog, EngineConfig{});
+  e1.submit(r);
+  const Output o1 = e1.run()[0];
+  EXPECT_EQ(o1.finish, Finish::eos);
+  EXPECT_EQ(o1.tokens, std::vector<int32_t>(o.tokens.begin(), o.tokens.begin() + long(k) + 1));
+  // A stop string from the middle of the text: the text is cut just before it.
+  ASSERT_GE(o.text.size(), 6u);
+  Request rs = r;
+  rs.stop = {o.text.substr(3, 3)};
+  Engine e2(m, &plain, EngineConfig{});
+  e2.submit(rs);
+  std::string streamed2;
+  const Output o2 = e2.run([&](const Event& ev) { streamed2 += ev.text; })[0];
+  EXPECT_EQ(o2.finish, Finish::stop);
+  EXPECT_EQ(o2.text, o.text.substr(0, o.text.find(rs.stop[0])));
+  EXPECT_EQ(streamed2, o2.text) << "held-back text never leaks a stop string's start";
+}
+
+}  // namespace
+
+namespace {
+// forward_sequence through the paged f32 cache against the dense f32 cache: the
+// same K/V values, only the attention kernels' summation order differs (f32
+// rounding over <= 40 positions and 16-value dots: well under 1e-4 of the logit
+// scale). The quantized cache types' own error bounds are the kv component's tests.
+TEST(Engine, PagedLogitsMatchDenseCache) {
+  Model m = Model::random(tiny(), WType::f32, 11);
+  const auto toks = prompt(40, 9);
+  const int64_t T = int64_t(toks.size()), V = m.config().n_vocab;
+  DenseKv dense(m.config(), 1, 64);
+  std::vector<int64_t> pos;
+  for (int64_t i = 0; i < T; ++i) pos.push_back(i);
+  const std::vector<int32_t> seq(static_cast<size_t>(T), 0);
+  std::vector<float> ref(static_cast<size_t>(T * V)), got(static_cast<size_t>(T * V));
+  m.forward({toks, pos, seq, {}}, dense, ref.data());
+  forward_sequence(m, KvType::f32, toks, got.data());
+  double scale = 0;
+  for (float r : ref) scale = std::max(scale, double(std::fabs(r)));
+  EXPECT_TRUE(test::all_close(got.data(), ref.data(), got.size(), 1e-4 * scale, 0.0, "paged f32 vs dense"));
+}
+}  // namespace

@@ -1,0 +1,203 @@
+// The decoder against its double oracle (forward_ref) on small random models of
+// both families and every weight type, and its internal consistency: a token's
+// logits are the same bits whether its sequence is prefilled in one batch or
+// fed token by token (cached vs uncached), and whether it shares the batch
+// with other sequences of other lengths (batched vs one by one).
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "llmk/gguf.hpp"
+#include "llmk/model.hpp"
+#include "llmk/parallel.hpp"
+#include "tests/common/testutil.hpp"
+
+namespace {
+using namespace llmk;
+
+ModelConfig tiny(Arch a) {
+  ModelConfig c;
+  c.arch = a;
+  c.n_vocab = 301;
+  c.n_ctx = 64;
+  c.d_model = 64;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = a == Arch::llama ? 2 : 4;
+  c.d_ff = 96;
+  c.tied = a == Arch::gpt2;
+  c.rope_base = 10000.0f;
+  return c;
+}
+
+std::vector<int32_t> tokens_of(int64_t n, uint32_t seed, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((seed * 2654435761u + uint32_t(i) * 40503u) % uint32_t(vocab));
+  return t;
+}
+
+// All logits of one sequence, prefilled in one forward.
+std::vector<float> prefill(Model& m, std::span<const int32_t> toks) {
+  DenseKv kv(m.config(), 1, 64);
+  const int64_t T = int64_t(toks.size());
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  std::iota(pos.begin(), pos.end(), 0);
+  std::vector<int32_t> seq(size_t(T), 0);
+  std::vector<float> logits(size_t(T * m.config().n_vocab));
+  EXPECT_EQ(m.forward({toks, pos, seq, {}}, kv, logits.data()), T);
+  return logits;
+}
+
+class ForwardTypes : public ::testing::TestWithParam<std::tuple<Arch, WType>> {};
+
+// Tolerance. Float weights (f32/f16/bf16; the oracle sees the same stored
+// values): only f32 rounding, each matmul/norm/softmax stage adding at most
+// about K * eps_f32 relative to the magnitudes involved (K <= 96 here), about
+// 12 stages per layer in 2 layers: 2 * 12 * 96 * 1.2e-7 ~ 3e-4 of the logit
+// scale (max |logit|). Block weights: every matmul input is rounded to int8 per
+// 32-block (relative RMS error about 1/(127 sqrt 3) ~ 0.5% per input; over ~8
+// matmuls in sequence, independent errors grow to ~ sqrt(8) * 0.5% ~ 1.5%), so
+// the logits are compared by relative L2 error under 3% (about 1% is seen);
+// layout or formula errors give O(1).
+TEST_P(ForwardTypes, MatchesDoubleOracle) {
+  const auto [arch, wt] = GetParam();
+  Model m = Model::random(tiny(arch), wt, 42);
+  const auto toks = tokens_of(11, 7, m.config().n_vocab);
+  for (SimdLevel level : test::simd_levels()) {
+    ScopedSimdLimit lim(level);
+    const auto got = prefill(m, toks);
+    const auto ref = forward_ref(m, toks);
+    ASSERT_EQ(got.size(), ref.size());
+    double scale = 0, err2 = 0, ref2 = 0;
+    for (double r : ref) scale = std::max(scale, std::fabs(r));
+    for (size_t i = 0; i < ref.size(); ++i) {
+      err2 += (got[i] - ref[i]) * (got[i] - ref[i]);
+      ref2 += ref[i] * ref[i];
+    }
+    if (wtype_is_quantized(wt)) {
+      EXPECT_LT(std::sqrt(err2 / ref2), 0.03) << simd_name(level);
+    } else {
+      EXPECT_TRUE(test::all_close(got.data(), ref.data(), ref.size(), 3e-4 * scale, 0.0, simd_name(level)));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ForwardTypes,
+                         ::testing::Combine(::testing::Values(Arch::llama, Arch::gpt2),
+                                            ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0,
+                                                              WType::q4_0, WType::q4_1)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == Arch::llama ? "llama_" : "gpt2_") +
+                                  wtype_name(std::get<1>(info.param));
+                         });
+
+// Cached vs uncached: token-by-token decoding through the cache gives the same
+// bits as recomputing the whole prefix in one batch.
+TEST(Forward, CachedEqualsUncached) {
+  for (Arch a : {Arch::llama, Arch::gpt2}) {
+    Model m = Model::random(tiny(a), WType::q4_1, 3);
+    const int64_t V = m.config().n_vocab;
+    const auto toks = tokens_of(9, 11, V);
+    const auto full = prefill(m, toks);
+    DenseKv kv(m.config(), 1, 64);
+    std::vector<float> lg(static_cast<size_t>(V));
+    for (int64_t t = 0; t < int64_t(toks.size()); ++t) {
+      const int32_t tok = toks[size_t(t)], seq = 0;
+      m.forward({{&tok, 1}, {&t, 1}, {&seq, 1}, {}}, kv, lg.data());
+      ASSERT_TRUE(std::equal(lg.begin(), lg.end(), full.begin() + t * V)) << "position " << t;
+    }
+  }
+}
+
+// Batched vs one by one: three sequences of lengths 7, 3, 5 prefilled in one
+// batch (interleaved, only last-token logits wanted), then two decode steps
+// together; each equals its sequence run alone.
+TEST(Forward, BatchedEqualsOneByOne) {
+  Model m = Model::random(tiny(Arch::llama), WType::q8_0, 5);
+  const int64_t V = m.config().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {tokens_of(9, 1, V), tokens_of(5, 2, V), tokens_of(7, 3, V)};
+  DenseKv kv(m.config(), 3, 64);
+  std::vector<int32_t> tok, seq;
+  std::vector<int64_t> pos;
+  std::vector<uint8_t> want;
+  for (int64_t i = 0; i < 9; ++i)
+    for (int32_t s = 0; s < 3; ++s) {
+      if (i + 2 >= int64_t(prompts[size_t(s)].size())) continue;  // the last 2 tokens are decoded below
+      tok.push_back(prompts[size_t(s)][size_t(i)]);
+      pos.push_back(i);
+      seq.push_back(s);
+      want.push_back(i + 3 == int64_t(prompts[size_t(s)].size()));
+    }
+  std::vector<float> lg(size_t(3 * V));
+  ASSERT_EQ(m.forward({tok, pos, seq, want}, kv, lg.data()), 3);
+  std::vector<std::vector<float>> got(3);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<int32_t> t2, s2 = {0, 1, 2};
+    std::vector<int64_t> p2;
+    for (int32_t s = 0; s < 3; ++s) {
+      const int64_t p = int64_t(prompts[size_t(s)].size()) - 2 + step;
+      t2.push_back(prompts[size_t(s)][size_t(p)]);
+      p2.push_back(p);
+    }
+    ASSERT_EQ(m.forward({t2, p2, s2, {}}, kv, lg.data()), 3);
+    for (int s = 0; s < 3; ++s) got[size_t(s)].insert(got[size_t(s)].end(), lg.begin() + s * V, lg.begin() + (s + 1) * V);
+  }
+  for (int s = 0; s < 3; ++s) {
+    const auto& p = prompts[size_t(s)];
+    const auto alone = prefill(m, p);
+    const int64_t n = int64_t(p.size());
+    EXPECT_TRUE(std::equal(got[size_t(s)].begin(), got[size_t(s)].end(), alone.begin() + (n - 2) * V)) << "seq " << s;
+  }
+}
+
+TEST(Forward, BadBatchNamesTheArgument) {
+  Model m = Model::random(tiny(Arch::gpt2), WType::f32, 1);
+  DenseKv kv(m.config(), 1, 64);
+  std::vector<float> lg(size_t(m.config().n_vocab));
+  const int32_t bad_tok = 301, tok = 0, seq = 0;
+  const int64_t pos = 0, far = 64;
+  EXPECT_THROW(m.forward({{&bad_tok, 1}, {&pos, 1}, {&seq, 1}, {}}, kv, lg.data()), InvalidArgument);
+  EXPECT_THROW(m.forward({{&tok, 1}, {&far, 1}, {&seq, 1}, {}}, kv, lg.data()), InvalidArgument);  // gpt2: pos < n_ctx
+  EXPECT_THROW(m.forward({{&tok, 1}, {}, {&seq, 1}, {}}, kv, lg.data()), InvalidArgument);
+  ModelConfig c = tiny(Arch::llama);
+  c.n_head_kv = 3;
+  EXPECT_THROW(Model::random(c, WType::f32, 1), InvalidArgument);
+}
+
+}  // namespace
+
+namespace {
+using namespace llmk;
+// A random model written to GGUF and read back computes the same bits; the
+// loader rejects a wrong shape by naming the tensor.
+TEST(ModelGguf, RoundTripComputesTheSameLogits) {
+  for (Arch a : {Arch::llama, Arch::gpt2})
+    for (WType t : {WType::q4_1, WType::f16}) {
+      Model m = Model::random(tiny(a), t, 9);
+      gguf::Writer w;
+      m.add_to_gguf(w);
+      const auto bytes = w.bytes();
+      const gguf::File f = gguf::File::parse(bytes, "tiny.gguf");
+      Model back = Model::from_gguf(f);
+      EXPECT_EQ(back.config().tied, m.config().tied);
+      EXPECT_EQ(back.weight_bytes(), m.weight_bytes());
+      const auto toks = tokens_of(6, 4, m.config().n_vocab);
+      EXPECT_EQ(prefill(back, toks), prefill(m, toks)) << (a == Arch::llama ? "llama " : "gpt2 ") << wtype_name(t);
+    }
+}
+
+TEST(ModelGguf, WrongShapeNamesTheTensor) {
+  Model m = Model::random(tiny(Arch::llama), WType::f32, 9);
+  gguf::Writer w;
+  m.add_to_gguf(w);
+  w.set("llama.feed_forward_length", gguf::Value::of(uint32_t(128)));
+  const auto bytes = w.bytes();
+  const gguf::File f = gguf::File::parse(bytes, "bad.gguf");
+  try {
+    Model::from_gguf(f);
+    FAIL() << "no error";
+  } catch (const gguf::FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_up.weight"), std::string::npos) << e.what();
+  }
+}
+}  // namespace

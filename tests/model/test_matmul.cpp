@@ -1,0 +1,225 @@
+// matmul against its double oracle, for every weight type, every SIMD path this
+// CPU has, thread counts 1 and 2, row counts M = 1..9 (the tile is 4) and
+// N/K straddling 1023/1024/1025 (K a multiple of 32 for block formats), with
+// misaligned x, padded strides and a sentinel after y.
+//
+// Tolerance, per output y[m, n] = sum_k x_k w_k:
+//  - quantized W: x is quantized per 32-block to q * d16, q = round(x / d),
+//    d = amax/127 and d16 = f16(d) (as llama.cpp does), so
+//    |x_k - q_k d16| <= d/2 + 127 d 2^-11 and the exact product of the
+//    quantized operands differs from the oracle by at most
+//    sum_b d_b (1/2 + 127/2048) * sum_{k in b} |w_k|; Q4_0/Q4_1 also use
+//    s16 = f16(d * sum q) in place of d16 * sum q: |s16 - d16 sum q| <=
+//    |sum q| d 2^-10, times |m| (Q4_1) or 8 d_w (Q4_0) per block;
+//  - f32 accumulation of K terms (per-lane chains, per-block scale products):
+//    at most (K + 8) * eps_f32 * sum_k |x_k w_k| (the standard gamma_K bound,
+//    a few extra roundings for the scales and the final sums).
+// The first bound is loose (worst case over signs), so quantized results are
+// also checked against a tight oracle: the double product of the test's own
+// quantization of x (same rule) with W, within the rounding bound alone.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "llmk/matmul.hpp"
+#include "llmk/parallel.hpp"
+#include "model/quant_blocks.hpp"
+#include "tests/common/testutil.hpp"
+
+namespace {
+using namespace llmk;
+
+// Random weights in type t: float types from N(0, 1); blocks with random
+// scales (f16) and random codes, so every code value occurs.
+std::vector<uint8_t> random_weights(WType t, int64_t N, int64_t K, int64_t row_bytes, uint64_t seed) {
+  std::vector<uint8_t> buf(size_t(N * row_bytes), 0x5a);
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> nd(0, 1);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  std::uniform_int_distribution<int> byte(0, 255), q8(-127, 127);
+  for (int64_t n = 0; n < N; ++n) {
+    uint8_t* r = buf.data() + n * row_bytes;
+    for (int64_t k = 0; k < K; ++k) {
+      if (t == WType::f32) reinterpret_cast<float*>(r)[k] = nd(g);
+      if (t == WType::f16) reinterpret_cast<f16*>(r)[k] = from_f32<f16>(nd(g));
+      if (t == WType::bf16) reinterpret_cast<bf16*>(r)[k] = from_f32<bf16>(nd(g));
+    }
+    for (int64_t b = 0; b < K / kQBlock && wtype_is_quantized(t); ++b) {
+      const uint16_t d = f32_to_f16_bits(scale(g)), m = f32_to_f16_bits(-8 * scale(g));
+      if (t == WType::q8_0) {
+        auto& q = reinterpret_cast<BlockQ8_0*>(r)[b];
+        q.d = d;
+        for (auto& v : q.qs) v = int8_t(q8(g));
+      } else if (t == WType::q4_0) {
+        auto& q = reinterpret_cast<BlockQ4_0*>(r)[b];
+        q.d = d;
+        for (auto& v : q.qs) v = uint8_t(byte(g));
+      } else {
+        auto& q = reinterpret_cast<BlockQ4_1*>(r)[b];
+        q.d = d;
+        q.m = m;
+        for (auto& v : q.qs) v = uint8_t(byte(g));
+      }
+    }
+  }
+  return buf;
+}
+
+void check_case(WType t, int64_t M, int64_t N, int64_t K) {
+  const int64_t row_bytes = wtype_row_bytes(t, K) + 4;  // padded rows
+  const auto wbuf = random_weights(t, N, K, row_bytes, uint64_t(M * 7919 + N * 31 + K));
+  const WeightView w{wbuf.data(), t, N, K, row_bytes};
+  const int64_t ldx = K + 3, ldy = N + 2;
+  test::Guarded<float> x(size_t(M * ldx), 4);
+  test::fill_normal(x.data(), x.size(), uint64_t(K + N), 0.0, 1.0);
+  std::vector<double> ref(size_t(M * ldy));
+  matmul_ref(x.data(), ldx, w, ref.data(), ldy, M);
+  // Tolerance per output (see the file comment), from |w| row by row.
+  std::vector<float> wrow(static_cast<size_t>(K));
+  std::vector<double> tol(size_t(M * ldy));
+  for (int64_t n = 0; n < N; ++n) {
+    dequantize_row(w, n, wrow.data());
+    for (int64_t m = 0; m < M; ++m) {
+      const float* xr = x.data() + m * ldx;
+      double abs_sum = 0, qerr = 0;
+      for (int64_t k = 0; k < K; ++k) abs_sum += std::fabs(double(xr[k]) * wrow[size_t(k)]);
+      for (int64_t b = 0; b < K / kQBlock && wtype_is_quantized(t); ++b) {
+        double amax = 0, wsum = 0;
+        for (int j = 0; j < kQBlock; ++j) {
+          amax = std::max(amax, std::fabs(double(xr[b * kQBlock + j])));
+          wsum += std::fabs(double(wrow[size_t(b * kQBlock + j)]));
+        }
+        qerr += (amax / 127.0) * (0.5 + 127.0 / 2048) * wsum * (1 + 1e-6);  // 1e-6: d is computed in f32
+      }
+      tol[size_t(m * ldy + n)] = qerr + double(K + 8) * test::eps_of<float>() * abs_sum;
+    }
+  }
+  // Tight oracle for block formats: x quantized here, product in double.
+  std::vector<double> tight(size_t(M * ldy)), tight_tol(size_t(M * ldy));
+  if (wtype_is_quantized(t)) {
+    std::vector<float> xq(size_t(M * ldx));
+    std::vector<double> sterm(static_cast<size_t>(M * (K / kQBlock)));  // bound on |s16 - d16 sum q| per block
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t b = 0; b < K / kQBlock; ++b) {
+        const float* xb = x.data() + m * ldx + b * kQBlock;
+        float amax = 0;
+        for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
+        const float d = amax / 127.0f, id = d > 0 ? 127.0f / amax : 0.0f;
+        const float d16 = f16_bits_to_f32(f32_to_f16_bits(d));
+        double qsum = 0;
+        for (int j = 0; j < kQBlock; ++j) {
+          xq[size_t(m * ldx + b * kQBlock + j)] = std::nearbyint(xb[j] * id) * d16;
+          qsum += std::nearbyint(xb[j] * id);
+        }
+        sterm[size_t(m * (K / kQBlock) + b)] = std::fabs(qsum) * d * std::ldexp(1.0, -10);
+      }
+    matmul_ref(xq.data(), ldx, w, tight.data(), ldy, M);
+    for (int64_t n = 0; n < N; ++n) {
+      dequantize_row(w, n, wrow.data());
+      for (int64_t m = 0; m < M; ++m) {
+        double abs_sum = 0;
+        for (int64_t k = 0; k < K; ++k) abs_sum += std::fabs(double(xq[size_t(m * ldx + k)]) * wrow[size_t(k)]);
+        double s_err = 0;  // the s16 term's error, weighted by the block's offset (|m| or 8 d_w)
+        for (int64_t b = 0; b < K / kQBlock && t != WType::q8_0; ++b) {
+          const char* r = static_cast<const char*>(w.data) + n * w.row_bytes;
+          const double off = t == WType::q4_1 ? std::fabs(f16_bits_to_f32(reinterpret_cast<const BlockQ4_1*>(r)[b].m))
+                                              : 8.0 * f16_bits_to_f32(reinterpret_cast<const BlockQ4_0*>(r)[b].d);
+          s_err += off * sterm[size_t(m * (K / kQBlock) + b)];
+        }
+        tight_tol[size_t(m * ldy + n)] = double(K + 8) * test::eps_of<float>() * abs_sum + s_err;
+      }
+    }
+  }
+  for (SimdLevel level : test::simd_levels())
+    for (int threads : {1, 2}) {
+      ScopedSimdLimit lim(level);
+      set_num_threads(threads);
+      test::Guarded<float> y(size_t(M * ldy));
+      for (size_t i = 0; i < y.size(); ++i) y[i] = -777.0f;
+      matmul(x.data(), ldx, w, y.data(), ldy, M);
+      ASSERT_TRUE(y.guard_intact()) << wtype_name(t) << " " << simd_name(level);
+      int bad = 0;
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < ldy; ++n) {
+          const size_t i = size_t(m * ldy + n);
+          if (n >= N) {
+            EXPECT_EQ(y[i], -777.0f) << "padding written at m=" << m << " n=" << n;
+            continue;
+          }
+          const double err = std::fabs(double(y[i]) - ref[i]);
+          const bool tight_ok = !wtype_is_quantized(t) || std::fabs(double(y[i]) - tight[i]) <= tight_tol[i];
+          if (!(err <= tol[i] && tight_ok) && bad++ < 5)
+            ADD_FAILURE() << wtype_name(t) << " " << simd_name(level) << " threads " << threads << " M" << M << " N" << N
+                          << " K" << K << " at [" << m << "," << n << "]: " << y[i] << " vs " << ref[i] << " tol " << tol[i]
+                          << " (tight oracle " << tight[i] << " tol " << tight_tol[i] << ")";
+        }
+      }
+      ASSERT_EQ(bad, 0);
+    }
+  set_num_threads(2);
+}
+
+const std::vector<std::tuple<int64_t, int64_t, int64_t>> kFloatShapes = {
+    {1, 1, 1}, {1, 1025, 1023}, {1, 1023, 1025}, {3, 1024, 1024}, {4, 33, 1025}, {5, 1025, 7}, {9, 31, 1023}};
+const std::vector<std::tuple<int64_t, int64_t, int64_t>> kQuantShapes = {
+    {1, 1, 32}, {1, 1025, 992}, {1, 1023, 1056}, {2, 1024, 1024}, {4, 33, 1056}, {5, 1025, 64}, {9, 31, 992}};
+
+class MatmulTypes : public ::testing::TestWithParam<WType> {};
+
+TEST_P(MatmulTypes, MatchesDoubleOracle) {
+  const WType t = GetParam();
+  for (const auto& [M, N, K] : wtype_is_quantized(t) ? kQuantShapes : kFloatShapes) check_case(t, M, N, K);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, MatmulTypes,
+                         ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0, WType::q4_1),
+                         [](const auto& info) { return std::string(wtype_name(info.param)); });
+
+// A row's result must not depend on the thread count nor on the rows batched
+// with it (the engine relies on this: batched == one-by-one, bit for bit).
+TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
+  const int64_t M = 5, N = 1025, K = 1024;
+  for (WType t : {WType::f32, WType::bf16, WType::q8_0, WType::q4_1})
+    for (SimdLevel level : test::simd_levels()) {
+      ScopedSimdLimit lim(level);
+      const auto wbuf = random_weights(t, N, K, wtype_row_bytes(t, K), 3);
+      const WeightView w{wbuf.data(), t, N, K, wtype_row_bytes(t, K)};
+      std::vector<float> x(size_t(M * K)), y1(size_t(M * N)), y2(size_t(M * N));
+      test::fill_normal(x.data(), x.size(), 5);
+      set_num_threads(1);
+      matmul(x.data(), K, w, y1.data(), N, M);
+      set_num_threads(2);
+      matmul(x.data(), K, w, y2.data(), N, M);
+      EXPECT_EQ(y1, y2) << wtype_name(t) << " " << simd_name(level);
+      for (int64_t m = 0; m < M; ++m) {  // each row alone
+        std::vector<float> y(static_cast<size_t>(N));
+        matmul(x.data() + m * K, K, w, y.data(), N, 1);
+        EXPECT_TRUE(std::equal(y.begin(), y.end(), y2.begin() + m * N)) << wtype_name(t) << " row " << m;
+      }
+    }
+}
+
+TEST(Matmul, BadArgumentsNameThemselves) {
+  std::vector<uint8_t> wb(4096);
+  std::vector<float> x(64), y(64);
+  const WeightView q{wb.data(), WType::q4_1, 2, 48, 60};
+  EXPECT_THROW(matmul(x.data(), 48, q, y.data(), 2, 1), InvalidArgument);  // K % 32
+  const WeightView f{wb.data(), WType::f32, 2, 16, 64};
+  EXPECT_THROW(matmul(x.data(), 8, f, y.data(), 2, 1), InvalidArgument);   // ldx < K
+  EXPECT_THROW(matmul(x.data(), 16, f, y.data(), 1, 1), InvalidArgument);  // ldy < N
+  EXPECT_THROW(matmul(x.data(), 16, f, y.data(), 2, -1), InvalidArgument);
+  EXPECT_THROW(matmul(nullptr, 16, f, y.data(), 2, 1), InvalidArgument);
+  const WeightView small{wb.data(), WType::f32, 2, 16, 64};
+  EXPECT_NO_THROW(matmul(x.data(), 16, small, y.data(), 2, 1));
+  try {
+    matmul(x.data(), 16, WeightView{wb.data(), WType::f16, 2, 16, 8}, y.data(), 2, 1);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("row_bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_wtype("q5_0"), InvalidArgument);
+}
+
+}  // namespace

@@ -1,0 +1,72 @@
+// `llmk chat [--model PATH] [--system TEXT] [--prompt TEXT] [-n N] [--temp T] [--top-k K]
+// [--top-p P] [--seed S] [--kv-type f32|f16|q8|q4] [--threads N]`: a conversation with an
+// instruct model through its ChatML template (SmolLM2-Instruct's, with its default system
+// prompt unless --system). Reads user turns from stdin (one line each; an empty line or EOF
+// ends), streams each reply; with --prompt, answers that one message and exits. Each turn
+// re-runs the whole conversation through the engine (no prefix reuse across turns yet).
+#include <iostream>
+
+#include "model_cli.hpp"
+
+namespace {
+using namespace llmk;
+using namespace llmk::cli;
+
+int run_chat(Args& args) {
+  std::vector<std::string> pos = args.positional();
+  const int64_t n = n_arg(args, pos, 256);
+  const std::string path = model_path(args);
+  Request base;
+  base.max_tokens = n;
+  base.sampling.temperature = float(args.get_double("temp", 0.7));
+  base.sampling.top_k = int32_t(args.get_int("top-k", 40));
+  base.sampling.top_p = float(args.get_double("top-p", 0.95));
+  base.seed = uint64_t(args.get_int("seed", 0));
+  EngineConfig ec;
+  ec.kv_type = kv_type_arg(args, "f16");
+  const bool has_system = args.has("system");
+  const std::string system = args.get("system", "");
+  const bool one_shot = args.has("prompt");
+  const std::string prompt = args.get("prompt", "");
+  threads_arg(args);
+  args.finish();
+  LLMK_CHECK_ARG(pos.empty(), "chat", "positional", pos.front(), "unexpected (use --prompt TEXT)");
+  LLMK_CHECK_ARG(n >= 1, "chat", "-n", n, "must be >= 1");
+
+  LoadedModel lm(path);
+  std::vector<ChatMessage> messages;
+  if (has_system) messages.push_back({"system", system});
+  const std::string default_system = has_system ? "" : chatml_default_system(lm.tok.chat_template());
+  for (int turn = 0;; ++turn) {
+    std::string line;
+    if (one_shot) {
+      if (turn > 0) break;
+      line = prompt;
+    } else {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line) || line.empty()) break;
+    }
+    messages.push_back({"user", line});
+    Request r = base;
+    r.seed = base.seed + uint64_t(turn);
+    r.prompt = lm.tok.encode(render_chatml(messages, true, default_system), true, lm.tok.add_bos());
+    ec.kv_tokens = int64_t(r.prompt.size()) + n + ec.block_tokens;
+    Engine eng(lm.model, &lm.tok, ec);
+    eng.submit(r);
+    const Output out = eng.run([](const Event& e) {
+      std::fputs(e.text.c_str(), stdout);
+      std::fflush(stdout);
+    })[0];
+    std::fputs("\n", stdout);
+    messages.push_back({"assistant", out.text});
+    const EngineStats& st = eng.stats();
+    std::fprintf(stderr, "[%zu prompt tokens, %.1f tok/s; %lld new tokens, %.1f tok/s; %s]\n", r.prompt.size(),
+                 st.prefill_seconds > 0 ? st.prefill_tokens / st.prefill_seconds : 0.0, (long long)out.tokens.size(),
+                 st.decode_seconds > 0 ? st.decode_tokens / st.decode_seconds : 0.0, finish_name(out.finish));
+  }
+  return 0;
+}
+
+}  // namespace
+LLMK_COMMAND("chat", "chat with an instruct model (ChatML; --prompt for one turn, --system, -n, --temp)", run_chat, {});

@@ -1,0 +1,114 @@
+// `llmk generate [--model PATH] [--prompt TEXT | --prompts FILE | TEXT] [-n N] [--temp T]
+// [--top-k K] [--top-p P] [--seed S] [--stop STR] [--kv-type f32|f16|q8|q4] [--threads N]
+// [--kv-tokens N] [--max-seqs N] [--json] [--dump-logits FILE]`
+// Generates from one prompt (streamed as it comes) or many (--prompts: one per line, all
+// batched through the engine; outputs printed in order), then a throughput line on stderr.
+// --json prints one object per prompt (ids, text, finish) and one with the stats.
+// --dump-logits writes each prompt's next-token logits (f32, [prompts, n_vocab]) first.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "model_cli.hpp"
+
+namespace {
+using namespace llmk;
+using namespace llmk::cli;
+
+int run_generate(Args& args) {
+  std::vector<std::string> pos = args.positional();
+  const int64_t n = n_arg(args, pos, 128);
+  const std::string path = model_path(args);
+  const bool json = args.flag("json");
+  std::vector<std::string> prompts;
+  if (args.has("prompts")) {
+    const std::string file = args.get("prompts", "");
+    std::ifstream in(file);
+    LLMK_CHECK_ARG(bool(in), "generate", "--prompts", file, "cannot be read");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) prompts.push_back(line);
+  }
+  if (args.has("prompt")) prompts.push_back(args.get("prompt", ""));
+  if (!pos.empty()) {
+    std::string text;
+    for (const auto& p : pos) text += (text.empty() ? "" : " ") + p;
+    prompts.push_back(text);
+  }
+  LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompt", "(missing)", "give --prompt TEXT, --prompts FILE or TEXT");
+  Request base;
+  base.max_tokens = n;
+  base.sampling.temperature = float(args.get_double("temp", 0.0));
+  base.sampling.top_k = int32_t(args.get_int("top-k", base.sampling.temperature > 0 ? 40 : 0));
+  base.sampling.top_p = float(args.get_double("top-p", 1.0));
+  base.seed = uint64_t(args.get_int("seed", 0));
+  if (args.has("stop")) base.stop.push_back(args.get("stop", ""));
+  EngineConfig ec;
+  ec.kv_type = kv_type_arg(args, "f16");
+  ec.max_seqs = args.get_int("max-seqs", 64);
+  const int64_t kv_tokens = args.get_int("kv-tokens", 0);
+  const std::string dump = args.get("dump-logits", "");
+  threads_arg(args);
+  args.finish();
+  LLMK_CHECK_ARG(n >= 1, "generate", "-n", n, "must be >= 1");
+
+  LoadedModel lm(path);
+  std::vector<Request> reqs;
+  int64_t need = 0;
+  for (const auto& p : prompts) {
+    Request r = base;
+    r.prompt = lm.tok.encode(p, true, lm.tok.add_bos());
+    LLMK_CHECK_ARG(!r.prompt.empty(), "generate", "prompt", p, "encodes to no tokens");
+    need += (int64_t(r.prompt.size()) + n + ec.block_tokens) / ec.block_tokens * ec.block_tokens;
+    reqs.push_back(std::move(r));
+  }
+  ec.kv_tokens = kv_tokens > 0 ? kv_tokens : std::min<int64_t>(need, 1 << 16);
+  if (!dump.empty()) {
+    std::FILE* f = std::fopen(dump.c_str(), "wb");
+    LLMK_CHECK_ARG(f, "generate", "--dump-logits", dump, "cannot be written");
+    const int64_t V = lm.model.config().n_vocab;
+    for (const auto& r : reqs) {
+      std::vector<float> lg(r.prompt.size() * size_t(V));
+      forward_sequence(lm.model, ec.kv_type, r.prompt, lg.data());
+      std::fwrite(lg.data() + (r.prompt.size() - 1) * size_t(V), sizeof(float), size_t(V), f);
+    }
+    std::fclose(f);
+  }
+  Engine eng(lm.model, &lm.tok, ec);
+  for (auto& r : reqs) eng.submit(std::move(r));
+  const bool stream = reqs.size() == 1 && !json;
+  const auto outs = eng.run([&](const Event& e) {
+    if (stream) {
+      std::fputs(e.text.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  });
+  const EngineStats& st = eng.stats();
+  for (size_t i = 0; i < outs.size() && !stream; ++i) {
+    const Output& o = outs[i];
+    if (json) {
+      std::string ids;
+      for (size_t j = 0; j < o.tokens.size(); ++j) ids += (j ? ", " : "") + std::to_string(o.tokens[j]);
+      std::printf("{\"id\": %lld, \"prompt\": %s, \"prompt_tokens\": %zu, \"tokens\": [%s], \"text\": %s, \"finish\": \"%s\", \"preemptions\": %lld}\n",
+                  (long long)o.id, json_str(prompts[i]).c_str(), reqs.empty() ? size_t(0) : lm.tok.encode(prompts[i], true, lm.tok.add_bos()).size(),
+                  ids.c_str(), json_str(o.text).c_str(), finish_name(o.finish), (long long)o.preemptions);
+    } else {
+      std::printf("--- [%zu] %s\n%s\n", i, prompts[i].c_str(), o.text.c_str());
+    }
+  }
+  if (stream) std::printf("\n");
+  std::fflush(stdout);
+  const double pf = st.prefill_seconds > 0 ? st.prefill_tokens / st.prefill_seconds : 0;
+  const double dc = st.decode_seconds > 0 ? st.decode_tokens / st.decode_seconds : 0;
+  if (json)
+    std::printf("{\"type\": \"stats\", \"prefill_tokens\": %lld, \"prefill_tok_s\": %.2f, \"decode_tokens\": %lld, \"decode_tok_s\": %.2f, \"preemptions\": %lld, \"kv_type\": \"%s\", \"threads\": %d}\n",
+                (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, (long long)st.preemptions,
+                kv_type_cli_name(ec.kv_type), num_threads());
+  std::fprintf(stderr, "prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | %zu sequences, kv %s, %d threads\n",
+               (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, outs.size(), kv_type_cli_name(ec.kv_type),
+               num_threads());
+  return 0;
+}
+
+}  // namespace
+LLMK_COMMAND("generate", "generate text with a GGUF model (-n, --temp, --top-k, --top-p, --seed, --kv-type, --json)",
+             run_generate, {"json"});

@@ -1,0 +1,91 @@
+// `llmk perplexity --file F [--model PATH] [--kv-type f32|f16|q8|q4] [--ctx N] [--chunks N]
+// [--threads N] [--json]`: perplexity of a text under the model with the given KV-cache type,
+// and, for a type other than f32, the KL divergence of its next-token distributions from the
+// f32 cache's on the same tokens. Like llama.cpp's perplexity tool, the text is cut into
+// chunks of --ctx tokens (default 512), each evaluated from position 0, and the second half
+// of each chunk is scored (every scored token sees at least ctx/2 tokens of context).
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "model_cli.hpp"
+
+namespace {
+using namespace llmk;
+using namespace llmk::cli;
+
+// log-softmax of one row, in double.
+void log_softmax(const float* z, int64_t V, std::vector<double>& out) {
+  out.resize(size_t(V));
+  double mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < V; ++i) mx = std::max(mx, double(z[i]));
+  for (int64_t i = 0; i < V; ++i) sum += std::exp(double(z[i]) - mx);
+  const double lse = mx + std::log(sum);
+  for (int64_t i = 0; i < V; ++i) out[size_t(i)] = double(z[i]) - lse;
+}
+
+int run_perplexity(Args& args) {
+  const std::string file = args.get("file", "");
+  const std::string path = model_path(args);
+  const KvType kv = kv_type_arg(args, "f32");
+  const int64_t ctx = args.get_int("ctx", 512), max_chunks = args.get_int("chunks", 0);
+  const bool json = args.flag("json");
+  threads_arg(args);
+  args.finish();
+  LLMK_CHECK_ARG(!file.empty(), "perplexity", "--file", "(missing)", "give the text to score");
+  LLMK_CHECK_ARG(ctx >= 4, "perplexity", "--ctx", ctx, "must be >= 4");
+  std::ifstream in(file, std::ios::binary);
+  LLMK_CHECK_ARG(bool(in), "perplexity", "--file", file, "cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+
+  LoadedModel lm(path);
+  const std::vector<int32_t> toks = lm.tok.encode(ss.str(), false, lm.tok.add_bos());
+  int64_t chunks = int64_t(toks.size()) / ctx;
+  if (max_chunks > 0) chunks = std::min(chunks, max_chunks);
+  LLMK_CHECK_ARG(chunks > 0, "perplexity", "--file", file,
+                 "holds " + std::to_string(toks.size()) + " tokens, fewer than --ctx = " + std::to_string(ctx));
+  const int64_t V = lm.model.config().n_vocab;
+  const bool kl = kv != KvType::f32;
+  std::vector<float> lg(size_t(ctx * V)), base(kl ? size_t(ctx * V) : 0);
+  std::vector<double> lp, lq;
+  double nll = 0, nll_base = 0, kl_sum = 0, kl_max = 0;
+  int64_t n = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const std::span<const int32_t> chunk(toks.data() + c * ctx, size_t(ctx));
+    forward_sequence(lm.model, kv, chunk, lg.data());
+    if (kl) forward_sequence(lm.model, KvType::f32, chunk, base.data());
+    for (int64_t i = ctx / 2; i < ctx - 1; ++i) {
+      log_softmax(lg.data() + i * V, V, lq);
+      nll -= lq[size_t(chunk[size_t(i + 1)])];
+      if (kl) {
+        log_softmax(base.data() + i * V, V, lp);
+        nll_base -= lp[size_t(chunk[size_t(i + 1)])];
+        double k = 0;
+        for (int64_t j = 0; j < V; ++j) k += std::exp(lp[size_t(j)]) * (lp[size_t(j)] - lq[size_t(j)]);
+        kl_sum += k;
+        kl_max = std::max(kl_max, k);
+      }
+      ++n;
+    }
+    if (!json) std::fprintf(stderr, "[%lld/%lld] ppl %.4f\n", (long long)c + 1, (long long)chunks, std::exp(nll / double(n)));
+  }
+  const double ppl = std::exp(nll / double(n)), ppl_base = kl ? std::exp(nll_base / double(n)) : ppl;
+  if (json) {
+    std::printf("{\"kv_type\": \"%s\", \"tokens_scored\": %lld, \"ctx\": %lld, \"ppl\": %.6f, \"ppl_f32\": %.6f, "
+                "\"ppl_change_pct\": %.4f, \"kl_mean\": %.6g, \"kl_max\": %.6g}\n",
+                kv_type_cli_name(kv), (long long)n, (long long)ctx, ppl, ppl_base, 100 * (ppl / ppl_base - 1),
+                kl ? kl_sum / double(n) : 0.0, kl_max);
+  } else {
+    std::printf("kv %s: perplexity %.4f over %lld tokens (%lld chunks of %lld)\n", kv_type_cli_name(kv), ppl,
+                (long long)n, (long long)chunks, (long long)ctx);
+    if (kl)
+      std::printf("kv f32: perplexity %.4f; change %+.3f%%; KL(f32 || %s) mean %.3g, max %.3g\n", ppl_base,
+                  100 * (ppl / ppl_base - 1), kv_type_cli_name(kv), kl_sum / double(n), kl_max);
+  }
+  return 0;
+}
+
+}  // namespace
+LLMK_COMMAND("perplexity", "perplexity of a text file, and KL to the f32 KV cache (--file, --kv-type, --ctx)",
+             run_perplexity, {"json"});

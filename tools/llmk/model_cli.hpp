@@ -1,0 +1,82 @@
+// What `llmk generate`, `chat` and `perplexity` share: opening a model (the
+// default one fetched when --model is absent), the --kv-type names, --threads,
+// llama.cpp-style `-n N`, and JSON string escaping.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cli.hpp"
+#include "llmk/engine.hpp"
+#include "llmk/error.hpp"
+#include "llmk/gguf.hpp"
+#include "llmk/parallel.hpp"
+#include "llmk/tokenizer.hpp"
+
+namespace llmk::cli {
+
+struct LoadedModel {
+  gguf::File file;
+  Model model;
+  Tokenizer tok;
+  explicit LoadedModel(const std::string& path)
+      : file(gguf::File::open(path)), model(Model::from_gguf(file)), tok(Tokenizer::from_gguf(file)) {}
+};
+
+inline std::string model_path(Args& a) {
+  return a.has("model") ? a.get("model", "") : gguf::fetch_default_model();
+}
+
+// --kv-type f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types).
+inline KvType kv_type_arg(Args& a, const char* fallback) {
+  const std::string v = a.get("kv-type", fallback);
+  if (v == "q8") return KvType::int8;
+  if (v == "q4") return KvType::int4;
+  LLMK_CHECK_ARG(v == "f32" || v == "f16" || v == "bf16", "cli", "--kv-type", v, "must be f32|f16|bf16|q8|q4");
+  return parse_kv_type(v, "--kv-type");
+}
+
+inline const char* kv_type_cli_name(KvType t) {
+  return t == KvType::int8 ? "q8" : t == KvType::int4 ? "q4" : kv_type_name(t);
+}
+
+inline void threads_arg(Args& a) {
+  if (a.has("threads")) set_num_threads(int(a.get_int("threads", 1)));
+}
+
+// `-n N` (llama.cpp's spelling) arrives as two positionals; --n N works too.
+// Removes them from `pos` and returns N, or `fallback`.
+inline int64_t n_arg(Args& a, std::vector<std::string>& pos, int64_t fallback) {
+  int64_t n = a.get_int("n", fallback);
+  for (size_t i = 0; i < pos.size(); ++i)
+    if (pos[i] == "-n") {
+      LLMK_CHECK_ARG(i + 1 < pos.size(), "cli", "-n", "(missing)", "takes a value");
+      char* end = nullptr;
+      n = std::strtoll(pos[i + 1].c_str(), &end, 10);
+      LLMK_CHECK_ARG(end && *end == '\0', "cli", "-n", pos[i + 1], "must be an integer");
+      pos.erase(pos.begin() + long(i), pos.begin() + long(i) + 2);
+      break;
+    }
+  return n;
+}
+
+inline std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"') o += "\\\"";
+    else if (c == '\\') o += "\\\\";
+    else if (c == '\n') o += "\\n";
+    else if (c == '\t') o += "\\t";
+    else if (c == '\r') o += "\\r";
+    else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else {
+      o += char(c);
+    }
+  }
+  return o + "\"";
+}
+
+}  // namespace llmk::cli
