@@ -8,6 +8,19 @@
 #include <cstring>
 #include <string_view>
 
+// Inline functions in public headers live in an inline namespace named after
+// the ISA the including file is compiled for. Files *_avx2.cpp / *_avx512.cpp
+// get ISA flags; without this, the linker could keep their AVX-compiled copy of
+// an inline helper for the scalar path too (SIGILL on a CPU without AVX2). The
+// ctest isa_leak_check guards it. Types stay outside: only functions go in.
+#if defined(__AVX512F__)
+#define LLMK_ISA_NAMESPACE isa_avx512
+#elif defined(__AVX2__)
+#define LLMK_ISA_NAMESPACE isa_avx2
+#else
+#define LLMK_ISA_NAMESPACE isa_base
+#endif
+
 namespace llmk {
 
 enum class DType : uint8_t { f32, f16, bf16, i32, i8, u8 };
@@ -24,6 +37,8 @@ struct f16 {
 struct bf16 {
   uint16_t bits;
 };
+
+inline namespace LLMK_ISA_NAMESPACE {
 
 inline float f16_bits_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
@@ -119,6 +134,8 @@ constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, f16>) return DType::f16;
   return DType::bf16;
 }
+
+}  // namespace LLMK_ISA_NAMESPACE
 
 // Element-wise conversion between the float storage types (n elements).
 void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
