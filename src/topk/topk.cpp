@@ -21,8 +21,6 @@
 
 namespace llmk::topk {
 
-constexpr int64_t kInsertK = 16;
-
 void validate(const char* fn, const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
               bool cpu_only) {
   LLMK_CHECK_ARG(logits.ndim == 2, fn, "logits", logits.describe(), "must be a 2-d view [B, V]");
