@@ -159,11 +159,6 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
       constexpr int kBlock = 8;
       j = c0;
       for (; j + kBlock * W <= c1; j += kBlock * W) {
-        // Pass B computes from L1; meanwhile pull the next chunk toward the
-        // caches, one prefetch per 64-byte line, so memory stays busy (a
-        // prefetch past the row cannot fault).
-        for (int l = 0; l < int(kBlock * W * sizeof(T)); l += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(row + j + kChunk) + l);
         V e[kBlock];
         for (int u = 0; u < kBlock; ++u) e[u] = term(j + u * W);
         for (int h = kBlock / 2; h > 0; h /= 2)
