@@ -155,7 +155,7 @@ struct Avx512 {
 #endif
 
 // 2^t for t <= 0 (the terms of a softmax sum, t = (x - max) * log2(e) / T),
-// relative error below 1.5e-7 for t >= -125, exactly 0 for t <= -127 and for
+// relative error below 1.5e-7 for t >= -125, exactly 0 for t < -126.5 and for
 // t = -inf, NaN stays NaN. t = n + r with n = round(t) and r in [-1/2, 1/2]
 // exact; 2^r by a degree-6 minimax polynomial (coefficients fitted by Remez
 // for relative error, 1.6e-8 after rounding them to f32; Horner with FMA adds
