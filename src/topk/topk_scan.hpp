@@ -6,14 +6,15 @@
 // the chunk stays in L1 and memory is read once):
 //   pass A: the chunk max, and one vector compare of every element against the
 //           threshold (the K-th best logit so far); the rare lanes above it are
-//           appended to the candidate buffer;
+//           appended to the candidate buffer (for K <= 16 inserted in order,
+//           add_cand, so the threshold rises at once);
 //   pass B: sum of exp((x - chunk max) * scale) (as 2^(...), exp2_nonpos),
 //           in blocks of 8 vectors summed in f32, each block sum added to
 //           double lanes,
 //           then merged into the part's (max, sum) (Milakov & Gimelshein 2018:
 //           the online normalizer, one rescale per chunk instead of per element).
-// The buffer is flushed (nth_element, topk.cpp) whenever it holds more than
-// 2K or a full chunk might not fit, which also raises the threshold.
+// For K > 16 the buffer is flushed (nth_element, topk.cpp) whenever it holds
+// more than 2K or a full chunk might not fit, which also raises the threshold.
 #pragma once
 #include <cmath>
 #include <cstring>
