@@ -38,6 +38,13 @@ int run(const Options& opt) {
     for (int64_t v : {8, 64, 256})
       for (int64_t k : {2, 8}) shapes.push_back({4096, v, k});
   }
+  if (!opt.only.empty()) {  // --only 64x128256x50,4096x8x2: just these BxVxK shapes
+    std::vector<Shape> kept;
+    for (const Shape& s : shapes)
+      for (const std::string& o : opt.only)
+        if (o == std::to_string(s.b) + "x" + std::to_string(s.v) + "x" + std::to_string(s.k)) kept.push_back(s);
+    shapes = kept;
+  }
   const double min_s = opt.quick ? 0.02 : 0.3;
   const size_t triad_bytes = opt.quick ? (48u << 20) : (768u << 20);
   const double triad = stream_triad_gbps(threads, triad_bytes);

@@ -2,7 +2,8 @@
 // the naive baseline and the CUDA API layer), the split of rows and parts over
 // threads, the exact merge of parts, and the per-row finishing steps.
 //
-// Threads: with B >= threads every row is one part. With B < threads each row
+// Threads: units (row parts) go to threads dynamically, in grains (run_cpu).
+// With B >= threads every row is one part. With B < threads each row
 // is cut into P contiguous parts (at least kMinPart elements each) so every
 // thread has work; each part yields (max, sum, its best <= K candidates) and
 // the row merges them: max/sum with merge_state (exact rescaling), candidates
@@ -20,8 +21,6 @@
 #include "topk/topk_internal.hpp"
 
 namespace llmk::topk {
-
-constexpr int64_t kInsertK = 16;
 
 void validate(const char* fn, const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
               bool cpu_only) {
@@ -124,6 +123,14 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   const int64_t parts =
       rows >= threads ? 1 : std::max<int64_t>(1, std::min<int64_t>((threads + rows - 1) / rows, v / kMinPart));
   const int nt = int(std::min(threads, rows * parts));  // no idle threads (a lone small row runs inline)
+  // Units (row parts) are handed out dynamically in grains of ~64K elements, at
+  // least 8 grains per thread: on a shared machine a thread that loses its core
+  // for a time slice no longer holds up the others at the end (a static split
+  // waits for it), and a MoE grain (thousands of rows of 8 .. 256) pays the
+  // scheduler once per grain, not once per row.
+  const int64_t units = rows * parts;
+  const int grain = int(std::clamp<int64_t>((int64_t(1) << 16) / std::max<int64_t>(1, v / parts), 1,
+                                            std::max<int64_t>(1, units / (8 * int64_t(nt)))));
   const int64_t cap = cand_capacity(k);
   const ScanFn scan = pick_scan();
   // parts > 1: each part leaves its state and best <= k candidates here.
@@ -133,7 +140,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
 #pragma omp parallel num_threads(nt)
   {
     std::vector<Cand> buf(size_t(std::max(cap, parts * k)));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, grain)
     for (int64_t u = 0; u < rows * parts; ++u) {
       const int64_t r = u / parts, p = u % parts;
       const void* row = base + size_t(r) * size_t(ld) * esz;

@@ -6,16 +6,19 @@
 // the chunk stays in L1 and memory is read once):
 //   pass A: the chunk max, and one vector compare of every element against the
 //           threshold (the K-th best logit so far); the rare lanes above it are
-//           appended to the candidate buffer;
+//           appended to the candidate buffer (for K <= 16 inserted in order,
+//           add_cand, so the threshold rises at once);
 //   pass B: sum of exp((x - chunk max) * scale) (as 2^(...), exp2_nonpos),
-//           accumulated in double lanes,
+//           in blocks of 8 vectors summed in f32, each block sum added to
+//           double lanes,
 //           then merged into the part's (max, sum) (Milakov & Gimelshein 2018:
 //           the online normalizer, one rescale per chunk instead of per element).
-// The buffer is flushed (nth_element, topk.cpp) whenever it holds more than
-// 2K or a full chunk might not fit, which also raises the threshold.
+// For K > 16 the buffer is flushed (nth_element, topk.cpp) whenever it holds
+// more than 2K or a full chunk might not fit, which also raises the threshold.
 #pragma once
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/simd.hpp"
 #include "topk/topk_internal.hpp"
@@ -32,6 +35,7 @@ struct Scalar {
   static V load(const f16* p) { return to_f32(*p); }
   static V load(const bf16* p) { return to_f32(*p); }
   static V max(V a, V b) { return b > a ? b : a; }
+  static V add(V a, V b) { return a + b; }
   static V sub(V a, V b) { return a - b; }
   static V mul(V a, V b) { return a * b; }
   static unsigned gt_mask(V a, V b) { return a > b ? 1u : 0u; }
@@ -75,33 +79,31 @@ struct DoubleAcc<simd::Avx512> {
 };
 #endif
 
-// 2^t for t <= 0, every lane: t = n + r with n = round(t), r in [-1/2, 1/2]
-// exact, 2^r by its degree-7 Taylor polynomial (truncation < 6e-9 relative,
-// Horner rounding ~1 ulp), 2^n by the exponent bits. t below -126 is clamped:
-// it then yields < 2^-126 instead of a smaller value or 0, an absolute error
-// below V * 2^-126 in a sum that is >= 1. A NaN t stays NaN (max returns its
-// second operand on NaN). About 13 instructions, no branches: the simd::exp of
-// core/simd.hpp handles the whole f32 range and costs twice that, and exp is
-// what bounds this scan.
+// 2^t for t <= 0: simd::exp2_nonpos (error bound stated there), std::exp2 on
+// the scalar path.
 template <class S>
 typename S::V exp2_nonpos(typename S::V t) {
-  using V = typename S::V;
-  if constexpr (std::is_same_v<S, Scalar>) {
+  if constexpr (std::is_same_v<S, Scalar>)
     return std::exp2(t);
-  } else {
-    t = S::max(S::set1(-126.0f), t);
-    const V n = S::round(t);
-    const V r = S::sub(t, n);
-    V p = S::set1(1.525273380405984e-05f);
-    p = S::fmadd(p, r, S::set1(1.5403530393381606e-04f));
-    p = S::fmadd(p, r, S::set1(1.3333558146428443e-03f));
-    p = S::fmadd(p, r, S::set1(9.618129107628477e-03f));
-    p = S::fmadd(p, r, S::set1(5.550410866482158e-02f));
-    p = S::fmadd(p, r, S::set1(2.402265069591007e-01f));
-    p = S::fmadd(p, r, S::set1(6.931471805599453e-01f));
-    p = S::fmadd(p, r, S::set1(1.0f));
-    return S::mul(p, S::pow2i(n));
+  else
+    return simd::exp2_nonpos<S>(t);
+}
+
+// Adds candidate x (x.x > b.thr, indices increasing within a part). Small k
+// (MoE routing, greedy): c[0, n) stays sorted under `better` with n <= k, an
+// insertion per candidate, and thr rises to the k-th as soon as k are held, so
+// a short row (V = 8 .. 256) admits about k * ln(V / k) candidates instead of
+// all of its first chunk. Larger k: appended, the flushes select.
+inline void add_cand(CandBuf& b, Cand x) {
+  if (b.k > kInsertK) {
+    b.c[b.n++] = x;
+    return;
   }
+  if (!(x.x > b.thr)) return;  // thr rose since the vector compare
+  int64_t i = b.n < b.k ? b.n++ : b.k - 1;  // full: x beats c[k-1] (x.x > thr), which drops out
+  for (; i > 0 && better(x, b.c[i - 1]); --i) b.c[i] = b.c[i - 1];
+  b.c[i] = x;
+  if (b.n == b.k) b.thr = b.c[b.k - 1].x;
 }
 
 template <class S, class T>
@@ -118,7 +120,7 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
     // candidates, so the work per candidate stays O(1).
     if (b.n + (c1 - c0) > b.cap || b.n > 2 * b.k) flush(b);
     // Pass A: chunk max and threshold filter.
-    const V vthr = S::set1(b.thr);
+    V vthr = S::set1(b.thr);
     V vm = S::set1(kNegInf);
     int64_t j = c0;
     for (; j + W <= c1; j += W) {
@@ -130,16 +132,17 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
         S::store(lane, x);
         do {
           const int l = __builtin_ctz(mask);
-          b.c[b.n++] = Cand{lane[l], int32_t(j + l)};
+          add_cand(b, Cand{lane[l], int32_t(j + l)});
           mask &= mask - 1;
         } while (mask);
+        vthr = S::set1(b.thr);
       }
     }
     float mc = S::hmax(vm);
     for (int64_t t = j; t < c1; ++t) {
       const float x = to_f32(row[t]);
       mc = std::isnan(x) ? x : std::max(mc, x);
-      if (x > b.thr) b.c[b.n++] = Cand{x, int32_t(t)};
+      if (x > b.thr) add_cand(b, Cand{x, int32_t(t)});
     }
     // Pass B: sum of exp relative to the chunk max (a NaN or +inf makes it NaN).
     PartState cs{mc, 0.0};
@@ -149,12 +152,21 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
     } else {
       const V vmc = S::set1(mc);
       DoubleAcc<S> acc;
-      for (j = c0; j + W <= c1; j += W) {
-        // Pass B computes from L1; meanwhile pull the next chunk toward the
-        // caches, so memory stays busy (a prefetch past the row cannot fault).
-        if ((j - c0) % 16 == 0) __builtin_prefetch(row + j + kChunk);
-        acc.add(exp2_nonpos<S>(S::mul(S::sub(S::load(row + j), vmc), vscale2)));
+      const auto term = [&](int64_t i) { return exp2_nonpos<S>(S::mul(S::sub(S::load(row + i), vmc), vscale2)); };
+      // Blocks of kBlock vectors: independent exps (ILP), summed in f32 by a
+      // tree (each lane a sum of kBlock terms, log2(kBlock) = 3 roundings, so
+      // below 3 * 2^-24 relative for these positive terms), and only the block
+      // sum is widened into the double accumulator.
+      constexpr int kBlock = 8;
+      j = c0;
+      for (; j + kBlock * W <= c1; j += kBlock * W) {
+        V e[kBlock];
+        for (int u = 0; u < kBlock; ++u) e[u] = term(j + u * W);
+        for (int h = kBlock / 2; h > 0; h /= 2)
+          for (int u = 0; u < h; ++u) e[u] = S::add(e[u], e[u + h]);
+        acc.add(e[0]);
       }
+      for (; j + W <= c1; j += W) acc.add(term(j));
       double tail = 0;
       for (int64_t t = j; t < c1; ++t) tail += std::exp2((to_f32(row[t]) - mc) * scale2);
       cs.s = acc.sum() + tail;

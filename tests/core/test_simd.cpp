@@ -1,7 +1,11 @@
 // The SIMD layer (src/core/simd.hpp) on every ISA this CPU has: the vector exp
-// against std::exp in double, and bf16 stores against the scalar conversion.
+// against std::exp in double, exp2_nonpos (the softmax-sum 2^t, t <= 0) against
+// std::exp2 in double over the whole t <= 0 range, and bf16 stores against the scalar conversion.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "tests/common/testutil.hpp"
@@ -9,6 +13,8 @@
 namespace llmk::test {
 void exp_avx2(const float* x, float* y, int n);
 void exp_avx512(const float* x, float* y, int n);
+void exp2_nonpos_avx2(const float* x, float* y, int n);
+void exp2_nonpos_avx512(const float* x, float* y, int n);
 void bf16_roundtrip_avx2(const float* x, bf16* y, int n);
 void bf16_roundtrip_avx512(const float* x, bf16* y, int n);
 }  // namespace llmk::test
@@ -19,12 +25,13 @@ struct Isa {
   SimdLevel level;
   void (*exp)(const float*, float*, int);
   void (*bf16)(const float*, bf16*, int);
+  void (*exp2_nonpos)(const float*, float*, int);
 };
 std::vector<Isa> isas() {
   std::vector<Isa> v;
-  if (detected_simd_level() >= SimdLevel::avx2) v.push_back({SimdLevel::avx2, test::exp_avx2, test::bf16_roundtrip_avx2});
+  if (detected_simd_level() >= SimdLevel::avx2) v.push_back({SimdLevel::avx2, test::exp_avx2, test::bf16_roundtrip_avx2, test::exp2_nonpos_avx2});
   if (detected_simd_level() >= SimdLevel::avx512)
-    v.push_back({SimdLevel::avx512, test::exp_avx512, test::bf16_roundtrip_avx512});
+    v.push_back({SimdLevel::avx512, test::exp_avx512, test::bf16_roundtrip_avx512, test::exp2_nonpos_avx512});
   return v;
 }
 }  // namespace
@@ -56,6 +63,59 @@ TEST(Simd, ExpWithinTwoUlpEverywhere) {
       const double ulp = std::max(double(std::nextafter(ef, INFINITY) - ef), 1.401298464324817e-45);
       ASSERT_LE(std::fabs(double(y[i]) - e), 2.0 * ulp) << simd_name(isa.level) << " x=" << x[i] << " got " << y[i];
     }
+  }
+}
+
+// exp2_nonpos's stated bound: |y - 2^t| <= 1.5e-7 * 2^t + 2^-150 for t >= -126.5
+// (1.5e-7: the Remez fit's 1.6e-8 after f32 rounding of the coefficients plus
+// under 2 ulp of FMA Horner rounding, 2 * 2^-24 = 1.2e-7; 2^-150: half the
+// subnormal spacing, where p * 2^-126 rounds to a subnormal), exactly 0 below
+// -126.5 and for -inf, 1 at -0, NaN for NaN. The polynomial sees only r = t -
+// round(t), so every 61st f32 bit pattern from -0 to -128 (18.5 million t,
+// every binade and every r region) plus the rounding boundaries n +- 1/2 covers
+// the range; the test can fail on a wrong coefficient, a wrong clamp or a lost
+// NaN.
+TEST(Simd, Exp2NonposWithinBoundOnEveryNonpositiveInput) {
+  if (isas().empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
+  std::vector<float> t;
+  for (uint32_t b = 0x80000000u; b <= 0xC3000000u; b += 61) {
+    float v;
+    std::memcpy(&v, &b, 4);
+    t.push_back(v);
+  }
+  for (int n = 0; n >= -128; --n)
+    for (float h : {-0.5f, 0.5f}) {
+      const float v = float(n) + h;
+      if (v <= 0) {
+        t.push_back(v);
+        t.push_back(std::nextafter(v, 1.0f));
+        t.push_back(std::nextafter(v, -1.0f));
+      }
+    }
+  for (float v : {-0.0f, 0.0f, -126.0f, -127.0f, -1e30f, -std::numeric_limits<float>::max()}) t.push_back(v);
+  t.push_back(-std::numeric_limits<float>::infinity());
+  t.push_back(std::nanf(""));
+  while (t.size() % 16) t.push_back(-1.0f);
+  for (const auto& isa : isas()) {
+    std::vector<float> y(t.size());
+    isa.exp2_nonpos(t.data(), y.data(), int(t.size()));
+    double worst = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (std::isnan(t[i])) {
+        ASSERT_TRUE(std::isnan(y[i])) << simd_name(isa.level);
+        continue;
+      }
+      if (t[i] < -126.5f) {
+        ASSERT_EQ(y[i], 0.0f) << simd_name(isa.level) << " t=" << t[i];
+        continue;
+      }
+      const double e = std::exp2(double(t[i]));
+      const double err = std::fabs(double(y[i]) - e);
+      ASSERT_LE(err, 1.5e-7 * e + std::ldexp(1.0, -150)) << simd_name(isa.level) << " t=" << t[i] << " got " << y[i];
+      if (t[i] >= -125.0f) worst = std::max(worst, err / e);
+    }
+    RecordProperty(std::string("exp2_nonpos_max_rel_err_") + simd_name(isa.level), std::to_string(worst));
+    std::printf("exp2_nonpos %s: max relative error %.3g for t >= -125\n", simd_name(isa.level), worst);
   }
 }
 
