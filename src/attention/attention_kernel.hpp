@@ -221,19 +221,6 @@ void accumulate(float* a, const float* p, const float* const* vrows, int v, int6
   for (int j = 0; j < NV; ++j) S::store(a + c + j * W, x[j]);
 }
 
-// Prefetch the K and V rows of the tile starting at p1 (at most kTile of them):
-// on a paged cache the next tile is another block somewhere in the pool, which
-// the hardware prefetcher cannot guess.
-inline void prefetch_tile(const KvLayerView& kv, const Item& it, int64_t p1, int64_t kr, int64_t vr) {
-  const int64_t bt = kv.block_tokens, off = p1 % bt;
-  const int64_t n = std::min<int64_t>({kTile, it.k1 - p1, bt - off});
-  const int64_t row = (int64_t(it.blocks[p1 / bt]) * kv.n_kv_heads + it.h) * bt + off;
-  const char* k = static_cast<const char*>(kv.k) + row * kr;
-  const char* v = static_cast<const char*>(kv.v) + row * vr;
-  for (int64_t b = 0; b < n * kr; b += 64) __builtin_prefetch(k + b);
-  for (int64_t b = 0; b < n * vr; b += 64) __builtin_prefetch(v + b);
-}
-
 template <class S>
 void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   using V = typename S::V;
@@ -259,7 +246,6 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
     const int64_t row0 = (int64_t(blk) * H + it.h) * bt + off;  // first row of the tile in the pool
     const uint8_t* kp = static_cast<const uint8_t*>(kv.k) + row0 * kr;
     const uint8_t* vp = static_cast<const uint8_t*>(kv.v) + row0 * vr;
-    if (p0 + n < it.k1) prefetch_tile(kv, it, p0 + n, kr, vr);
     // scores: integer dots for int8/int4 K, else f32 rows two keys at a time
     if (kv.k_type == KvType::int8) {
       score_quantized<S, KvType::int8>(kp, kr, n, qq, it.R, s);
