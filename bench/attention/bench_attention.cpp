@@ -7,6 +7,8 @@
 //  - the allocator-waste experiment: 256 sequences of 1..4096 tokens held in
 //    16-token blocks against one max-length allocation per sequence;
 //  - the STREAM triad of this machine, the bandwidth yardstick.
+// --only a,b: each item is a storage type (run only those, plus f32 for the
+// ratios) or a piece of the shape ("llama3", "B1 ", "ctx8192") that must occur in it.
 // Bytes counted: the K and V rows read, sum_b kv_len_b * Hkv * (k_row + v_row)
 // bytes (q and out, < 0.1% of it, are not counted). Configurations whose KV
 // exceeds 600 MiB per layout are skipped (noted).
@@ -87,6 +89,12 @@ void waste_experiment(Reporter& rep) {
   rep.note(buf);
 }
 
+bool is_type(const std::string& s) {
+  for (const char* t : {"f32", "f16", "bf16", "int8", "int4"})
+    if (s == t) return true;
+  return false;
+}
+
 int run(const Options& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
   Reporter rep(opt, "attention",
@@ -102,8 +110,15 @@ int run(const Options& opt) {
     for (int64_t B : batches)
       for (int64_t ctx : ctxs) {
         const std::string shape = std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx);
+        if (!std::all_of(opt.only.begin(), opt.only.end(), [&](const std::string& o) {
+              return is_type(o) || (shape + " ").find(o) != std::string::npos;
+            }))
+          continue;
         std::vector<float> q(size_t(B * m.Hq * m.D), 0.05f), out(q.size());
         for (KvType t : types) {
+          if (t != KvType::f32 && std::any_of(opt.only.begin(), opt.only.end(), is_type) &&
+              std::find(opt.only.begin(), opt.only.end(), kv_type_name(t)) == opt.only.end())
+            continue;
           const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(t, m.D);
           if (bytes > cap) {
             skipped.push_back(shape + " " + kv_type_name(t));

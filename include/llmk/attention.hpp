@@ -15,7 +15,13 @@
 //            (blocks(b) - 1) * block_tokens + last_len[b].
 //   out[t, h, :] = sum_j softmax_j(scale * q[t,h,:] . K[j, h/G, :]) V[j, h/G, :]
 //
-// K and V are dequantized inside the inner loops (no dequantized copy). The
+// K and V are dequantized inside the inner loops (no dequantized copy), except
+// that on the CPU an int8 / int4 K is never dequantized: each query row
+// (times scale) is quantized to int8 per 32-group (scale amax/127, like
+// llama.cpp's Q8 activations against a quantized cache) and the scores are
+// integer dot products times the two scales (+ the Q4_1 min term). This moves
+// a score by at most sum_g (amax_g/254) sum_{i in g} |k_i| (tests/attention
+// asserts the bound); f32 / f16 / bf16 K keep f32 queries. The
 // result of a query depends only on its own q and the cached rows it sees, not
 // on the batch around it (prefill never splits the context), so a prefill over
 // a cached prefix is bitwise equal to a cold prefill of the whole prompt.

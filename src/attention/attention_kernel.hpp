@@ -12,6 +12,14 @@
 // accumulator); then the tile's V rows are dequantized into an L1 tile buffer
 // and accumulated into every row's acc. A row's arithmetic depends only on its
 // own q, its limit and the positions, never on the other rows of the item.
+//
+// Quantized K (int8, int4) is not dequantized: each query row is quantized
+// once per item to int8 per 32-group (QuantQ, like llama.cpp's Q8 activations
+// against quantized weights), and a score is sum over groups of
+// d_k * d_q * (integer dot of the quants) [+ m_k * d_q * sum(q quants) for int4],
+// the integer dots done 32 values at a time (attn_simd.hpp). This changes the
+// scores by at most sum_g d_q,g/2 * sum_{c in g} |k_c| (k dequantized): see
+// QuantQ and tests/attention.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -38,8 +46,90 @@ struct Item {
   float* acc = nullptr;            // [R][D] unnormalized output (in: 0)
 };
 
-// Scratch floats attend<S>() needs: two K rows, a V tile, the scores.
-inline int64_t scratch_floats(int64_t D, int R) { return 2 * D + kTile * D + int64_t(R) * kTile; }
+inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
+
+// Scratch floats attend<S>() needs: two K rows, a V tile, the scores, and the
+// quantized queries (R rows of groups_of(D) x 32 int8, their scales and sums).
+inline int64_t scratch_floats(int64_t D, int R) {
+  return 2 * D + kTile * D + int64_t(R) * kTile + int64_t(R) * groups_of(D) * (kKvGroup / 4 + 2);
+}
+
+// The queries of an item quantized for the integer dots against int8/int4 K:
+// row r, group g: q8[(r * ng + g) * 32 + j] = round(q / dq) in [-127, 127] with
+// dq[g * R + r] = amax / 127 (f32; 0 for an all-zero group), so
+// |q - q8 * dq| <= dq / 2 (plus f32 rounding of q / dq, < 2^-23 * 127 * dq);
+// qsum = dq * sum_j q8 (int4's min term). Values past D in the last group are 0.
+struct QuantQ {
+  int8_t* q8 = nullptr;   // [R][ng][32]
+  float* dq = nullptr;    // [ng][R]
+  float* qsum = nullptr;  // [ng][R]
+  int64_t ng = 0, R = 0;
+};
+
+inline void quantize_queries(const float* q, int R, int64_t D, QuantQ& qq) {
+  for (int r = 0; r < R; ++r)
+    for (int64_t g = 0; g < qq.ng; ++g) {
+      const float* x = q + r * D + g * kKvGroup;
+      const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
+      float amax = 0.0f;
+      for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+      const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      int8_t* o = qq.q8 + (r * qq.ng + g) * kKvGroup;
+      int32_t sum = 0;
+      for (int64_t j = 0; j < kKvGroup; ++j) {
+        o[j] = j < n ? int8_t(std::clamp(std::nearbyint(x[j] * id), -127.0f, 127.0f)) : int8_t(0);
+        sum += o[j];
+      }
+      qq.dq[g * R + r] = d;
+      qq.qsum[g * R + r] = d * float(sum);
+    }
+}
+
+// Scores of one quantized K row (T = int8 | int4) against query rows r0..r0+NR:
+// out[i * kTile] = sum_g (d_k d_q) idot + [m_k qsum]. One vector chain per row.
+template <class S, KvType T, int NR>
+void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
+  if constexpr (NR == 4 && S::kWidth > 1) {  // the 4 rows' dots reduced together (attn_simd.hpp)
+    qdots4<S, T == KvType::int4>(krow, qq.q8 + int64_t(r0) * qq.ng * kKvGroup, qq.dq + r0, qq.qsum + r0, qq.ng, qq.R,
+                                 out, kTile);
+    return;
+  }
+  typename S::V a[NR];
+  float mins[NR] = {};
+  for (int i = 0; i < NR; ++i) a[i] = S::zero();
+  for (int64_t g = 0; g < qq.ng; ++g) {
+    const int8_t* q = qq.q8 + (int64_t(r0) * qq.ng + g) * kKvGroup;  // row r0 + i at q + i * ng * 32
+    const int64_t si = g * qq.R + r0;                                  // scales of row r0 + i at si + i
+    if constexpr (T == KvType::int8) {
+      const BlockQ8& b = reinterpret_cast<const BlockQ8*>(krow)[g];
+      const float dk = h2f<S>(b.d);
+      for (int i = 0; i < NR; ++i)
+        a[i] = S::fmadd(idot_q8<S>(q + i * qq.ng * kKvGroup, b.qs), S::set1(dk * qq.dq[si + i]), a[i]);
+    } else {
+      const BlockQ4& b = reinterpret_cast<const BlockQ4*>(krow)[g];
+      const float dk = h2f<S>(b.d), mk = h2f<S>(b.m);
+      for (int i = 0; i < NR; ++i) {
+        a[i] = S::fmadd(idot_q4<S>(q + i * qq.ng * kKvGroup, b.qs), S::set1(dk * qq.dq[si + i]), a[i]);
+        mins[i] += mk * qq.qsum[si + i];
+      }
+    }
+  }
+  for (int i = 0; i < NR; ++i) out[i * kTile] = S::hsum(a[i]) + mins[i];
+}
+
+// Scores of the n keys at kp (row stride kr) against all R rows: s[r * kTile + t].
+template <class S, KvType T>
+void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s) {
+  for (int t = 0; t < n; ++t) {
+    int r = 0;
+    for (; r + 4 <= R; r += 4) qdots<S, T, 4>(kp + t * kr, qq, r, s + r * kTile + t);
+    switch (R - r) {
+      case 3: qdots<S, T, 3>(kp + t * kr, qq, r, s + r * kTile + t); break;
+      case 2: qdots<S, T, 2>(kp + t * kr, qq, r, s + r * kTile + t); break;
+      case 1: qdots<S, T, 1>(kp + t * kr, qq, r, s + r * kTile + t); break;
+    }
+  }
+}
 
 // Row of n = D values of storage type T at p -> f32. Returns p itself for f32.
 template <class S, KvType T>
@@ -55,14 +145,14 @@ const float* row_f32(const uint8_t* p, int64_t D, float* buf) {
   } else if constexpr (T == KvType::int8) {
     const BlockQ8* b = reinterpret_cast<const BlockQ8*>(p);
     for (int64_t g = 0; g * kKvGroup < D; ++g) {
-      const V d = S::set1(f16_bits_to_f32(b[g].d));
+      const V d = S::set1(h2f<S>(b[g].d));
       const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
       for (int64_t j = 0; j < n; j += W) S::store(buf + g * kKvGroup + j, S::mul(load_i8<S>(b[g].qs + j), d));
     }
   } else {
     const BlockQ4* b = reinterpret_cast<const BlockQ4*>(p);
     for (int64_t g = 0; g * kKvGroup < D; ++g) {
-      const V d = S::set1(f16_bits_to_f32(b[g].d)), m = S::set1(f16_bits_to_f32(b[g].m));
+      const V d = S::set1(h2f<S>(b[g].d)), m = S::set1(h2f<S>(b[g].m));
       const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
       for (int64_t j = 0; j < n; j += W)
         S::store(buf + g * kKvGroup + j, S::fmadd(load_u4<S>(b[g].qs + j % 16, j >= 16), d, m));
@@ -141,6 +231,14 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   float* kbuf = scratch;             // [2][D]
   float* vbuf = kbuf + 2 * D;        // [kTile][D]
   float* s = vbuf + kTile * D;       // [R][kTile] scores, then probabilities
+  QuantQ qq;
+  if (kv_type_quantized(kv.k_type)) {
+    qq.ng = groups_of(D), qq.R = it.R;
+    qq.dq = s + int64_t(it.R) * kTile;
+    qq.qsum = qq.dq + it.R * qq.ng;
+    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + it.R * qq.ng);
+    quantize_queries(it.q, it.R, D, qq);
+  }
   const float* vrows[kTile];
   for (int64_t p0 = it.k0; p0 < it.k1;) {
     const int64_t blk = it.blocks[p0 / bt], off = p0 % bt;
@@ -148,15 +246,21 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
     const int64_t row0 = (int64_t(blk) * H + it.h) * bt + off;  // first row of the tile in the pool
     const uint8_t* kp = static_cast<const uint8_t*>(kv.k) + row0 * kr;
     const uint8_t* vp = static_cast<const uint8_t*>(kv.v) + row0 * vr;
-    // scores, two keys at a time
-    int t = 0;
-    for (; t + 2 <= n; t += 2) {
-      const float* k2[2] = {kfn(kp + t * kr, D, kbuf), kfn(kp + (t + 1) * kr, D, kbuf + D)};
-      score_keys<S, 2>(k2, it.q, it.R, D, s + t);
-    }
-    if (t < n) {
-      const float* k1[1] = {kfn(kp + t * kr, D, kbuf)};
-      score_keys<S, 1>(k1, it.q, it.R, D, s + t);
+    // scores: integer dots for int8/int4 K, else f32 rows two keys at a time
+    if (kv.k_type == KvType::int8) {
+      score_quantized<S, KvType::int8>(kp, kr, n, qq, it.R, s);
+    } else if (kv.k_type == KvType::int4) {
+      score_quantized<S, KvType::int4>(kp, kr, n, qq, it.R, s);
+    } else {
+      int t = 0;
+      for (; t + 2 <= n; t += 2) {
+        const float* k2[2] = {kfn(kp + t * kr, D, kbuf), kfn(kp + (t + 1) * kr, D, kbuf + D)};
+        score_keys<S, 2>(k2, it.q, it.R, D, s + t);
+      }
+      if (t < n) {
+        const float* k1[1] = {kfn(kp + t * kr, D, kbuf)};
+        score_keys<S, 1>(k1, it.q, it.R, D, s + t);
+      }
     }
     // online softmax step per row over its v visible tokens of the tile
     int nmax = 0;

@@ -1,12 +1,17 @@
 // Per-ISA pieces the attention kernels need on top of src/core/simd.hpp: a
 // one-lane Scalar "ISA" (so the scalar path is the same template), loads of
 // kWidth int8 quants and of kWidth int4 nibbles (low or high) as f32 lanes,
-// and exp over lanes. Each specialization exists only where its ISA is compiled.
+// exp over lanes, f16 -> f32 of one scale (F16C where compiled; exact either
+// way, so every path gets the same bits), and the integer dot products of a
+// 32-value int8 query group with an int8 (Q8_0) or int4 (Q4_1 nibbles) K group.
+// The dots return lanes whose sum is the exact integer dot (|dot| <= 32*128*127
+// < 2^24, so every lane and every partial sum of lanes is exact in f32). Each specialization exists only where its ISA is compiled.
 #pragma once
 #include <cmath>
 #include <cstdint>
 
 #include "core/simd.hpp"
+#include "llmk/kv_quant.hpp"
 
 namespace llmk::attn {
 
@@ -29,10 +34,35 @@ struct Scalar {
 template <class S> typename S::V load_i8(const int8_t* p);           // kWidth quants
 template <class S> typename S::V load_u4(const uint8_t* p, bool hi);  // kWidth nibbles of p[0..kWidth)
 template <class S> typename S::V exp_v(typename S::V x);
+template <class S> float h2f(uint16_t h);
+// Lanes summing to sum_j q[j] * k[j], j < 32 (q, k int8; q in [-127, 127]).
+template <class S> typename S::V idot_q8(const int8_t* q, const int8_t* k);
+// Lanes summing to sum_{j<16} q[j] * (nib[j] & 15) + q[j+16] * (nib[j] >> 4).
+template <class S> typename S::V idot_q4(const int8_t* q, const uint8_t* nib);
+// Scores of one int8 (Q4 = false) or int4 (Q4 = true) K row of ng groups against
+// 4 quantized query rows q8 + i * ng * 32 (32 int8 per group), scales dq[g * R + i]
+// and Q4_1 min factors qsum[g * R + i]:
+// out[i * ostride] = sum_g (dk_g dq) idot_g [+ mk_g qsum]. The 4 integer dots of a
+// group are reduced together (hadd tree) and scaled with one 4-lane FMA; only
+// where the ISA has 128-bit lanes (not Scalar).
+template <class S, bool Q4>
+void qdots4(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng, int64_t R,
+            float* out, int ostride);
 
 template <> inline float load_i8<Scalar>(const int8_t* p) { return float(*p); }
 template <> inline float load_u4<Scalar>(const uint8_t* p, bool hi) { return float(hi ? *p >> 4 : *p & 15); }
 template <> inline float exp_v<Scalar>(float x) { return std::exp(x); }
+template <> inline float h2f<Scalar>(uint16_t h) { return f16_bits_to_f32(h); }
+template <> inline float idot_q8<Scalar>(const int8_t* q, const int8_t* k) {
+  int32_t s = 0;
+  for (int j = 0; j < 32; ++j) s += int32_t(q[j]) * k[j];
+  return float(s);
+}
+template <> inline float idot_q4<Scalar>(const int8_t* q, const uint8_t* nib) {
+  int32_t s = 0;
+  for (int j = 0; j < 16; ++j) s += int32_t(q[j]) * (nib[j] & 15) + int32_t(q[j + 16]) * (nib[j] >> 4);
+  return float(s);
+}
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 template <> inline __m256 load_i8<simd::Avx2>(const int8_t* p) {
@@ -44,6 +74,69 @@ template <> inline __m256 load_u4<simd::Avx2>(const uint8_t* p, bool hi) {
   return _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
 }
 template <> inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::exp<simd::Avx2>(x); }
+template <> inline float h2f<simd::Avx2>(uint16_t h) { return _cvtsh_ss(h); }
+// 32 bytes -> 8 lanes of i32 pair-sums of u8 x i8 products (maddubs: one unsigned operand), as f32.
+inline __m256 idot_u8i8_avx2(__m256i u, __m256i s) {
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+template <> inline __m256 idot_q8<simd::Avx2>(const int8_t* q, const int8_t* k) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k));
+  // |k| (as u8, 128 too) times q with k's sign; a pair sum is <= 2*128*127 < 2^15: no saturation
+  return idot_u8i8_avx2(_mm256_sign_epi8(b, b), _mm256_sign_epi8(a, b));
+}
+template <> inline __m256 idot_q4<simd::Avx2>(const int8_t* q, const uint8_t* nib) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib)), m = _mm_set1_epi8(15);
+  const __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+  return idot_u8i8_avx2(n, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// The AVX2 body of qdots4, shared by AVX-512 (the 32-value groups fill 256 bits).
+template <bool Q4>
+inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng,
+                       int64_t R, float* out, int ostride) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    __m256i u, sgn[4];  // unsigned K operand; the 4 signed query operands
+    float dk;
+    const int8_t* q = q8 + g * kKvGroup;
+    if constexpr (Q4) {
+      const BlockQ4& b = reinterpret_cast<const BlockQ4*>(krow)[g];
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), m = _mm_set1_epi8(15);
+      u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+      for (int i = 0; i < 4; ++i) sgn[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * ng * kKvGroup));
+      dk = _cvtsh_ss(b.d);
+      acc = _mm_fmadd_ps(_mm_set1_ps(_cvtsh_ss(b.m)), _mm_loadu_ps(qsum + g * R), acc);
+    } else {
+      const BlockQ8& b = reinterpret_cast<const BlockQ8*>(krow)[g];
+      const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+      u = _mm256_sign_epi8(k, k);  // |k| as u8; q takes k's sign (see idot_q8)
+      for (int i = 0; i < 4; ++i)
+        sgn[i] = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * ng * kKvGroup)), k);
+      dk = _cvtsh_ss(b.d);
+    }
+    __m256i p[4];
+    for (int i = 0; i < 4; ++i) p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, sgn[i]), ones);
+    // [p0 p1 p2 p3] partial sums per 128-bit half, then the halves added: lane i = row i's dot
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m128i d = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(d), _mm_mul_ps(_mm_set1_ps(dk), _mm_loadu_ps(dq + g * R)), acc);
+  }
+  alignas(16) float o[4];
+  _mm_store_ps(o, acc);
+  for (int i = 0; i < 4; ++i) out[i * ostride] = o[i];
+}
+template <> inline void qdots4<simd::Avx2, false>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
+                                                  int64_t ng, int64_t R, float* out, int os) {
+  qdots4_x86<false>(k, q, dq, qs, ng, R, out, os);
+}
+template <> inline void qdots4<simd::Avx2, true>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
+                                                 int64_t ng, int64_t R, float* out, int os) {
+  qdots4_x86<true>(k, q, dq, qs, ng, R, out, os);
+}
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
@@ -56,6 +149,31 @@ template <> inline __m512 load_u4<simd::Avx512>(const uint8_t* p, bool hi) {
   return _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
 }
 template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::exp<simd::Avx512>(x); }
+template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
+template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq,
+                                                    const float* qs, int64_t ng, int64_t R, float* out, int os) {
+  qdots4_x86<false>(k, q, dq, qs, ng, R, out, os);
+}
+template <> inline void qdots4<simd::Avx512, true>(const uint8_t* k, const int8_t* q, const float* dq,
+                                                   const float* qs, int64_t ng, int64_t R, float* out, int os) {
+  qdots4_x86<true>(k, q, dq, qs, ng, R, out, os);
+}
+// One 32-value group fills 256 bits: the AVX-512 path does the AVX2 dot (VL forms) and
+// zero-extends, so its lanes 8..15 are 0.
+inline __m512 idot_u8i8_avx512(__m256i u, __m256i s) {
+  const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  return _mm512_insertf32x8(_mm512_setzero_ps(), d, 0);
+}
+template <> inline __m512 idot_q8<simd::Avx512>(const int8_t* q, const int8_t* k) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k));
+  return idot_u8i8_avx512(_mm256_sign_epi8(b, b), _mm256_sign_epi8(a, b));
+}
+template <> inline __m512 idot_q4<simd::Avx512>(const int8_t* q, const uint8_t* nib) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib)), m = _mm_set1_epi8(15);
+  const __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+  return idot_u8i8_avx512(n, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+}
 #endif
 
 }  // namespace llmk::attn

@@ -5,6 +5,8 @@
 // kernel that reads outside a sequence gives a visibly wrong answer. Keeps the
 // dense copies the oracle needs: the original rows and the dequantized ones.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <vector>
@@ -29,6 +31,26 @@ inline void dequantized(KvType t, const float* x, int64_t rows, int64_t D, float
     kv_quantize_row(t, x + r * D, D, buf.data());
     kv_dequantize_row(t, buf.data(), D, y + r * D);
   }
+}
+
+// The queries [rows][D] as the kernel uses them against an int8/int4 K
+// (attention_kernel.hpp, QuantQ): x = q * scale in f32, quantized per 32-group
+// to q8 = round(x * 127 / amax) with dq = amax / 127, then x' = q8 * dq; returned
+// divided by scale again, so an oracle that multiplies by scale sees x' (up to
+// one f32 rounding, < 1e-7 relative). Written from the spec, not the kernel's code.
+inline std::vector<float> quantized_queries(const float* q, int64_t rows, int64_t D, float scale) {
+  std::vector<float> out(static_cast<size_t>(rows * D));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g0 = 0; g0 < D; g0 += 32) {
+      const int64_t n = std::min<int64_t>(32, D - g0);
+      float x[32], amax = 0;
+      for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j] = q[r * D + g0 + j] * scale));
+      for (int64_t j = 0; j < n; ++j) {
+        const float q8 = amax > 0 ? std::clamp(std::nearbyint(x[j] * (127.0f / amax)), -127.0f, 127.0f) : 0.0f;
+        out[size_t(r * D + g0 + j)] = float(double(q8) * double(amax / 127.0f) / double(scale));
+      }
+    }
+  return out;
 }
 
 inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, uint64_t seed) {

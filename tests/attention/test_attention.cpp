@@ -61,7 +61,9 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
       const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
       std::vector<float> q(static_cast<size_t>(n));
       test::fill_normal(q.data(), q.size(), 99);
-      const auto want = decode_oracle(f, q.data(), s, true);
+      // against a quantized K the kernel uses int8 queries: the oracle gets them too
+      const auto qk = kv_type_quantized(kt) ? test::quantized_queries(q.data(), B * s.Hq, s.D, float(1 / std::sqrt(double(s.D)))) : q;
+      const auto want = decode_oracle(f, qk.data(), s, true);
       for (SimdLevel lvl : test::simd_levels())
         for (int threads : {1, 3})
           for (int splits : {1, 3, 0}) {
@@ -98,7 +100,8 @@ TEST(Attention, PrefillVarlenMatchesOracleNoLeak) {
       std::vector<float> q(static_cast<size_t>(n));
       test::fill_normal(q.data(), q.size(), 5);
       std::vector<double> want(static_cast<size_t>(n));
-      attention_reference(q.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), int64_t(lens.size()), s.Hq,
+      const auto qk = kv_type_quantized(t) ? test::quantized_queries(q.data(), T * s.Hq, s.D, float(1 / std::sqrt(double(s.D)))) : q;
+      attention_reference(qk.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), int64_t(lens.size()), s.Hq,
                           s.Hkv, s.D, 1 / std::sqrt(double(s.D)), want.data());
       for (SimdLevel lvl : test::simd_levels())
         for (int threads : {1, 2}) {
@@ -240,6 +243,11 @@ TEST(Attention, PrefixReuseIsBitwiseEqualToColdPrefill) {
 // with per-element errors ek (K) and ev (V) (kv_error_bound), every score moves
 // by at most delta = scale * max_t sum_i |q_i| ek_ti, so each probability by
 // a factor within e^(+-2 delta), and |out_i - out'_i| <= max_t ev_ti + (e^(2 delta) - 1) max_t |v_ti|.
+// Against an int8/int4 K the kernel also quantizes x = scale * q per 32-group g
+// to int8 (dq_g = amax_g / 127, |x'_i - x_i| <= dq_g / 2 plus f32 rounding of
+// x * 127 / amax and of dq, < 1e-4 dq_g in all), so
+// s' - s = sum_i (x'_i - x_i) k'_i + scale sum_i q_i (k'_i - k_i) adds
+// sum_g dq_g (1/2 + 1e-4) sum_{i in g} (|k_i| + ek_i) to delta.
 TEST(Attention, QuantizedCacheWithinAnalyticBound) {
   const Shape s{8, 2, 128};
   const float scale = float(1 / std::sqrt(128.0));
@@ -261,19 +269,24 @@ TEST(Attention, QuantizedCacheWithinAnalyticBound) {
         const float* qr = q.data() + (b * s.Hq + h) * s.D;
         double delta = 0;
         std::vector<double> evmax(static_cast<size_t>(s.D), 0), vmax(static_cast<size_t>(s.D), 0);
+        std::vector<double> dq(static_cast<size_t>(s.D / 32), 0);  // the query's group scales (see above)
+        for (int64_t i = 0; i < s.D; ++i)
+          dq[size_t(i / 32)] = std::max(dq[size_t(i / 32)], std::fabs(double(qr[i] * scale)) / 127);
         for (int64_t t = f.kv_indptr[size_t(b)]; t < f.kv_indptr[size_t(b) + 1]; ++t) {
           const float* kr = f.k.data() + (t * s.Hkv + hk) * s.D;
           const float* vr = f.v.data() + (t * s.Hkv + hk) * s.D;
           std::vector<uint8_t> kqr(static_cast<size_t>(kv_row_bytes(kt, s.D))), vqr(static_cast<size_t>(kv_row_bytes(vt, s.D)));
           kv_quantize_row(kt, kr, s.D, kqr.data());
           kv_quantize_row(vt, vr, s.D, vqr.data());
-          double ds = 0;
+          double ds = 0, dx = 0;
           for (int64_t i = 0; i < s.D; ++i) {
-            ds += std::fabs(double(qr[i])) * kv_error_bound(kt, kr, s.D, kqr.data(), i);
+            const double ek = kv_error_bound(kt, kr, s.D, kqr.data(), i);
+            ds += std::fabs(double(qr[i])) * ek;
+            if (kv_type_quantized(kt)) dx += dq[size_t(i / 32)] * (0.5 + 1e-4) * (std::fabs(double(kr[i])) + ek);
             evmax[size_t(i)] = std::max(evmax[size_t(i)], kv_error_bound(vt, vr, s.D, vqr.data(), i));
             vmax[size_t(i)] = std::max(vmax[size_t(i)], std::fabs(double(vr[i])));
           }
-          delta = std::max(delta, scale * ds);
+          delta = std::max(delta, scale * ds + dx);
         }
         for (int64_t i = 0; i < s.D; ++i) {
           const size_t o = size_t((b * s.Hq + h) * s.D + i);
