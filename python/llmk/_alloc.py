@@ -1,4 +1,5 @@
-"""Output allocation in the caller's array library (numpy or torch), on the caller's device."""
+"""Output allocation in the caller's array library (numpy or torch), on the caller's device,
+and the small facts about an input that every wrapper needs (rows, CUDA stream)."""
 import numpy as np
 
 
@@ -15,3 +16,16 @@ def empty(like, shape, dtype=None):
         return torch.empty(shape, dtype=tdt, device=like.device)
     ndt = {None: like.dtype, "float32": np.float32, "int32": np.int32}[dtype]
     return np.empty(shape, dtype=ndt)
+
+
+def rows(x):
+    """Rows of a 1-d (one row) or 2-d array."""
+    return x.shape[0] if len(x.shape) == 2 else 1
+
+
+def stream(x):
+    """The current CUDA stream of a torch CUDA tensor as an integer; 0 otherwise."""
+    if is_torch(x) and x.is_cuda:
+        import torch
+        return torch.cuda.current_stream(x.device).cuda_stream
+    return 0

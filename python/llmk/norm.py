@@ -9,20 +9,9 @@ sums over the rows (written, not accumulated). CUDA tensors run on torch's
 current stream.
 """
 from . import _llmk
-from ._alloc import empty, is_torch
+from ._alloc import empty, rows as _rows, stream as _stream
 
 __all__ = ["layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward"]
-
-
-def _rows(x):
-    return x.shape[0] if len(x.shape) == 2 else 1
-
-
-def _stream(x):
-    if is_torch(x) and x.is_cuda:
-        import torch
-        return torch.cuda.current_stream(x.device).cuda_stream
-    return 0
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):

@@ -6,22 +6,11 @@ arrays of the caller's library on the caller's device. CUDA tensors run on
 torch's current stream.
 """
 from . import _llmk
-from ._alloc import empty, is_torch
+from ._alloc import empty, rows as _rows, stream as _stream
 
 __all__ = ["softmax_topk", "sample", "uniform01"]
 
 uniform01 = _llmk.uniform01
-
-
-def _rows(x):
-    return x.shape[0] if len(x.shape) == 2 else 1
-
-
-def _stream(x):
-    if is_torch(x) and x.is_cuda:
-        import torch
-        return torch.cuda.current_stream(x.device).cuda_stream
-    return 0
 
 
 def softmax_topk(logits, k, temperature=1.0):
