@@ -13,8 +13,8 @@ usage: peer_torch.py --shapes 16384x4096,... --dtype f32|f16|bf16 [--device cpu|
 """
 import argparse
 import json
-import statistics
-import time
+import sys
+from pathlib import Path
 
 try:
     import torch
@@ -22,36 +22,10 @@ except Exception as e:  # noqa: BLE001 - any import failure means: skip, visibly
     print(json.dumps({"skipped": f"torch cannot be imported: {e}"}))
     raise SystemExit(0)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from torch_timing import time_cpu, time_cuda  # noqa: E402
+
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-
-
-def time_cpu(fn, min_seconds):
-    fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < 5 or (time.perf_counter() - start < min_seconds and len(times) < 1000):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def time_cuda(fn, reps=20):
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size if hasattr(
-        torch.cuda.get_device_properties(0), "L2_cache_size") else 64 << 20
-    flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.uint8, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def main():

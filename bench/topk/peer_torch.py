@@ -10,8 +10,8 @@ usage: peer_torch.py --shapes BxVxK,... [--device cpu|cuda] [--threads T] [--min
 """
 import argparse
 import json
-import statistics
-import time
+import sys
+from pathlib import Path
 
 try:
     import torch
@@ -19,34 +19,8 @@ except Exception as e:  # noqa: BLE001 - any import failure means: skip, visibly
     print(json.dumps({"skipped": f"torch cannot be imported: {e}"}))
     raise SystemExit(0)
 
-
-def time_cpu(fn, min_seconds):
-    fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < 5 or (time.perf_counter() - start < min_seconds and len(times) < 1000):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def time_cuda(fn, reps=20):
-    props = torch.cuda.get_device_properties(0)
-    l2 = getattr(props, "L2_cache_size", 64 << 20)
-    flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.uint8, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from torch_timing import time_cpu, time_cuda  # noqa: E402
 
 
 def main():

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "llmk/error.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace llmk::analyze::json {
 
@@ -144,24 +145,6 @@ class Parser {
     return u;
   }
 
-  static void utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
-  }
-
   std::string string() {
     ++i_;  // opening quote
     std::string out;
@@ -192,7 +175,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp < 0xE000) {
             fail("unpaired surrogate in \\u escape");
           }
-          utf8(out, cp);
+          unicode::append_utf8(out, cp);
           break;
         }
         default: fail("bad escape in a string");
