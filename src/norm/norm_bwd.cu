@@ -166,22 +166,7 @@ std::vector<LaunchConfig> bwd_configs(const BwdArgs& a, DType t) {
   pick.smem_acc = bwd_smem(pick, a.D, es) <= limit;
   pick.cache = true;
   pick.cache = bwd_smem(pick, a.D, es) <= limit;
-  std::vector<LaunchConfig> v{pick};
-  for (bool warp : {true, false})
-    for (int threads : {128, 256, 512, 1024}) {
-      if (warp && threads != 128) continue;
-      for (bool vec : {true, false})
-        for (bool cache : {true, false})
-          for (bool smem_acc : {true, false}) {
-            const LaunchConfig c{warp, threads, vec, cache, smem_acc};
-            if ((vec && !vec_ok) || bwd_smem(c, a.D, es) > limit) continue;
-            if (c.warp_row == pick.warp_row && c.threads == pick.threads && c.vec == pick.vec &&
-                c.cache == pick.cache && c.smem_acc == pick.smem_acc)
-              continue;
-            v.push_back(c);
-          }
-    }
-  return v;
+  return configs_around(pick, vec_ok, true, limit, [&](const LaunchConfig& c) { return bwd_smem(c, a.D, es); });
 }
 
 cudaError_t backward(const BwdArgs& a, DType t, bool rms, float* dw, float* db, cudaStream_t stream,

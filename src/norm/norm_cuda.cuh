@@ -9,6 +9,7 @@
 // row cache, the weight-gradient accumulators) lives at its own chunks'
 // offsets, so only the group sums need barriers.
 #pragma once
+#include <vector>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -123,6 +124,31 @@ cudaError_t allow_smem(K kernel, size_t bytes) {
   if (bytes <= (48 << 10)) return cudaSuccess;
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
                               int(bytes));
+}
+
+// Every configuration a launcher could run: `pick` first, then each other
+// (warp_row, threads, vec, cache[, smem_acc when vary_acc]) that the row's
+// alignment allows (vec_ok) and whose shared memory `smem(c)` fits in `limit`.
+template <class Smem>
+std::vector<LaunchConfig> configs_around(const LaunchConfig& pick, bool vec_ok, bool vary_acc, size_t limit,
+                                         Smem smem) {
+  std::vector<LaunchConfig> v{pick};
+  for (bool warp : {true, false})
+    for (int threads : {128, 256, 512, 1024}) {
+      if (warp && threads != 128) continue;
+      for (bool vec : {true, false})
+        for (bool cache : {true, false})
+          for (bool acc : {true, false}) {
+            if (acc && !vary_acc) continue;
+            const LaunchConfig c{warp, threads, vec, cache, acc};
+            if ((vec && !vec_ok) || smem(c) > limit) continue;
+            if (c.warp_row == pick.warp_row && c.threads == pick.threads && c.vec == pick.vec &&
+                c.cache == pick.cache && c.smem_acc == pick.smem_acc)
+              continue;
+            v.push_back(c);
+          }
+    }
+  return v;
 }
 
 }  // namespace llmk::norm_cuda

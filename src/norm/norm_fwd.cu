@@ -142,20 +142,7 @@ std::vector<LaunchConfig> fwd_configs(const FwdArgs& a, DType t) {
   pick.threads = pick.warp_row ? 128 : block_threads(vec_ok ? a.D / kVecN : a.D);
   pick.cache = true;
   pick.cache = fwd_smem(pick, a.D, es) <= limit;
-  std::vector<LaunchConfig> v{pick};
-  for (bool warp : {true, false})
-    for (int threads : {128, 256, 512, 1024}) {
-      if (warp && threads != 128) continue;
-      for (bool vec : {true, false})
-        for (bool cache : {true, false}) {
-          const LaunchConfig c{warp, threads, vec, cache, false};
-          if ((vec && !vec_ok) || fwd_smem(c, a.D, es) > limit) continue;
-          if (c.warp_row == pick.warp_row && c.threads == pick.threads && c.vec == pick.vec && c.cache == pick.cache)
-            continue;
-          v.push_back(c);
-        }
-    }
-  return v;
+  return configs_around(pick, vec_ok, false, limit, [&](const LaunchConfig& c) { return fwd_smem(c, a.D, es); });
 }
 
 cudaError_t forward(const FwdArgs& a, DType t, bool rms, cudaStream_t stream, const LaunchConfig* force) {
