@@ -30,10 +30,11 @@
 //
 // CPU (Device::cpu views): threads over (sequence, kv-head[, split | query tile]),
 // scalar / AVX2 / AVX-512 by llmk::simd_level(). CUDA (Device::cuda views,
-// all pointers on the device): decode only, plus kv_append_cuda() which
-// quantizes K/V rows into the pools through the slot map.
+// all pointers on the device): decode, kv_append_cuda() which quantizes K/V
+// rows into the pools through the slot map, and attention_prefill_cuda().
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "llmk/cuda.hpp"
 #include "llmk/kv_cache.hpp"
@@ -66,5 +67,21 @@ void attention_reference(const float* q, const int64_t* qo_indptr, const float* 
 // through slots [T] (device int64), bitwise like kv_quantize_row.
 void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const int64_t* slots, int64_t num_tokens,
                     Stream stream = nullptr);
+
+// Prefill on the device (src/attention/prefill.cu): attention_prefill's
+// semantics with q [T, Hq, D], qo_indptr [B+1], out [T, Hq, D], the pools and
+// the page table all on the device. num_tokens = T = qo_indptr[B] is given on
+// the host, which never reads the device tables: the caller guarantees
+// qo_indptr[0] = 0, 0 <= qo_len(b) <= kv_len(b) and valid block ids (rows
+// past num_tokens are never read or written). Queries stay f32 against every K
+// type (the CPU quantizes them to int8 against an int8 / int4 K). cta_rows:
+// query rows per CTA, 0 = the launcher's pick, else one of
+// attention_prefill_cuda_configs(), which lists every configuration the
+// launcher may pick for this shape on the current device, its own pick first.
+void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t num_tokens, const KvLayerView& kv,
+                            const PageTableView& pages, int64_t n_heads, float scale, float* out,
+                            Stream stream = nullptr, int cta_rows = 0);
+std::vector<int> attention_prefill_cuda_configs(const KvLayerView& kv, int64_t n_heads, int64_t num_tokens,
+                                                int64_t num_seqs);
 
 }  // namespace llmk
