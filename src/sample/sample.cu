@@ -11,8 +11,9 @@
 //     each distinct token is penalized once, as on the CPU, without a dedup;
 //  3. softmax_topk_cuda on z (or the logits) per temperature run, with K =
 //     the largest K any row needs, into a workspace (probs, indices, row_max);
-//  4. select_kernel, one thread per greedy / sorted row: select_sorted() on
-//     the row's first k candidates with u = uniform01(seed, step, row);
+//  4. select_kernel, one warp per greedy / sorted row: the warp stages the
+//     row's first k candidates in shared memory, lane 0 runs select_sorted()
+//     on them with u = uniform01(seed, step, row);
 //  5. full_row_kernel, one 256-thread block per full-row row: thread c owns
 //     chunk c (kSampleFullChunks = 256 = blockDim), the block reduces the max
 //     and the NaN / +inf flags, each thread writes its full_chunk_sum() to
@@ -35,7 +36,7 @@ using namespace sample_math;
 
 constexpr int kParamRows = 64;  // rows per store_rows_kernel launch: 64 * 32 B of kernel arguments
 constexpr int kPenaltyThreads = 128;
-constexpr int kSelectThreads = 128;
+constexpr int kSelectRows = 4;  // rows (warps) per select_kernel block: 4 * 8 KiB of shared candidates
 constexpr int kFullThreads = kSampleFullChunks;  // one thread per chunk
 static_assert(kFullThreads % 32 == 0 && kFullThreads <= 1024, "full_row_kernel: whole warps, one block");
 
@@ -78,23 +79,38 @@ __global__ void __launch_bounds__(kPenaltyThreads)
   }
 }
 
-__global__ void __launch_bounds__(kSelectThreads)
+// One warp per row: the warp stages the row's k candidates in shared memory
+// (coalesced), then lane 0 runs select_sorted on them, so its sequential loops
+// wait on shared-memory loads, not on L2. Returns depend on the warp's row
+// only and the kernel syncs with __syncwarp alone.
+__global__ void __launch_bounds__(kSelectRows * 32)
     select_kernel(int64_t rows_n, int64_t k_all, const float* __restrict__ probs /* [B, k_all] */,
                   const int32_t* __restrict__ idx /* [B, k_all] */, const float* __restrict__ row_max /* [B] */,
                   const DevRow* __restrict__ rows, const int32_t* __restrict__ bad /* [B] or null */, uint64_t seed,
                   uint64_t step, int32_t* __restrict__ tokens /* [B] */) {
-  const int64_t row = int64_t(blockIdx.x) * kSelectThreads + threadIdx.x;
+  __shared__ float sp[kSelectRows][kSampleTopkCap];
+  __shared__ int32_t si[kSelectRows][kSampleTopkCap];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kSelectRows + warp;
   if (row >= rows_n) return;
   const DevRow r = rows[row];
   if (r.mode == kFull) return;
   if (bad != nullptr && bad[row] != 0) {
-    tokens[row] = kSampleBadHistory;
-  } else if (!isfinite(row_max[row])) {  // NaN, +inf or all -inf (softmax_topk's status flag)
-    tokens[row] = kSampleRowUndefined;
-  } else {
-    tokens[row] = select_sorted(probs + row * k_all, idx + row * k_all, r.k, r.top_k_on != 0, r.top_p, r.min_p,
-                                uniform01(seed, step, uint64_t(row)));
+    if (lane == 0) tokens[row] = kSampleBadHistory;
+    return;
   }
+  if (!isfinite(row_max[row])) {  // NaN, +inf or all -inf (softmax_topk's status flag)
+    if (lane == 0) tokens[row] = kSampleRowUndefined;
+    return;
+  }
+  for (int j = lane; j < r.k; j += 32) {  // r.k <= k_all <= kSampleTopkCap (checked by the API layer)
+    sp[warp][j] = probs[row * k_all + j];
+    si[warp][j] = idx[row * k_all + j];
+  }
+  __syncwarp();
+  if (lane == 0)
+    tokens[row] = select_sorted(sp[warp], si[warp], r.k, r.top_k_on != 0, r.top_p, r.min_p,
+                                uniform01(seed, step, uint64_t(row)));
 }
 
 __global__ void __launch_bounds__(kFullThreads)
@@ -317,7 +333,7 @@ void sample_cuda(const TensorView& logits, const SamplingParams* params, const D
                         plan.run_temperature[r], {probs + first * k, idx + first * k, mx + first, nullptr}, stream,
                         opt.topk_config, opt.topk_splits);
     }
-    select_kernel<<<unsigned((rows + kSelectThreads - 1) / kSelectThreads), kSelectThreads, 0, s>>>(
+    select_kernel<<<unsigned((rows + kSelectRows - 1) / kSelectRows), kSelectRows * 32, 0, s>>>(
         rows, k, probs, idx, mx, drows, bad, seed, step, tokens);
     LLMK_CUDA_CHECK(cudaGetLastError());
   }

@@ -11,8 +11,9 @@
 // Why the bits agree: every loop here is sequential in a fixed order (the GPU
 // runs each on one thread), all accumulation is in double with +, * and / only
 // (IEEE round-to-nearest on both sides, no expression of the form a * b + c
-// that nvcc could contract into an FMA; penalize() uses explicit _rn
-// intrinsics on the device for the same reason), and comparisons are exact.
+// that nvcc could contract into an FMA; penalize() and full_weight() use
+// explicit _rn intrinsics on the device for the same reason), and comparisons
+// are exact.
 // What can differ between CPU and GPU is only the inputs: softmax_topk's
 // probabilities (its sums run in a different order) and expf in the full-row
 // path (CUDA's expf is within 2 ulp, glibc's within 1).
@@ -104,7 +105,15 @@ LLMK_HD inline int32_t select_sorted(const float* probs /* [k] */, const int32_t
 LLMK_HD inline int64_t full_chunk_begin(int64_t v, int c) { return v * c / kSampleFullChunks; }
 
 // The unnormalized probability of logit x in a row with max m: expf((x - m) * scale).
-LLMK_HD inline float full_weight(float x, float m, float scale) { return expf((x - m) * scale); }
+// On the device the argument is rounded by _rn intrinsics, which nvcc never
+// contracts into an FMA inside the inlined expf: both sides feed expf the same f32.
+LLMK_HD inline float full_weight(float x, float m, float scale) {
+#if defined(__CUDA_ARCH__)
+  return expf(__fmul_rn(__fsub_rn(x, m), scale));
+#else
+  return expf((x - m) * scale);
+#endif
+}
 
 // Sum of the weights of z[lo, hi), in index order, in double.
 LLMK_HD inline double full_chunk_sum(const float* z /* [V] */, int64_t lo, int64_t hi, float m, float scale) {
