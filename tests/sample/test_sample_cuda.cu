@@ -108,10 +108,11 @@ TokenHistory host_history(const Batch& b, int64_t r) {
 
 // True when the CPU's draw for this row sits within the tolerance of a
 // decision boundary, so a GPU whose inputs differ by rounding may decide the
-// other way. Sorted rows: softmax_topk's probabilities agree to 1e-6 relative
-// on CPU and GPU (its contract, tests/topk), so partial sums, the mass and the
-// target agree to 1e-6 relative and a ratio to 2e-6: a decision flips only
-// within 3e-6 relative of its threshold (4e-6 below covers double rounding).
+// other way. Sorted rows: softmax_topk's probabilities are within 1e-6
+// relative of the double oracle on CPU and on GPU (its contract, tests/topk),
+// so within 2e-6 of each other; so are their partial sums, the mass and the
+// target. A decision compares two such quantities (or a ratio of two with a
+// fixed threshold), so it flips only within 4e-6 relative of its threshold.
 // Full rows: weights differ by at most 2 ulp (CUDA expf) + 1 ulp (glibc) =
 // 3 * 2^-23 relative, as do running sums and the target: a flip needs
 // |running sum - target| <= 6 * 2^-23 * s (8 * 2^-23 below).
@@ -137,7 +138,7 @@ bool near_boundary(const Batch& b, int64_t r, const SamplingParams& p, double u)
     return false;
   }
   // Replays select_sorted on the CPU's candidates, stopping at any decision within tol of its threshold.
-  const double tol = 4e-6;
+  const double tol = 4e-6;  // double rounding of the sums (~1e-16) is far below it
   std::vector<float> q(plan.k);
   std::vector<int32_t> idx(plan.k);
   softmax_topk(TensorView::matrix(z.data(), DType::f32, 1, v), plan.k, p.temperature, {q.data(), idx.data()});
