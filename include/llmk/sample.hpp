@@ -1,27 +1,45 @@
 // Token sampling on top of softmax_topk, for the engine's decode step.
 //
-// Per row b of f32 logits [B, V] on the CPU, with that row's SamplingParams:
+// Per row b of f32 logits [B, V], with that row's SamplingParams:
 //  1. penalties over the row's token history (each distinct token once):
 //     repetition (CTRL / Hugging Face): z = z > 0 ? z / r : z * r, then
-//     presence (OpenAI): z -= presence_penalty;
+//     presence (OpenAI): z -= presence_penalty (f32, in that order, no FMA);
 //  2. greedy (argmax, ties to the lower index) when temperature == 0 or
 //     top_k == 1;
-//  3. otherwise p = softmax(z / T) over the whole row; top-k keeps the k most
-//     probable and renormalizes; top-p keeps the shortest prefix (in softmax_topk's
-//     order) whose mass reaches top_p; min-p keeps tokens with q >= min_p * q_max;
-//     the kept tokens are renormalized and one is drawn by inverse CDF over
-//     that order with u from the RNG below. Without top-k/top-p/min-p the draw
-//     is over the full row, in index order.
+//  3. top-k is on when 0 < top_k < V. If top-k, top-p and min-p are all off,
+//     p = softmax(z / T) and one token is drawn by inverse CDF over the whole
+//     row in index order (accumulated in kSampleFullChunks chunks, see
+//     src/sample/sample_math.hpp). Otherwise the K most probable tokens come
+//     from softmax_topk (sorted, probabilities normalized over the whole row)
+//     with K = top_k when top-k is on, else K = min(kSampleTopkCap, V); top-k
+//     renormalizes over its K; top-p keeps the shortest prefix whose mass
+//     reaches top_p; min-p keeps tokens with q >= min_p * q_max; the kept
+//     tokens are renormalized and one is drawn by inverse CDF in that order.
+//     The cap: with top-k off, top-p and min-p only see the 1024 most probable
+//     tokens. The result is exact whenever the kept set has fewer than 1024
+//     tokens (the usual case: top_p <= 0.95 on a trained model's logits); when
+//     the top-1024 mass is below top_p, or more than 1024 tokens pass the
+//     min-p floor, the kept set is those 1024 (renormalized). CPU and GPU
+//     apply the same rule.
 // The draw for (seed, step, row) uses u = uniform01(seed, step, row): Philox4x32-10
 // (Salmon et al. 2011) with counter (step, row) and key seed, a pure function
-// callable from host and device code, so a GPU sampler draws the same u.
-// Rows whose softmax is undefined (a NaN or +inf logit, or all -inf after
-// penalties) throw llmk::InvalidArgument naming the row.
+// callable from host and device code. The selection from the sorted candidates
+// is one __host__ __device__ function used by both sample() and sample_cuda(),
+// so for the same candidates and u both pick the same token (see
+// docs/softmax_topk.md, "The sampler on the GPU", for what can still differ).
+// CPU: rows whose softmax is undefined (a NaN or +inf logit, or all -inf after
+// penalties) throw llmk::InvalidArgument naming the row. CUDA: such rows get
+// token kSampleRowUndefined, rows whose device history is malformed get
+// kSampleBadHistory (a kernel cannot throw; the host checks nothing on the
+// device, so the step never waits for the GPU).
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "llmk/cuda.hpp"
 #include "llmk/tensor.hpp"
+#include "llmk/topk.hpp"
 
 #if defined(__CUDACC__)
 #define LLMK_HD __host__ __device__
@@ -83,5 +101,58 @@ void sample(const TensorView& logits, const SamplingParams* params, const TokenH
 // exposed so tests can drive it with chosen u. `scratch` is resized as needed.
 int32_t sample_row(const float* logits /* [V] */, int64_t v, const SamplingParams& p, const TokenHistory& history,
                    double u, std::vector<float>& scratch);
+
+// --- CUDA: logits on the GPU -> token ids on the GPU, no host round trip. ---
+inline constexpr int64_t kSampleTopkCap = 1024;  // K when top-k is off but top-p / min-p is on
+inline constexpr int kSampleFullChunks = 256;    // chunks of the full-row inverse CDF
+inline constexpr int32_t kSampleRowUndefined = -1;  // CUDA token for a NaN / +inf / all -inf row
+inline constexpr int32_t kSampleBadHistory = -2;    // CUDA token for a malformed history row
+
+// Every row's previous tokens as a CSR on the device: row b's tokens are
+// tokens[indptr[b], indptr[b + 1]). indptr null = no history anywhere.
+// Contents are checked on the device: a row with indptr[b] < 0,
+// indptr[b + 1] < indptr[b], indptr[b + 1] > nnz or a token outside [0, V)
+// is flagged (kSampleBadHistory), never read out of bounds.
+struct DeviceTokenHistory {
+  const int64_t* indptr = nullptr;  // [B + 1], device
+  const int32_t* tokens = nullptr;  // [nnz], device
+  int64_t nnz = 0;                  // host value: the length of tokens
+};
+
+// What sample_cuda launches for a batch (host logic, also built without CUDA).
+struct SampleCudaPlan {
+  int64_t k = 0;  // K of the softmax_topk launches (0: no row needs them)
+  // Row ranges [first, end), one softmax_topk launch each: maximal runs whose
+  // top-k / top-p / min-p rows share one temperature (greedy and full-row rows
+  // join any run). One run when all sampled rows share T.
+  std::vector<std::pair<int64_t, int64_t>> topk_runs;
+  std::vector<float> run_temperature;  // [runs]
+  bool full = false;       // some row draws over its full row (full_row_kernel)
+  bool penalties = false;  // some row has a penalty: logits are copied to a scratch first
+};
+SampleCudaPlan sample_cuda_plan(const SamplingParams* params /* [B] */, int64_t rows, int64_t v);
+
+// Forces softmax_topk's launch configuration inside sample_cuda (tests).
+struct SampleCudaOptions {
+  TopkCudaConfig topk_config = TopkCudaConfig::auto_pick;
+  int topk_splits = 0;
+};
+
+// The device sampler: logits f32 [B, V] on the GPU (any row stride >= V, never
+// written), params [B] on the host (validated here, uploaded as kernel
+// arguments), history on the device (indptr null: none), tokens [B] on the
+// device. Runs asynchronously on `stream`: penalties into a scratch copy (only
+// when some row has a penalty and history is given), softmax_topk per
+// temperature run, then the selection kernel and the full-row kernel. Top-k on
+// CUDA needs top_k <= 1024 when V > 1024 (softmax_topk's limit).
+void sample_cuda(const TensorView& logits, const SamplingParams* params, const DeviceTokenHistory& history,
+                 uint64_t seed, uint64_t step, int32_t* tokens, Stream stream = nullptr,
+                 const SampleCudaOptions& options = {});
+
+// The penalties kernel on its own: out = logits with each row's history
+// penalties applied (f32 [B, V], device, must not overlap logits), and
+// bad_rows[b] = 1 where row b's history is malformed, else 0 (int32 [B], device).
+void penalize_cuda(const TensorView& logits, const SamplingParams* params, const DeviceTokenHistory& history,
+                   const TensorView& out, int32_t* bad_rows, Stream stream = nullptr);
 
 }  // namespace llmk

@@ -1,8 +1,9 @@
-// The sampler (see llmk/sample.hpp): penalties on a copy of the row, then
-// greedy, a full-row inverse-CDF draw, or a draw from softmax_topk's sorted
-// top K. Without top-k, top-p / min-p start from K = 64 and double K until
-// the kept prefix ends inside the K returned (or K = V), so the result is the
-// same as with a full sort.
+// The sampler on the CPU (see llmk/sample.hpp): penalties on a copy of the
+// row, then greedy, a full-row inverse-CDF draw, or a draw from
+// softmax_topk's sorted top K, all through the shared arithmetic of
+// sample_math.hpp (the GPU path, sample.cu, calls the same functions). Also
+// the host half of the GPU path: argument checks shared with sample.cu and
+// the launch plan (sample_cuda_plan), which needs no CUDA to build or test.
 #include "llmk/sample.hpp"
 
 #include <algorithm>
@@ -11,9 +12,10 @@
 
 #include "llmk/error.hpp"
 #include "llmk/topk.hpp"
+#include "sample/sample_math.hpp"
 
 namespace llmk {
-namespace {
+namespace sample_math {
 
 void check_params(const char* fn, const SamplingParams& p, int64_t row) {
   const std::string at = " (row " + std::to_string(row) + ")";
@@ -30,29 +32,16 @@ void check_params(const char* fn, const SamplingParams& p, int64_t row) {
                  "must be finite (0 = off)");
 }
 
+}  // namespace sample_math
+namespace {
+
+using sample_math::check_params;
+
 int32_t argmax(const float* z, int64_t v) {
   int64_t best = 0;
   for (int64_t j = 1; j < v; ++j)
     if (z[j] > z[best]) best = j;
   return int32_t(best);
-}
-
-// Inverse CDF over the whole row in index order; z is overwritten with the
-// unnormalized probabilities (one exp per logit).
-int32_t draw_full(float* z, int64_t v, float scale, double u) {
-  float m = z[0];
-  for (int64_t j = 1; j < v; ++j) m = std::max(m, z[j]);
-  double s = 0;
-  for (int64_t j = 0; j < v; ++j) s += z[j] = std::exp((z[j] - m) * scale);
-  const double target = u * s;
-  double c = 0;
-  int64_t last = 0;
-  for (int64_t j = 0; j < v; ++j) {
-    if (z[j] > 0) last = j;
-    c += z[j];
-    if (c > target) return int32_t(j);
-  }
-  return int32_t(last);  // rounding left target at the very end
 }
 
 }  // namespace
@@ -71,11 +60,7 @@ int32_t sample_row(const float* logits, int64_t v, const SamplingParams& p, cons
     std::vector<int32_t> seen(history.tokens, history.tokens + history.n);
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t t : seen) {
-      float& x = z[t];
-      x = x > 0 ? x / p.repetition_penalty : x * p.repetition_penalty;
-      x -= p.presence_penalty;
-    }
+    for (int32_t t : seen) z[t] = sample_math::penalize(z[t], p.repetition_penalty, p.presence_penalty);
   }
   float m = z[0];
   bool bad = false;
@@ -85,52 +70,21 @@ int32_t sample_row(const float* logits, int64_t v, const SamplingParams& p, cons
   }
   LLMK_CHECK_ARG(!bad && m > -INFINITY, fn, "logits", "a row with NaN / +inf or all -inf",
                  "softmax of the row must be defined");
-  if (p.temperature == 0 || p.top_k == 1) return argmax(z.data(), v);
-  const float scale = 1.0f / p.temperature;
-  const int64_t k_cap = p.top_k > 0 ? std::min<int64_t>(p.top_k, v) : v;
-  if (k_cap == v && p.top_p >= 1 && p.min_p <= 0) return draw_full(z.data(), v, scale, u);
-
-  std::vector<float> probs;
-  std::vector<int32_t> idx;
-  for (int64_t k = p.top_k > 0 ? k_cap : std::min<int64_t>(64, v);; k = std::min(v, 2 * k)) {
-    probs.resize(k);
-    idx.resize(k);
-    softmax_topk(TensorView::matrix(z.data(), DType::f32, 1, v), k, p.temperature,
-                 {probs.data(), idx.data(), nullptr, nullptr});
-    double mass = 0;  // top-k renormalizes over its k; otherwise the row's mass is 1
-    for (int64_t j = 0; j < k; ++j) mass += probs[j];
-    if (p.top_k == 0) mass = 1.0;
-    int64_t n = k;
-    bool decided = k == k_cap;
-    if (p.top_p < 1) {
-      double c = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        c += probs[j] / mass;
-        if (c >= p.top_p) {
-          n = j + 1;
-          decided = true;
-          break;
-        }
-      }
-    }
-    if (p.min_p > 0) {
-      const double floor = p.min_p * double(probs[0]);
-      int64_t keep = k;
-      while (keep > 1 && probs[keep - 1] < floor) --keep;
-      if (keep < k) decided = true;
-      n = std::min(n, keep);
-    }
-    if (!decided) continue;  // the kept prefix may extend past k: look further
-    double total = 0;
-    for (int64_t j = 0; j < n; ++j) total += probs[j];
-    const double target = u * total;
-    double c = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      c += probs[j];
-      if (c > target) return idx[j];
-    }
-    return idx[n - 1];
+  const sample_math::RowPlan plan = sample_math::plan_row(p, v);
+  if (plan.mode == sample_math::kGreedy) return argmax(z.data(), v);
+  if (plan.mode == sample_math::kFull) {
+    const float scale = 1.0f / p.temperature;
+    double sums[kSampleFullChunks];
+    for (int c = 0; c < kSampleFullChunks; ++c)
+      sums[c] = sample_math::full_chunk_sum(z.data(), sample_math::full_chunk_begin(v, c),
+                                            sample_math::full_chunk_begin(v, c + 1), m, scale);
+    return sample_math::full_pick(z.data(), v, sums, m, scale, u);
   }
+  std::vector<float> probs(plan.k);
+  std::vector<int32_t> idx(plan.k);
+  softmax_topk(TensorView::matrix(z.data(), DType::f32, 1, v), plan.k, p.temperature,
+               {probs.data(), idx.data(), nullptr, nullptr});
+  return sample_math::select_sorted(probs.data(), idx.data(), plan.k, plan.top_k_on, p.top_p, p.min_p, u);
 }
 
 void sample(const TensorView& logits, const SamplingParams* params, const TokenHistory* history, uint64_t seed,
@@ -158,5 +112,42 @@ void sample(const TensorView& logits, const SamplingParams* params, const TokenH
     }
   }
 }
+
+SampleCudaPlan sample_cuda_plan(const SamplingParams* params, int64_t rows, int64_t v) {
+  SampleCudaPlan plan;
+  bool free_t = false;  // the last run holds only greedy rows so far: any temperature joins it
+  for (int64_t b = 0; b < rows; ++b) {
+    const SamplingParams& p = params[b];
+    const sample_math::RowPlan rp = sample_math::plan_row(p, v);
+    plan.penalties |= p.repetition_penalty != 1 || p.presence_penalty != 0;
+    if (rp.mode == sample_math::kFull) {
+      plan.full = true;
+      continue;
+    }
+    plan.k = std::max<int64_t>(plan.k, rp.k);
+    const bool greedy = rp.mode == sample_math::kGreedy;
+    if (!plan.topk_runs.empty() && (greedy || free_t || plan.run_temperature.back() == p.temperature)) {
+      plan.topk_runs.back().second = b + 1;  // full-row rows in between ride along (their outputs go unused)
+      if (!greedy && free_t) plan.run_temperature.back() = p.temperature;
+      free_t = free_t && greedy;
+      continue;
+    }
+    plan.topk_runs.push_back({b, b + 1});
+    plan.run_temperature.push_back(greedy ? 1.0f : p.temperature);
+    free_t = greedy;
+  }
+  return plan;
+}
+
+#ifndef LLMK_HAVE_CUDA
+void sample_cuda(const TensorView& logits, const SamplingParams*, const DeviceTokenHistory&, uint64_t, uint64_t,
+                 int32_t*, Stream, const SampleCudaOptions&) {
+  LLMK_CHECK_ARG(false, "sample_cuda", "logits", logits.describe(), "this llmk was built without CUDA");
+}
+void penalize_cuda(const TensorView& logits, const SamplingParams*, const DeviceTokenHistory&, const TensorView&,
+                   int32_t*, Stream) {
+  LLMK_CHECK_ARG(false, "penalize_cuda", "logits", logits.describe(), "this llmk was built without CUDA");
+}
+#endif
 
 }  // namespace llmk

@@ -1,12 +1,15 @@
 // The sampler: Philox known answers, greedy, penalties, exact frequencies
 // under stratified u, chi-square over Philox draws against the exact
 // renormalized distribution (computed here in double with a full sort: the
-// oracle), the batch API, and bad arguments.
+// oracle), the batch API, and bad arguments. Also the shared per-row
+// arithmetic the GPU runs too (sample_math.hpp: select_sorted, full_pick, the
+// 1024 cap) and the GPU launch plan (sample_cuda_plan), which are host code.
 #include <algorithm>
 #include <numeric>
 
 #include "llmk/parallel.hpp"
 #include "llmk/sample.hpp"
+#include "sample/sample_math.hpp"
 #include "tests/common/testutil.hpp"
 
 namespace llmk::test {
@@ -35,10 +38,12 @@ std::vector<double> exact_distribution(const std::vector<float>& logits, const S
   std::vector<double> e(v);
   double s = 0;
   for (int64_t j = 0; j < v; ++j) s += e[j] = std::exp((z[order[j]] - z[order[0]]) * scale);
-  int64_t n = p.top_k > 0 ? std::min<int64_t>(p.top_k, v) : v;
+  // top-k is on for 0 < top_k < V; with it off, top-p / min-p see the 1024 most probable (the cap).
+  const bool top_k_on = p.top_k > 0 && p.top_k < v;
+  int64_t n = top_k_on ? p.top_k : (p.top_p < 1 || p.min_p > 0) ? std::min<int64_t>(kSampleTopkCap, v) : v;
   double mass = 0;
   for (int64_t j = 0; j < n; ++j) mass += e[j];
-  if (p.top_k == 0) mass = s;
+  if (!top_k_on) mass = s;
   if (p.top_p < 1) {
     double c = 0;
     for (int64_t j = 0; j < n; ++j)
@@ -241,6 +246,129 @@ TEST(Sample, BadArguments) {
   const SamplingParams one[1] = {};
   EXPECT_THROW(sample(TensorView::matrix(x.data(), DType::f32, 1, 3), one, nullptr, 0, 0, tok), InvalidArgument);
   EXPECT_THROW(sample(TensorView::matrix(x.data(), DType::f16, 1, 3), one, nullptr, 0, 0, tok), InvalidArgument);
+}
+
+// select_sorted on hand-made candidates: each rule's cut, renormalization and
+// the inverse CDF, checked against values worked out here.
+TEST(SampleMath, SelectSortedRules) {
+  const float q[] = {0.5f, 0.25f, 0.125f, 0.125f};
+  const int32_t id[] = {40, 10, 30, 20};
+  using sample_math::select_sorted;
+  // No cut: target = u * 1; cumulative 0.5, 0.75, 0.875, 1.
+  EXPECT_EQ(select_sorted(q, id, 4, false, 1.0f, 0.0f, 0.0), 40);
+  EXPECT_EQ(select_sorted(q, id, 4, false, 1.0f, 0.0f, 0.49), 40);
+  EXPECT_EQ(select_sorted(q, id, 4, false, 1.0f, 0.0f, 0.5), 10);  // c > target is strict
+  EXPECT_EQ(select_sorted(q, id, 4, false, 1.0f, 0.0f, 0.8), 30);
+  EXPECT_EQ(select_sorted(q, id, 4, false, 1.0f, 0.0f, 0.9), 20);
+  // top-p 0.75: the prefix {0.5, 0.25} reaches it; renormalized to {2/3, 1/3}.
+  EXPECT_EQ(select_sorted(q, id, 4, false, 0.75f, 0.0f, 0.66), 40);
+  EXPECT_EQ(select_sorted(q, id, 4, false, 0.75f, 0.0f, 0.67), 10);
+  EXPECT_EQ(select_sorted(q, id, 4, false, 0.75f, 0.0f, 0.99), 10);
+  // top-k on over the first 2 (mass 0.75): top-p 0.6 keeps 1 since 0.5 / 0.75 >= 0.6.
+  EXPECT_EQ(select_sorted(q, id, 2, true, 0.6f, 0.0f, 0.99), 40);
+  EXPECT_EQ(select_sorted(q, id, 2, false, 0.6f, 0.0f, 0.99), 10);  // top-k off: 0.5 < 0.6, 0.75 >= 0.6
+  // min-p 0.3: floor 0.15 keeps {0.5, 0.25}; min-p 0.2: floor 0.1 keeps all.
+  EXPECT_EQ(select_sorted(q, id, 4, false, 1.0f, 0.3f, 0.99), 10);
+  EXPECT_EQ(select_sorted(q, id, 4, false, 1.0f, 0.2f, 0.99), 20);
+  // Greedy is k = 1.
+  EXPECT_EQ(select_sorted(q, id, 1, true, 1.0f, 0.0f, 0.999), 40);
+  // Zero-probability tail (fewer finite logits than K): never drawn, even at the largest u.
+  const float z[] = {0.75f, 0.25f, 0.0f, 0.0f};
+  EXPECT_EQ(select_sorted(z, id, 4, true, 1.0f, 0.0f, 1.0 - 0x1p-53), 10);
+}
+
+// full_pick against the exact distribution by stratified u, on rows with
+// empty chunks (V < 256), -inf logits and sizes straddling 1024.
+TEST(SampleMath, FullPickStratifiedFrequencies) {
+  for (int64_t v : {1, 7, 255, 256, 1023, 1024, 1025}) {
+    auto x = some_logits(v, uint64_t(v), 1.0);
+    if (v > 3) x[2] = -INFINITY;
+    const float m = *std::max_element(x.begin(), x.end()), scale = 1.0f / 0.9f;
+    std::vector<double> sums(kSampleFullChunks), w(v);
+    double s = 0;
+    for (int64_t j = 0; j < v; ++j) s += w[j] = std::exp(double(x[j] - m) * scale);
+    for (int c = 0; c < kSampleFullChunks; ++c)
+      sums[c] = sample_math::full_chunk_sum(x.data(), sample_math::full_chunk_begin(v, c),
+                                            sample_math::full_chunk_begin(v, c + 1), m, scale);
+    const int64_t n = 20000;
+    std::vector<int64_t> count(v, 0);
+    for (int64_t i = 0; i < n; ++i) ++count[sample_math::full_pick(x.data(), v, sums.data(), m, scale, (i + 0.5) / n)];
+    ++count[sample_math::full_pick(x.data(), v, sums.data(), m, scale, 1.0 - 0x1p-53)];  // the largest u
+    for (int64_t j = 0; j < v; ++j) {
+      if (w[j] == 0) {
+        ASSERT_EQ(count[j], 0) << "V " << v << " token " << j;
+        continue;
+      }
+      // +-1 for the interval, +1 for f32 weights moving a boundary past one u_i, +1 for the largest u.
+      ASSERT_LE(std::fabs(count[j] - n * w[j] / s), 3.0) << "V " << v << " token " << j;
+    }
+  }
+}
+
+// The cap: with top-k off, top-p sees the 1024 most probable tokens. On a flat
+// row of 4096 (ties: lower index first) top_p = 0.9 needs 3687 tokens, so the
+// kept set is tokens 0..1023, each drawn equally often.
+TEST(Sample, TopPCapOf1024) {
+  const int64_t v = 4096, n = 4096;
+  ThreadScope one(1);
+  std::vector<float> x(v, 0.5f), scratch;
+  SamplingParams p;
+  p.top_p = 0.9f;
+  const auto q = exact_distribution(x, p, {});
+  std::vector<int64_t> count(v, 0);
+  for (int64_t i = 0; i < n; ++i) ++count[sample_row(x.data(), v, p, {}, (i + 0.5) / n, scratch)];
+  for (int64_t t = 0; t < v; ++t) {
+    ASSERT_EQ(q[t], t < kSampleTopkCap ? 1.0 / kSampleTopkCap : 0.0) << t;
+    ASSERT_LE(std::fabs(count[t] - n * q[t]), 2.0) << t;
+  }
+  // top_k >= V is off: the same draw as top_k = 0 (here the full-row path).
+  SamplingParams all, big;
+  big.top_k = int32_t(v);
+  for (double u : {0.1, 0.5, 0.9}) EXPECT_EQ(sample_row(x.data(), v, all, {}, u, scratch), sample_row(x.data(), v, big, {}, u, scratch));
+}
+
+// The GPU launch plan: K, the temperature runs (greedy and full rows join any
+// run), the full-row and penalty flags.
+TEST(Sample, CudaPlan) {
+  const SamplingParams greedy{0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f}, full{0.8f, 0, 1.0f, 0.0f, 1.0f, 0.0f},
+      top50{0.7f, 50, 1.0f, 0.0f, 1.0f, 0.0f}, topp{0.7f, 0, 0.9f, 0.0f, 1.2f, 0.0f},
+      hot{1.3f, 8, 1.0f, 0.0f, 1.0f, 0.0f};
+  {
+    const SamplingParams p[] = {greedy, top50, full, topp, greedy};
+    const auto plan = sample_cuda_plan(p, 5, 32000);
+    EXPECT_EQ(plan.k, kSampleTopkCap);
+    ASSERT_EQ(plan.topk_runs.size(), 1u);
+    EXPECT_EQ(plan.topk_runs[0], (std::pair<int64_t, int64_t>{0, 5}));
+    EXPECT_EQ(plan.run_temperature[0], 0.7f);
+    EXPECT_TRUE(plan.full && plan.penalties);
+  }
+  {
+    const SamplingParams p[] = {top50, hot, greedy, top50};
+    const auto plan = sample_cuda_plan(p, 4, 1000);
+    EXPECT_EQ(plan.k, 50);
+    ASSERT_EQ(plan.topk_runs.size(), 3u);
+    EXPECT_EQ(plan.topk_runs[1], (std::pair<int64_t, int64_t>{1, 3}));
+    EXPECT_EQ(plan.run_temperature[1], 1.3f);
+    EXPECT_FALSE(plan.full || plan.penalties);
+  }
+  {
+    const SamplingParams p[] = {full, full};
+    const auto plan = sample_cuda_plan(p, 2, 10);
+    EXPECT_EQ(plan.k, 0);
+    EXPECT_TRUE(plan.topk_runs.empty() && plan.full);
+  }
+  {
+    const SamplingParams p[] = {greedy, greedy};
+    const auto plan = sample_cuda_plan(p, 2, 10);
+    EXPECT_EQ(plan.k, 1);
+    ASSERT_EQ(plan.topk_runs.size(), 1u);
+    EXPECT_EQ(plan.run_temperature[0], 1.0f);
+  }
+#ifndef LLMK_HAVE_CUDA
+  std::vector<float> x(4, 0.0f);
+  int32_t tok = 0;
+  EXPECT_THROW(sample_cuda(TensorView::matrix(x.data(), DType::f32, 1, 4), &greedy, {}, 0, 0, &tok), InvalidArgument);
+#endif
 }
 
 }  // namespace
