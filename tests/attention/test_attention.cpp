@@ -141,118 +141,118 @@ TEST(Attention, DecodeEqualsPrefillOfOneToken) {
 // through the same kernel: bitwise equal. Also with K stored Hadamard-rotated
 // (k_rotate): then the oracle sees the rotated q and K rows the kernel sees.
 TEST(Attention, CachedVsNonCachedOverManySteps) {
- for (bool rotate : {false, true}) {
-  SCOPED_TRACE(rotate ? "k_rotate" : "plain");
-  const int64_t B = 3, Hq = 6, Hkv = 2, D = 64, steps = rotate ? 60 : 150, max_len = 160;
-  KvCacheConfig paged;
-  paged.n_kv_heads = Hkv, paged.head_dim = D, paged.k_rotate = rotate;
-  paged.budget_bytes = 256 * kv_block_bytes(paged);
-  KvCacheConfig dense = paged;
-  dense.block_tokens = max_len;
-  dense.budget_bytes = B * kv_block_bytes(dense);
-  KvCache pc(paged), dc(dense);
-  std::mt19937_64 rng(8);
-  std::vector<int64_t> ps, ds;
-  for (int b = 0; b < B; ++b) ps.push_back(pc.add_sequence()), ds.push_back(dc.add_sequence());
-  std::vector<std::vector<float>> ks(B), vs(B);  // per sequence [len, Hkv, D]
-  for (int64_t step = 0; step < steps; ++step) {
-    std::vector<float> q(static_cast<size_t>(B * Hq * D));
-    test::fill_normal(q.data(), q.size(), 1000 + uint64_t(step));
-    for (int64_t b = 0; b < B; ++b) {
-      if (rng() % 4 == 0 && step > 0) {  // a dummy sequence grabs a block now and then: random placement
-        const int64_t d = pc.add_sequence();
-        std::vector<int64_t> sl;
-        pc.append(d, std::vector<int32_t>(size_t(1 + rng() % 20), 3), &sl);
-        if (rng() % 2) pc.free_sequence(d);
+  for (bool rotate : {false, true}) {
+    SCOPED_TRACE(rotate ? "k_rotate" : "plain");
+    const int64_t B = 3, Hq = 6, Hkv = 2, D = 64, steps = rotate ? 60 : 150, max_len = 160;
+    KvCacheConfig paged;
+    paged.n_kv_heads = Hkv, paged.head_dim = D, paged.k_rotate = rotate;
+    paged.budget_bytes = 256 * kv_block_bytes(paged);
+    KvCacheConfig dense = paged;
+    dense.block_tokens = max_len;
+    dense.budget_bytes = B * kv_block_bytes(dense);
+    KvCache pc(paged), dc(dense);
+    std::mt19937_64 rng(8);
+    std::vector<int64_t> ps, ds;
+    for (int b = 0; b < B; ++b) ps.push_back(pc.add_sequence()), ds.push_back(dc.add_sequence());
+    std::vector<std::vector<float>> ks(B), vs(B);  // per sequence [len, Hkv, D]
+    for (int64_t step = 0; step < steps; ++step) {
+      std::vector<float> q(static_cast<size_t>(B * Hq * D));
+      test::fill_normal(q.data(), q.size(), 1000 + uint64_t(step));
+      for (int64_t b = 0; b < B; ++b) {
+        if (rng() % 4 == 0 && step > 0) {  // a dummy sequence grabs a block now and then: random placement
+          const int64_t d = pc.add_sequence();
+          std::vector<int64_t> sl;
+          pc.append(d, std::vector<int32_t>(size_t(1 + rng() % 20), 3), &sl);
+          if (rng() % 2) pc.free_sequence(d);
+        }
+        std::vector<float> kv(static_cast<size_t>(2 * Hkv * D));
+        test::fill_normal(kv.data(), kv.size(), uint64_t(step * 10 + b));
+        const int32_t tok[] = {int32_t(step)};
+        std::vector<int64_t> s1, s2;
+        ASSERT_EQ(pc.append(ps[size_t(b)], tok, &s1), KvStatus::ok);
+        ASSERT_EQ(dc.append(ds[size_t(b)], tok, &s2), KvStatus::ok);
+        pc.write(0, s1, kv.data(), kv.data() + Hkv * D);
+        dc.write(0, s2, kv.data(), kv.data() + Hkv * D);
+        ks[size_t(b)].insert(ks[size_t(b)].end(), kv.begin(), kv.begin() + Hkv * D);
+        vs[size_t(b)].insert(vs[size_t(b)].end(), kv.begin() + Hkv * D, kv.end());
       }
-      std::vector<float> kv(static_cast<size_t>(2 * Hkv * D));
-      test::fill_normal(kv.data(), kv.size(), uint64_t(step * 10 + b));
-      const int32_t tok[] = {int32_t(step)};
-      std::vector<int64_t> s1, s2;
-      ASSERT_EQ(pc.append(ps[size_t(b)], tok, &s1), KvStatus::ok);
-      ASSERT_EQ(dc.append(ds[size_t(b)], tok, &s2), KvStatus::ok);
-      pc.write(0, s1, kv.data(), kv.data() + Hkv * D);
-      dc.write(0, s2, kv.data(), kv.data() + Hkv * D);
-      ks[size_t(b)].insert(ks[size_t(b)].end(), kv.begin(), kv.begin() + Hkv * D);
-      vs[size_t(b)].insert(vs[size_t(b)].end(), kv.begin() + Hkv * D, kv.end());
-    }
-    std::vector<float> kall, vall;
-    std::vector<int64_t> kvp = {0}, qo = {0};
-    for (int64_t b = 0; b < B; ++b) {
-      kall.insert(kall.end(), ks[size_t(b)].begin(), ks[size_t(b)].end());
-      vall.insert(vall.end(), vs[size_t(b)].begin(), vs[size_t(b)].end());
-      kvp.push_back(kvp.back() + step + 1);
-      qo.push_back(b + 1);
-    }
-    std::vector<double> want(q.size());
-    std::vector<float> qr = q;
-    if (rotate) {
-      hadamard_transform(kall.data(), int64_t(kall.size()) / D, D, D);
-      hadamard_transform(qr.data(), B * Hq, D, D);
-    }
-    attention_reference(qr.data(), qo.data(), kall.data(), vall.data(), kvp.data(), B, Hq, Hkv, D, 0.125, want.data());
-    const PageTable pt = pc.page_table(ps), dt = dc.page_table(ds);
-    for (int splits : {1, 2}) {
-      AttentionOptions opt;
-      opt.splits = splits;
-      std::vector<float> a(q.size()), c(q.size());
-      attention_decode(q.data(), pc.layer(0), pt.view(), Hq, 0.125f, a.data(), opt);
-      attention_decode(q.data(), dc.layer(0), dt.view(), Hq, 0.125f, c.data(), opt);
-      ASSERT_TRUE(test::all_close(a.data(), want.data(), a.size(), kTol, kTol, "step " + std::to_string(step)));
-      ASSERT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "paged != contiguous at step " << step;
+      std::vector<float> kall, vall;
+      std::vector<int64_t> kvp = {0}, qo = {0};
+      for (int64_t b = 0; b < B; ++b) {
+        kall.insert(kall.end(), ks[size_t(b)].begin(), ks[size_t(b)].end());
+        vall.insert(vall.end(), vs[size_t(b)].begin(), vs[size_t(b)].end());
+        kvp.push_back(kvp.back() + step + 1);
+        qo.push_back(b + 1);
+      }
+      std::vector<double> want(q.size());
+      std::vector<float> qr = q;
+      if (rotate) {
+        hadamard_transform(kall.data(), int64_t(kall.size()) / D, D, D);
+        hadamard_transform(qr.data(), B * Hq, D, D);
+      }
+      attention_reference(qr.data(), qo.data(), kall.data(), vall.data(), kvp.data(), B, Hq, Hkv, D, 0.125, want.data());
+      const PageTable pt = pc.page_table(ps), dt = dc.page_table(ds);
+      for (int splits : {1, 2}) {
+        AttentionOptions opt;
+        opt.splits = splits;
+        std::vector<float> a(q.size()), c(q.size());
+        attention_decode(q.data(), pc.layer(0), pt.view(), Hq, 0.125f, a.data(), opt);
+        attention_decode(q.data(), dc.layer(0), dt.view(), Hq, 0.125f, c.data(), opt);
+        ASSERT_TRUE(test::all_close(a.data(), want.data(), a.size(), kTol, kTol, "step " + std::to_string(step)));
+        ASSERT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "paged != contiguous at step " << step;
+      }
     }
   }
- }
 }
 
 // A prompt prefilled cold, in chunks, and over a reused cached prefix (also
 // after its owner was freed): the rows of the same tokens are bitwise equal.
 // f32, and int4 K with Hadamard-rotated K (k_rotate).
 TEST(Attention, PrefixReuseIsBitwiseEqualToColdPrefill) {
- for (bool rotate : {false, true}) {
-  SCOPED_TRACE(rotate ? "int4 K, k_rotate" : "f32");
-  const int64_t Hq = 4, Hkv = 2, D = 64, n = 45;
-  KvCacheConfig cfg;
-  cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_rotate = rotate;
-  if (rotate) cfg.k_type = KvType::int4;
-  cfg.budget_bytes = 32 * kv_block_bytes(cfg);
-  KvCache c(cfg);
-  std::vector<int32_t> prompt(n);
-  for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t(1000 + 37 * i % 101);
-  std::vector<float> k(static_cast<size_t>(n * Hkv * D)), v(k.size()), q(static_cast<size_t>(n * Hq * D));
-  test::fill_normal(k.data(), k.size(), 1);  // K/V of the prompt (what the model would produce)
-  test::fill_normal(v.data(), v.size(), 2);
-  test::fill_normal(q.data(), q.size(), 3);
-  auto prefill = [&](int64_t seq, int64_t from, int64_t to) {  // tokens [from, to) are new
-    std::vector<int64_t> slots;
-    EXPECT_EQ(c.append(seq, std::span(prompt).subspan(size_t(from), size_t(to - from)), &slots), KvStatus::ok);
-    c.write(0, slots, k.data() + from * Hkv * D, v.data() + from * Hkv * D);
-    const int64_t ids[] = {seq}, qo[] = {0, to - from};
-    const PageTable pt = c.page_table(ids);
-    std::vector<float> out(static_cast<size_t>((to - from) * Hq * D));
-    attention_prefill(q.data() + from * Hq * D, qo, c.layer(0), pt.view(), Hq, 0.125f, out.data());
-    return out;
-  };
-  const int64_t a = c.add_sequence();
-  const auto cold = prefill(a, 0, n);
-  // chunked prefill of the same prompt
-  const int64_t ch = c.add_sequence();
-  std::vector<float> chunked;
-  for (int64_t i = 0; i < n; i += 10) {
-    const auto part = prefill(ch, i, std::min(n, i + 10));
-    chunked.insert(chunked.end(), part.begin(), part.end());
+  for (bool rotate : {false, true}) {
+    SCOPED_TRACE(rotate ? "int4 K, k_rotate" : "f32");
+    const int64_t Hq = 4, Hkv = 2, D = 64, n = 45;
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_rotate = rotate;
+    if (rotate) cfg.k_type = KvType::int4;
+    cfg.budget_bytes = 32 * kv_block_bytes(cfg);
+    KvCache c(cfg);
+    std::vector<int32_t> prompt(n);
+    for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t(1000 + 37 * i % 101);
+    std::vector<float> k(static_cast<size_t>(n * Hkv * D)), v(k.size()), q(static_cast<size_t>(n * Hq * D));
+    test::fill_normal(k.data(), k.size(), 1);  // K/V of the prompt (what the model would produce)
+    test::fill_normal(v.data(), v.size(), 2);
+    test::fill_normal(q.data(), q.size(), 3);
+    auto prefill = [&](int64_t seq, int64_t from, int64_t to) {  // tokens [from, to) are new
+      std::vector<int64_t> slots;
+      EXPECT_EQ(c.append(seq, std::span(prompt).subspan(size_t(from), size_t(to - from)), &slots), KvStatus::ok);
+      c.write(0, slots, k.data() + from * Hkv * D, v.data() + from * Hkv * D);
+      const int64_t ids[] = {seq}, qo[] = {0, to - from};
+      const PageTable pt = c.page_table(ids);
+      std::vector<float> out(static_cast<size_t>((to - from) * Hq * D));
+      attention_prefill(q.data() + from * Hq * D, qo, c.layer(0), pt.view(), Hq, 0.125f, out.data());
+      return out;
+    };
+    const int64_t a = c.add_sequence();
+    const auto cold = prefill(a, 0, n);
+    // chunked prefill of the same prompt
+    const int64_t ch = c.add_sequence();
+    std::vector<float> chunked;
+    for (int64_t i = 0; i < n; i += 10) {
+      const auto part = prefill(ch, i, std::min(n, i + 10));
+      chunked.insert(chunked.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(0, std::memcmp(cold.data(), chunked.data(), cold.size() * 4));
+    for (bool free_owner : {false, true}) {
+      if (free_owner) c.free_sequence(a), c.free_sequence(ch);
+      const int64_t b = c.add_sequence();
+      const int64_t reused = c.reuse_prefix(b, std::span(prompt).first(size_t(n - 1)));
+      ASSERT_EQ(reused, 32);
+      const auto warm = prefill(b, reused, n);
+      EXPECT_EQ(0, std::memcmp(cold.data() + reused * Hq * D, warm.data(), warm.size() * 4)) << free_owner;
+      c.free_sequence(b);
+    }
   }
-  EXPECT_EQ(0, std::memcmp(cold.data(), chunked.data(), cold.size() * 4));
-  for (bool free_owner : {false, true}) {
-    if (free_owner) c.free_sequence(a), c.free_sequence(ch);
-    const int64_t b = c.add_sequence();
-    const int64_t reused = c.reuse_prefix(b, std::span(prompt).first(size_t(n - 1)));
-    ASSERT_EQ(reused, 32);
-    const auto warm = prefill(b, reused, n);
-    EXPECT_EQ(0, std::memcmp(cold.data() + reused * Hq * D, warm.data(), warm.size() * 4)) << free_owner;
-    c.free_sequence(b);
-  }
- }
 }
 
 // Quantized cache vs f32 cache on the same data, against the analytic bound:
@@ -273,7 +273,7 @@ TEST(Attention, QuantizedCacheWithinAnalyticBound) {
   const Shape s{8, 2, 128};
   const float scale = float(1 / std::sqrt(128.0));
   for (bool rotate : {false, true})
-  for (auto [kt, vt] : {std::pair{KvType::int8, KvType::int8}, std::pair{KvType::int4, KvType::int4},
+    for (auto [kt, vt] : {std::pair{KvType::int8, KvType::int8}, std::pair{KvType::int4, KvType::int4},
                         std::pair{KvType::f16, KvType::int4}, std::pair{KvType::bf16, KvType::bf16}}) {
     KvCacheConfig cfg;
     cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.k_rotate = rotate;

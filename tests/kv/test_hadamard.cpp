@@ -86,7 +86,8 @@ TEST(Hadamard, FastMatchesReferenceOnEveryPathAndIsBitwiseTheSame) {
         const size_t b0 = i / size_t(cs.block) * size_t(cs.block);
         double l1 = 0;  // sum |Hx| over the block <= sqrt(b) ||x||_2 <= sqrt(b) sum |x|
         for (size_t j = b0; j < b0 + size_t(cs.block); ++j) l1 += std::fabs(double(x[j]));
-        ASSERT_LE(std::fabs(double(g[i]) - double(x[i])), 2.01 * std::sqrt(double(cs.block)) * test::hadamard_error_bound(l1, cs.block))
+        const double bound = 2.01 * std::sqrt(double(cs.block)) * test::hadamard_error_bound(l1, cs.block);
+        ASSERT_LE(std::fabs(double(g[i]) - double(x[i])), bound)
             << "involution " << simd_name(lvl) << " dim=" << cs.dim;
       }
     }
@@ -143,7 +144,8 @@ TEST(Hadamard, CacheStoresRotatedKRows) {
     for (int64_t t = 0; t < 6; ++t)
       for (int64_t h = 0; h < 3; ++h) {
         const int64_t row = (slots[size_t(t)] / 4 * 3 + h) * 4 + slots[size_t(t)] % 4;
-        EXPECT_EQ(0, std::memcmp(static_cast<const float*>(L.k) + row * D, rot.data() + (t * 3 + h) * D, size_t(D) * 4));
+        const float* kr = static_cast<const float*>(L.k) + row * D;  // [D]
+        EXPECT_EQ(0, std::memcmp(kr, rot.data() + (t * 3 + h) * D, size_t(D) * 4));
         EXPECT_EQ(0, std::memcmp(static_cast<const float*>(L.v) + row * D, v.data() + (t * 3 + h) * D, size_t(D) * 4));
       }
   }
