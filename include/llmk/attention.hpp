@@ -28,6 +28,11 @@
 // Decode splits the context (split-K, exact log-sum-exp merge) when sequences
 // x kv-heads are too few to occupy the threads / SMs.
 //
+// With kv.k_rotated (KvCacheConfig::k_rotate: K rows stored Hadamard-rotated,
+// llmk/kv_quant.hpp), q is rotated the same way into a scratch copy at entry,
+// CPU and CUDA alike (q itself is never written); V is not rotated, so out
+// needs no inverse rotation.
+//
 // CPU (Device::cpu views): threads over (sequence, kv-head[, split | query tile]),
 // scalar / AVX2 / AVX-512 by llmk::simd_level(). CUDA (Device::cuda views,
 // all pointers on the device): decode, kv_append_cuda() which quantizes K/V
@@ -64,7 +69,8 @@ void attention_reference(const float* q, const int64_t* qo_indptr, const float* 
                          int64_t head_dim, double scale, double* out);
 
 // Quantizes K and V rows [T, Hkv * D] (device f32) into the device pools of kv
-// through slots [T] (device int64), bitwise like kv_quantize_row.
+// through slots [T] (device int64), bitwise like KvCache::write (rotating the K
+// rows first when kv.k_rotated; the caller's k is not written).
 void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const int64_t* slots, int64_t num_tokens,
                     Stream stream = nullptr);
 

@@ -58,6 +58,7 @@ struct Output {
 
 struct EngineConfig {
   KvType kv_type = KvType::f32;
+  bool kv_rotate = false;           // Hadamard-rotate K before it is stored (KvCacheConfig::k_rotate)
   int64_t block_tokens = 16;
   int64_t kv_tokens = 8192;         // cache capacity in tokens (rounded up to blocks)
   int64_t max_seqs = 64;            // sequences running at once
@@ -89,8 +90,9 @@ class Engine {
 };
 
 // Logits of every position of one sequence (positions 0..T-1) through a fresh
-// paged cache of type kv_type: logits [T, n_vocab]. For perplexity and for
-// comparisons with other implementations.
-void forward_sequence(Model& model, KvType kv_type, std::span<const int32_t> tokens, float* logits);
+// paged cache of type kv_type (K stored Hadamard-rotated when kv_rotate):
+// logits [T, n_vocab]. For perplexity and for comparisons with other implementations.
+void forward_sequence(Model& model, KvType kv_type, std::span<const int32_t> tokens, float* logits,
+                      bool kv_rotate = false);
 
 }  // namespace llmk

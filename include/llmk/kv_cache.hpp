@@ -49,6 +49,9 @@ struct KvCacheConfig {
   KvType k_type = KvType::f32;
   KvType v_type = KvType::f32;
   int64_t budget_bytes = 0;     // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks
+  bool k_rotate = false;        // store each K head row Hadamard-rotated (llmk/kv_quant.hpp,
+                                // kv_rotation_block(head_dim)) before quantizing; attention
+                                // rotates q the same way, so results are unchanged in exact arithmetic
 };
 
 void validate(const KvCacheConfig& cfg, const char* fn);
@@ -155,6 +158,7 @@ struct KvLayerView {
   KvType k_type = KvType::f32, v_type = KvType::f32;
   int64_t num_blocks = 0, block_tokens = 16, n_kv_heads = 1, head_dim = 64;
   Device device = Device::cpu;
+  bool k_rotated = false;   // K rows hold H k (KvCacheConfig::k_rotate): attention rotates q to match
 };
 
 // Manager + host storage.
@@ -176,6 +180,7 @@ class KvCache {
 
   // Quantizes and stores K and V rows of T tokens of one layer through the slot map:
   // k, v: [T, n_kv_heads * head_dim] f32 (row stride n_kv_heads * head_dim); slots: [T].
+  // With k_rotate, each K head row is rotated (into a copy) before it is quantized.
   void write(int64_t layer, std::span<const int64_t> slots, const float* k, const float* v);
   KvLayerView layer(int64_t l) const;
   void copy_block(int32_t src, int32_t dst);  // every layer, K and V

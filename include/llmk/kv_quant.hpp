@@ -56,4 +56,26 @@ void kv_dequantize_row(KvType t, const void* src, int64_t n, float* y);
 // |x| (x in the normal range). `row` is x's quantized row, i the element.
 double kv_error_bound(KvType t, const float* x, int64_t n, const void* row, int64_t i);
 
+// Hadamard rotation of K (KvCacheConfig::k_rotate; QuaRot, llama.cpp's rotated
+// KV). A row of dim values is cut into blocks of `block` (a power of two) and
+// each block x becomes H_b x / sqrt(b), with H_b[i][j] = (-1)^popcount(i & j)
+// (Sylvester). H_b / sqrt(b) is symmetric and orthogonal: applying it twice is
+// the identity, and (H q) . (H k) = q . k, so scores are unchanged in exact
+// arithmetic while an outlier channel of k is spread over its whole block
+// before the row is quantized (every element gets +-outlier / sqrt(b)).
+// The cache uses block = kv_rotation_block(head_dim), the largest power of two
+// dividing head_dim (at most 256): 64, 128 and 256 are one transform of the
+// whole head; 80 is five blocks of 16 and 96 three blocks of 32, so there an
+// outlier is spread over 16 or 32 values only (less spreading, a smaller gain).
+int64_t kv_rotation_block(int64_t head_dim);  // head_dim: a multiple of 16 in [16, 256]
+// Fast in-place transform of x[rows][dim], O(rows * dim * log2(block)): the
+// butterfly stages h = 1, 2, 4, .. < block in that order (x[j] + x[j+h],
+// x[j] - x[j+h], in f32), then a multiply by f32(1/sqrt(block)). The scalar,
+// AVX2, AVX-512 and CUDA paths do exactly these operations: all give the same
+// bits. block: a power of two in [1, 2^16]; dim: a multiple of block.
+void hadamard_transform(float* x, int64_t rows, int64_t dim, int64_t block);
+// The oracle: y[rows][dim] = the same transform in double, from the definition
+// of H_b (a dense block x block product per block, O(rows * dim * block)).
+void hadamard_transform_reference(const double* x, double* y, int64_t rows, int64_t dim, int64_t block);
+
 }  // namespace llmk

@@ -1,6 +1,7 @@
 """The paged KV cache (host) and attention over it.
 
     cache = llmk.KvCache(n_layers=1, n_kv_heads=2, head_dim=64, budget_bytes=1 << 20, k_type="int8")
+    # k_rotate=True stores K Hadamard-rotated (attention rotates q to match; docs/kv_cache.md)
     s = cache.add_sequence()
     slots = cache.append(s, token_ids)          # None when out of blocks
     cache.write(0, slots, k, v)                 # k, v: float32 [T, n_kv_heads * head_dim]

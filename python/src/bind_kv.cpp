@@ -35,15 +35,17 @@ LLMK_PY_BINDINGS(kv) {
       .def(
           "__init__",
           [](KvCache* self, int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t budget_bytes,
-             int64_t block_tokens, const std::string& k_type, const std::string& v_type) {
+             int64_t block_tokens, const std::string& k_type, const std::string& v_type, bool k_rotate) {
             KvCacheConfig c;
             c.n_layers = n_layers, c.n_kv_heads = n_kv_heads, c.head_dim = head_dim, c.budget_bytes = budget_bytes;
             c.block_tokens = block_tokens, c.k_type = parse_kv_type(k_type, "k_type");
             c.v_type = parse_kv_type(v_type, "v_type");
+            c.k_rotate = k_rotate;
             new (self) KvCache(c);
           },
           nb::arg("n_layers"), nb::arg("n_kv_heads"), nb::arg("head_dim"), nb::arg("budget_bytes"),
-          nb::arg("block_tokens") = 16, nb::arg("k_type") = "f32", nb::arg("v_type") = "f32")
+          nb::arg("block_tokens") = 16, nb::arg("k_type") = "f32", nb::arg("v_type") = "f32",
+          nb::arg("k_rotate") = false)
       .def("add_sequence", &KvCache::add_sequence)
       .def("reuse_prefix", [](KvCache& c, int64_t s, const std::vector<int32_t>& t) { return c.reuse_prefix(s, t); })
       .def("append",  // the slots, or None when out of blocks

@@ -1,7 +1,8 @@
 // attention_decode / attention_prefill: validation at the API boundary, work
 // items over (sequence, kv-head, split | query tile), OpenMP over the items,
-// and the exact log-sum-exp merge of decode splits. The kernel itself is
-// attention_kernel.hpp, instantiated here for the scalar path.
+// the exact log-sum-exp merge of decode splits, and the rotation of the
+// queries against a Hadamard-rotated K (a copy; llmk/kv_quant.hpp). The kernel
+// itself is attention_kernel.hpp, instantiated here for the scalar path.
 #include "llmk/attention.hpp"
 
 #include <omp.h>
@@ -75,6 +76,15 @@ int64_t validate_common(const char* fn, const float* q, const KvLayerView& kv, c
     LLMK_CHECK_ARG(p.indices[i] >= 0 && p.indices[i] < kv.num_blocks, fn, "pages.indices[" + std::to_string(i) + "]",
                    p.indices[i], "must be a block id in [0, " + std::to_string(kv.num_blocks) + ")");
   return max_len;
+}
+
+// Against a rotated K (kv.k_rotated) the queries q [rows, D] are rotated the
+// same way, into buf (the caller's q is never written): (H q) . (H k) = q . k.
+const float* rotated_queries(const float* q, int64_t rows, const KvLayerView& kv, std::vector<float>& buf) {
+  if (!kv.k_rotated) return q;
+  buf.assign(q, q + rows * kv.head_dim);
+  hadamard_transform(buf.data(), rows, kv.head_dim, kv_rotation_block(kv.head_dim));
+  return buf.data();
 }
 
 using AttendFn = void (*)(const KvLayerView&, const Item&, float*);
@@ -188,8 +198,8 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
       for (int64_t s = 0; s < ns; ++s)
         work.push_back({b, h, b, 1, len - 1, std::min(len, s * chunk), std::min(len, (s + 1) * chunk), s});
   }
-  std::vector<float> part(work.size() * size_t(G * (D + 2)));
-  run_items(q, kv, p, Hq, scale, work, 1, part.data());
+  std::vector<float> part(work.size() * size_t(G * (D + 2))), qrot;
+  run_items(rotated_queries(q, p.num_seqs * Hq, kv, qrot), kv, p, Hq, scale, work, 1, part.data());
   // work item (b, h, s) is at index (b * H + h) * ns + s; its row g is head h * G + g
 #pragma omp parallel for num_threads(num_threads()) schedule(static)
   for (int64_t bh = 0; bh < p.num_seqs * H; ++bh)
@@ -219,8 +229,9 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
       }
   }
   const int64_t R = attn::kQTile * G;
-  std::vector<float> part(work.size() * size_t(R * (D + 2)));
-  run_items(q, kv, p, Hq, scale, work, attn::kQTile, part.data());
+  std::vector<float> part(work.size() * size_t(R * (D + 2))), qrot;
+  run_items(rotated_queries(q, qo_indptr[p.num_seqs] * Hq, kv, qrot), kv, p, Hq, scale, work, attn::kQTile,
+            part.data());
 #pragma omp parallel for num_threads(num_threads()) schedule(static)
   for (int64_t i = 0; i < int64_t(work.size()); ++i) {
     const Work& w = work[size_t(i)];

@@ -11,10 +11,14 @@
 //    registers, and keeps an online softmax per query head. The 4 warps merge
 //    in shared memory; with one split the CTA writes out, otherwise (m, l, acc)
 //    partials that merge_kernel combines with the exact log-sum-exp merge.
+//  - hadamard_rows_kernel: the Hadamard rotation of K rows before an append
+//    and of the queries before decode when the cache stores rotated K
+//    (KvLayerView::k_rotated), bitwise like the host's hadamard_transform.
 // The split count aims at >= 2 CTAs per SM when sequences x kv-heads are few.
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/cuda_check.cuh"
 #include "llmk/attention.hpp"
@@ -293,6 +297,61 @@ __global__ void kv_append_kernel(const float* k, const float* v, const int64_t* 
   }
 }
 
+// y[rows][D] = x[rows][D] with each block of `block` values rotated: the
+// operations of hadamard_transform (llmk/kv_quant.hpp) in its order (stages
+// h = 1, 2, .. ascending, a + b and a - b rounded to nearest, then times c), so
+// the bits equal the host's. One warp per row; lane l holds elements l + 32 i
+// (i < E, D <= 32 E). Stages h < 32 pair lane l with lane l ^ h: the lane
+// with bit h clear keeps a + b (its own value + the partner's), the other
+// a - b (the partner's - its own). Stages h >= 32 pair registers i and
+// i + h / 32 of the same lane. Blocks are aligned to multiples of `block`, so a
+// stage h < block never crosses one. Elements >= D are 0 and never stored.
+template <int E>
+__global__ void hadamard_rows_kernel(const float* x, float* y, int64_t rows, int64_t D, int block, float c) {
+  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;  // whole warps exit together (blockDim is a multiple of 32)
+  float v[E];
+#pragma unroll
+  for (int i = 0; i < E; ++i) v[i] = lane + 32 * i < D ? x[r * D + lane + 32 * i] : 0.0f;
+#pragma unroll
+  for (int h = 1; h < 32; h <<= 1) {
+    if (h >= block) break;
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const float p = __shfl_xor_sync(0xffffffffu, v[i], h);
+      v[i] = (lane & h) ? __fsub_rn(p, v[i]) : __fadd_rn(v[i], p);
+    }
+  }
+#pragma unroll
+  for (int hh = 1; hh < E; hh <<= 1) {
+    if (32 * hh >= block) break;
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      if (!(i & hh) && i + hh < E) {
+        const float a = v[i], b = v[i + hh];
+        v[i] = __fadd_rn(a, b);
+        v[i + hh] = __fsub_rn(a, b);
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < E; ++i)
+    if (lane + 32 * i < D) y[r * D + lane + 32 * i] = __fmul_rn(v[i], c);
+}
+
+// Rotates rows x [rows, D] into y (kv_rotation_block(D) blocks).
+cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D, cudaStream_t s) {
+  if (rows == 0) return cudaSuccess;
+  const int block = int(kv_rotation_block(D));
+  const float c = float(1.0 / std::sqrt(double(block)));  // as hadamard_transform
+  const unsigned grid = unsigned((rows + 7) / 8);          // 8 warps (rows) per CTA
+  if (D <= 64) hadamard_rows_kernel<2><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  else if (D <= 96) hadamard_rows_kernel<3><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  else if (D <= 128) hadamard_rows_kernel<4><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  else hadamard_rows_kernel<8><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  return cudaGetLastError();
+}
+
 template <int T, int E>
 cudaError_t launch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
   const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
@@ -339,8 +398,10 @@ int sm_count() {
   return n;
 }
 
-// Workspace for split partials, grown on demand (one per process; launches on
-// different streams must not overlap in time: documented limitation).
+// Workspaces grown on demand (one per slot and process; launches on different
+// streams must not overlap in time: documented limitation). Slots: 0 = split
+// partials, 1 = rotated queries, 2 = rotated K rows of an append.
+template <int Slot>
 float* workspace(size_t floats) {
   static float* p = nullptr;
   static size_t have = 0;
@@ -367,7 +428,12 @@ void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, 
   a.krow = kv_row_bytes(kv.k_type, kv.head_dim), a.vrow = kv_row_bytes(kv.v_type, kv.head_dim);
   a.groups = int((Hq / kv.n_kv_heads + kMaxG - 1) / kMaxG);
   a.splits = splits, a.scale = scale, a.kt = kv.k_type, a.vt = kv.v_type;
-  if (splits > 1) a.part = workspace(size_t(p.num_seqs * Hq * splits * (kv.head_dim + 2)));
+  if (splits > 1) a.part = workspace<0>(size_t(p.num_seqs * Hq * splits * (kv.head_dim + 2)));
+  if (kv.k_rotated) {  // K rows hold H k: score H q, in a copy (the caller's q stays as it is)
+    float* qr = workspace<1>(size_t(p.num_seqs * Hq * kv.head_dim));
+    LLMK_CUDA_CHECK(hadamard_rows_cuda(q, qr, p.num_seqs * Hq, kv.head_dim, cudaStream_t(stream)));
+    a.q = qr;
+  }
   const size_t smem = size_t(kMaxG * kv.head_dim + kWarps * kMaxG * (kv.head_dim + 2)) * sizeof(float);
   LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, smem, cudaStream_t(stream)));
 }
@@ -385,6 +451,11 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
   LLMK_CHECK_ARG(T >= 0, fn, "num_tokens", T, "must be >= 0");
   LLMK_CHECK_ARG(T == 0 || (k && v && slots), fn, "k/v/slots", "null", "must not be null");
   if (T == 0) return;
+  if (kv.k_rotated) {  // quantize H k: rotate the rows into a workspace first
+    float* kr = attn::workspace<2>(size_t(T * kv.n_kv_heads * kv.head_dim));
+    LLMK_CUDA_CHECK(attn::hadamard_rows_cuda(k, kr, T * kv.n_kv_heads, kv.head_dim, cudaStream_t(stream)));
+    k = kr;
+  }
   const int64_t warps = T * kv.n_kv_heads * ((kv.head_dim + 31) / 32) * 2;
   attn::kv_append_kernel<<<unsigned((warps + 7) / 8), 256, 0, cudaStream_t(stream)>>>(
       k, v, slots, T, kv.n_kv_heads, kv.head_dim, kv.block_tokens, kv.k_type, kv.v_type,

@@ -60,6 +60,7 @@ KvCacheConfig kv_config(const Model& m, const EngineConfig& c) {
   k.head_dim = m.config().d_head();
   k.block_tokens = c.block_tokens;
   k.k_type = k.v_type = c.kv_type;
+  k.k_rotate = c.kv_rotate;
   k.budget_bytes = (c.kv_tokens + c.block_tokens - 1) / c.block_tokens * kv_block_bytes(k);
   validate(k, "Engine");
   return k;
@@ -235,11 +236,13 @@ struct Engine::Impl {
   }
 };
 
-void forward_sequence(Model& model, KvType kv_type, std::span<const int32_t> tokens, float* logits) {
+void forward_sequence(Model& model, KvType kv_type, std::span<const int32_t> tokens, float* logits,
+                      bool kv_rotate) {
   const int64_t T = int64_t(tokens.size());
   LLMK_CHECK_ARG(T > 0, "forward_sequence", "tokens", "(empty)", "must hold at least one token");
   EngineConfig c;
   c.kv_type = kv_type;
+  c.kv_rotate = kv_rotate;
   c.kv_tokens = T;
   PagedKv kv(kv_config(model, c), model.config().n_head, model.config().d_head());
   const int64_t s = kv.cache.add_sequence();

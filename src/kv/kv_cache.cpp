@@ -1,9 +1,13 @@
 // KvCache: the block manager plus one host allocation holding every layer's K
 // and V pools (llmk/kv_cache.hpp). Writes quantize with the reference
-// quantizer (kv_quant.cpp), so the CPU cache holds exactly the oracle's bits.
+// quantizer (kv_quant.cpp), so the CPU cache holds exactly the oracle's bits;
+// with k_rotate, K rows are rotated first (hadamard_transform, whose bits do
+// not depend on the SIMD path).
 #include "llmk/kv_cache.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "llmk/error.hpp"
 #ifdef __linux__
@@ -89,11 +93,18 @@ void KvCache::write(int64_t layer, std::span<const int64_t> slots, const float* 
   const int64_t H = cfg_.n_kv_heads, D = cfg_.head_dim, bt = cfg_.block_tokens;
   const int64_t kr = kv_row_bytes(cfg_.k_type, D), vr = kv_row_bytes(cfg_.v_type, D);
   uint8_t *kp = pool(layer, 0), *vp = pool(layer, 1);
+  std::vector<float> rot(cfg_.k_rotate ? size_t(H * D) : 0);  // [H, D]: one token's K, rotated
   for (size_t t = 0; t < slots.size(); ++t) {
     const int64_t b = slots[t] / bt, off = slots[t] % bt;
+    const float* kt = k + int64_t(t) * H * D;  // [H, D]
+    if (cfg_.k_rotate) {
+      std::copy_n(kt, H * D, rot.data());
+      hadamard_transform(rot.data(), H, D, kv_rotation_block(D));
+      kt = rot.data();
+    }
     for (int64_t h = 0; h < H; ++h) {
       const int64_t row = (b * H + h) * bt + off;
-      kv_quantize_row(cfg_.k_type, k + (int64_t(t) * H + h) * D, D, kp + row * kr);
+      kv_quantize_row(cfg_.k_type, kt + h * D, D, kp + row * kr);
       kv_quantize_row(cfg_.v_type, v + (int64_t(t) * H + h) * D, D, vp + row * vr);
     }
   }
@@ -103,7 +114,7 @@ KvLayerView KvCache::layer(int64_t l) const {
   LLMK_CHECK_ARG(l >= 0 && l < cfg_.n_layers, "KvCache::layer", "l", l,
                  "must be in [0, " + std::to_string(cfg_.n_layers) + ")");
   return {pool(l, 0), pool(l, 1), cfg_.k_type, cfg_.v_type, mgr_.num_blocks(), cfg_.block_tokens, cfg_.n_kv_heads,
-          cfg_.head_dim, Device::cpu};
+          cfg_.head_dim, Device::cpu, cfg_.k_rotate};
 }
 
 }  // namespace llmk

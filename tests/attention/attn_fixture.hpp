@@ -7,6 +7,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -21,7 +22,7 @@ struct Filled {
   std::unique_ptr<KvCache> cache;
   std::vector<int64_t> seqs, kv_indptr;   // kv_indptr [B+1] over the dense arrays
   std::vector<float> k, v;                // [total, Hkv, D] as given
-  std::vector<float> kq, vq;              // [total, Hkv, D] dequantized from the cache's types
+  std::vector<float> kq, vq;              // [total, Hkv, D] dequantized from the cache's types; K as given (not rotated)
   PageTable pages;
 };
 
@@ -53,7 +54,10 @@ inline std::vector<float> quantized_queries(const float* q, int64_t rows, int64_
   return out;
 }
 
-inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, uint64_t seed) {
+// shape_k, when given, reshapes the N(0, 1) K rows [total * Hkv][D] before they
+// are written (e.g. outlier channels).
+inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, uint64_t seed,
+                          const std::function<void(std::vector<float>&)>& shape_k = {}) {
   Filled f;
   const int64_t H = cfg.n_kv_heads, D = cfg.head_dim, bt = cfg.block_tokens;
   int64_t need = 0;
@@ -89,6 +93,7 @@ inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, u
   f.v.resize(f.k.size());
   fill_normal(f.k.data(), f.k.size(), seed + 1);
   fill_normal(f.v.data(), f.v.size(), seed + 2);
+  if (shape_k) shape_k(f.k);
   // interleaved chunks of random size
   std::vector<int64_t> done(lens.size(), 0);
   for (bool more = true; more;) {

@@ -4,12 +4,14 @@
 // checked against the oracle over the dequantized rows), varlen prefill with
 // poisoned slots, cached vs non-cached over many steps (recompute and a dense
 // contiguous cache), paged vs contiguous bitwise, prefix reuse bitwise equal
-// to a cold prefill, and the quantized-cache error within its analytic bound.
+// to a cold prefill, and the quantized-cache error within its analytic bound;
+// the last three also with Hadamard-rotated K (k_rotate).
 #include <cmath>
 #include <cstring>
 
 #include "llmk/parallel.hpp"
 #include "tests/attention/attn_fixture.hpp"
+#include "tests/kv/hadamard_bound.hpp"
 
 using namespace llmk;
 using test::Filled;
@@ -136,106 +138,120 @@ TEST(Attention, DecodeEqualsPrefillOfOneToken) {
 // Many decode steps with random block placement: the paged cache against the
 // recomputed oracle over the whole prefix (1e-5) and against a dense
 // contiguous cache (one max-length block per sequence, as in llama2.c) run
-// through the same kernel: bitwise equal.
+// through the same kernel: bitwise equal. Also with K stored Hadamard-rotated
+// (k_rotate): then the oracle sees the rotated q and K rows the kernel sees.
 TEST(Attention, CachedVsNonCachedOverManySteps) {
-  const int64_t B = 3, Hq = 6, Hkv = 2, D = 64, steps = 150, max_len = 160;
-  KvCacheConfig paged;
-  paged.n_kv_heads = Hkv, paged.head_dim = D;
-  paged.budget_bytes = 256 * kv_block_bytes(paged);
-  KvCacheConfig dense = paged;
-  dense.block_tokens = max_len;
-  dense.budget_bytes = B * kv_block_bytes(dense);
-  KvCache pc(paged), dc(dense);
-  std::mt19937_64 rng(8);
-  std::vector<int64_t> ps, ds;
-  for (int b = 0; b < B; ++b) ps.push_back(pc.add_sequence()), ds.push_back(dc.add_sequence());
-  std::vector<std::vector<float>> ks(B), vs(B);  // per sequence [len, Hkv, D]
-  for (int64_t step = 0; step < steps; ++step) {
-    std::vector<float> q(static_cast<size_t>(B * Hq * D));
-    test::fill_normal(q.data(), q.size(), 1000 + uint64_t(step));
-    for (int64_t b = 0; b < B; ++b) {
-      if (rng() % 4 == 0 && step > 0) {  // a dummy sequence grabs a block now and then: random placement
-        const int64_t d = pc.add_sequence();
-        std::vector<int64_t> sl;
-        pc.append(d, std::vector<int32_t>(size_t(1 + rng() % 20), 3), &sl);
-        if (rng() % 2) pc.free_sequence(d);
+  for (bool rotate : {false, true}) {
+    SCOPED_TRACE(rotate ? "k_rotate" : "plain");
+    const int64_t B = 3, Hq = 6, Hkv = 2, D = 64, steps = rotate ? 60 : 150, max_len = 160;
+    KvCacheConfig paged;
+    paged.n_kv_heads = Hkv, paged.head_dim = D, paged.k_rotate = rotate;
+    paged.budget_bytes = 256 * kv_block_bytes(paged);
+    KvCacheConfig dense = paged;
+    dense.block_tokens = max_len;
+    dense.budget_bytes = B * kv_block_bytes(dense);
+    KvCache pc(paged), dc(dense);
+    std::mt19937_64 rng(8);
+    std::vector<int64_t> ps, ds;
+    for (int b = 0; b < B; ++b) ps.push_back(pc.add_sequence()), ds.push_back(dc.add_sequence());
+    std::vector<std::vector<float>> ks(B), vs(B);  // per sequence [len, Hkv, D]
+    for (int64_t step = 0; step < steps; ++step) {
+      std::vector<float> q(static_cast<size_t>(B * Hq * D));
+      test::fill_normal(q.data(), q.size(), 1000 + uint64_t(step));
+      for (int64_t b = 0; b < B; ++b) {
+        if (rng() % 4 == 0 && step > 0) {  // a dummy sequence grabs a block now and then: random placement
+          const int64_t d = pc.add_sequence();
+          std::vector<int64_t> sl;
+          pc.append(d, std::vector<int32_t>(size_t(1 + rng() % 20), 3), &sl);
+          if (rng() % 2) pc.free_sequence(d);
+        }
+        std::vector<float> kv(static_cast<size_t>(2 * Hkv * D));
+        test::fill_normal(kv.data(), kv.size(), uint64_t(step * 10 + b));
+        const int32_t tok[] = {int32_t(step)};
+        std::vector<int64_t> s1, s2;
+        ASSERT_EQ(pc.append(ps[size_t(b)], tok, &s1), KvStatus::ok);
+        ASSERT_EQ(dc.append(ds[size_t(b)], tok, &s2), KvStatus::ok);
+        pc.write(0, s1, kv.data(), kv.data() + Hkv * D);
+        dc.write(0, s2, kv.data(), kv.data() + Hkv * D);
+        ks[size_t(b)].insert(ks[size_t(b)].end(), kv.begin(), kv.begin() + Hkv * D);
+        vs[size_t(b)].insert(vs[size_t(b)].end(), kv.begin() + Hkv * D, kv.end());
       }
-      std::vector<float> kv(static_cast<size_t>(2 * Hkv * D));
-      test::fill_normal(kv.data(), kv.size(), uint64_t(step * 10 + b));
-      const int32_t tok[] = {int32_t(step)};
-      std::vector<int64_t> s1, s2;
-      ASSERT_EQ(pc.append(ps[size_t(b)], tok, &s1), KvStatus::ok);
-      ASSERT_EQ(dc.append(ds[size_t(b)], tok, &s2), KvStatus::ok);
-      pc.write(0, s1, kv.data(), kv.data() + Hkv * D);
-      dc.write(0, s2, kv.data(), kv.data() + Hkv * D);
-      ks[size_t(b)].insert(ks[size_t(b)].end(), kv.begin(), kv.begin() + Hkv * D);
-      vs[size_t(b)].insert(vs[size_t(b)].end(), kv.begin() + Hkv * D, kv.end());
-    }
-    std::vector<float> kall, vall;
-    std::vector<int64_t> kvp = {0}, qo = {0};
-    for (int64_t b = 0; b < B; ++b) {
-      kall.insert(kall.end(), ks[size_t(b)].begin(), ks[size_t(b)].end());
-      vall.insert(vall.end(), vs[size_t(b)].begin(), vs[size_t(b)].end());
-      kvp.push_back(kvp.back() + step + 1);
-      qo.push_back(b + 1);
-    }
-    std::vector<double> want(q.size());
-    attention_reference(q.data(), qo.data(), kall.data(), vall.data(), kvp.data(), B, Hq, Hkv, D, 0.125, want.data());
-    const PageTable pt = pc.page_table(ps), dt = dc.page_table(ds);
-    for (int splits : {1, 2}) {
-      AttentionOptions opt;
-      opt.splits = splits;
-      std::vector<float> a(q.size()), c(q.size());
-      attention_decode(q.data(), pc.layer(0), pt.view(), Hq, 0.125f, a.data(), opt);
-      attention_decode(q.data(), dc.layer(0), dt.view(), Hq, 0.125f, c.data(), opt);
-      ASSERT_TRUE(test::all_close(a.data(), want.data(), a.size(), kTol, kTol, "step " + std::to_string(step)));
-      ASSERT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "paged != contiguous at step " << step;
+      std::vector<float> kall, vall;
+      std::vector<int64_t> kvp = {0}, qo = {0};
+      for (int64_t b = 0; b < B; ++b) {
+        kall.insert(kall.end(), ks[size_t(b)].begin(), ks[size_t(b)].end());
+        vall.insert(vall.end(), vs[size_t(b)].begin(), vs[size_t(b)].end());
+        kvp.push_back(kvp.back() + step + 1);
+        qo.push_back(b + 1);
+      }
+      std::vector<double> want(q.size());
+      std::vector<float> qr = q;
+      if (rotate) {
+        hadamard_transform(kall.data(), int64_t(kall.size()) / D, D, D);
+        hadamard_transform(qr.data(), B * Hq, D, D);
+      }
+      attention_reference(qr.data(), qo.data(), kall.data(), vall.data(), kvp.data(), B, Hq, Hkv, D, 0.125, want.data());
+      const PageTable pt = pc.page_table(ps), dt = dc.page_table(ds);
+      for (int splits : {1, 2}) {
+        AttentionOptions opt;
+        opt.splits = splits;
+        std::vector<float> a(q.size()), c(q.size());
+        attention_decode(q.data(), pc.layer(0), pt.view(), Hq, 0.125f, a.data(), opt);
+        attention_decode(q.data(), dc.layer(0), dt.view(), Hq, 0.125f, c.data(), opt);
+        ASSERT_TRUE(test::all_close(a.data(), want.data(), a.size(), kTol, kTol, "step " + std::to_string(step)));
+        ASSERT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "paged != contiguous at step " << step;
+      }
     }
   }
 }
 
 // A prompt prefilled cold, in chunks, and over a reused cached prefix (also
 // after its owner was freed): the rows of the same tokens are bitwise equal.
+// f32, and int4 K with Hadamard-rotated K (k_rotate).
 TEST(Attention, PrefixReuseIsBitwiseEqualToColdPrefill) {
-  const int64_t Hq = 4, Hkv = 2, D = 64, n = 45;
-  KvCacheConfig cfg;
-  cfg.n_kv_heads = Hkv, cfg.head_dim = D;
-  cfg.budget_bytes = 32 * kv_block_bytes(cfg);
-  KvCache c(cfg);
-  std::vector<int32_t> prompt(n);
-  for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t(1000 + 37 * i % 101);
-  std::vector<float> k(static_cast<size_t>(n * Hkv * D)), v(k.size()), q(static_cast<size_t>(n * Hq * D));
-  test::fill_normal(k.data(), k.size(), 1);  // K/V of the prompt (what the model would produce)
-  test::fill_normal(v.data(), v.size(), 2);
-  test::fill_normal(q.data(), q.size(), 3);
-  auto prefill = [&](int64_t seq, int64_t from, int64_t to) {  // tokens [from, to) are new
-    std::vector<int64_t> slots;
-    EXPECT_EQ(c.append(seq, std::span(prompt).subspan(size_t(from), size_t(to - from)), &slots), KvStatus::ok);
-    c.write(0, slots, k.data() + from * Hkv * D, v.data() + from * Hkv * D);
-    const int64_t ids[] = {seq}, qo[] = {0, to - from};
-    const PageTable pt = c.page_table(ids);
-    std::vector<float> out(static_cast<size_t>((to - from) * Hq * D));
-    attention_prefill(q.data() + from * Hq * D, qo, c.layer(0), pt.view(), Hq, 0.125f, out.data());
-    return out;
-  };
-  const int64_t a = c.add_sequence();
-  const auto cold = prefill(a, 0, n);
-  // chunked prefill of the same prompt
-  const int64_t ch = c.add_sequence();
-  std::vector<float> chunked;
-  for (int64_t i = 0; i < n; i += 10) {
-    const auto part = prefill(ch, i, std::min(n, i + 10));
-    chunked.insert(chunked.end(), part.begin(), part.end());
-  }
-  EXPECT_EQ(0, std::memcmp(cold.data(), chunked.data(), cold.size() * 4));
-  for (bool free_owner : {false, true}) {
-    if (free_owner) c.free_sequence(a), c.free_sequence(ch);
-    const int64_t b = c.add_sequence();
-    const int64_t reused = c.reuse_prefix(b, std::span(prompt).first(size_t(n - 1)));
-    ASSERT_EQ(reused, 32);
-    const auto warm = prefill(b, reused, n);
-    EXPECT_EQ(0, std::memcmp(cold.data() + reused * Hq * D, warm.data(), warm.size() * 4)) << free_owner;
-    c.free_sequence(b);
+  for (bool rotate : {false, true}) {
+    SCOPED_TRACE(rotate ? "int4 K, k_rotate" : "f32");
+    const int64_t Hq = 4, Hkv = 2, D = 64, n = 45;
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_rotate = rotate;
+    if (rotate) cfg.k_type = KvType::int4;
+    cfg.budget_bytes = 32 * kv_block_bytes(cfg);
+    KvCache c(cfg);
+    std::vector<int32_t> prompt(n);
+    for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t(1000 + 37 * i % 101);
+    std::vector<float> k(static_cast<size_t>(n * Hkv * D)), v(k.size()), q(static_cast<size_t>(n * Hq * D));
+    test::fill_normal(k.data(), k.size(), 1);  // K/V of the prompt (what the model would produce)
+    test::fill_normal(v.data(), v.size(), 2);
+    test::fill_normal(q.data(), q.size(), 3);
+    auto prefill = [&](int64_t seq, int64_t from, int64_t to) {  // tokens [from, to) are new
+      std::vector<int64_t> slots;
+      EXPECT_EQ(c.append(seq, std::span(prompt).subspan(size_t(from), size_t(to - from)), &slots), KvStatus::ok);
+      c.write(0, slots, k.data() + from * Hkv * D, v.data() + from * Hkv * D);
+      const int64_t ids[] = {seq}, qo[] = {0, to - from};
+      const PageTable pt = c.page_table(ids);
+      std::vector<float> out(static_cast<size_t>((to - from) * Hq * D));
+      attention_prefill(q.data() + from * Hq * D, qo, c.layer(0), pt.view(), Hq, 0.125f, out.data());
+      return out;
+    };
+    const int64_t a = c.add_sequence();
+    const auto cold = prefill(a, 0, n);
+    // chunked prefill of the same prompt
+    const int64_t ch = c.add_sequence();
+    std::vector<float> chunked;
+    for (int64_t i = 0; i < n; i += 10) {
+      const auto part = prefill(ch, i, std::min(n, i + 10));
+      chunked.insert(chunked.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(0, std::memcmp(cold.data(), chunked.data(), cold.size() * 4));
+    for (bool free_owner : {false, true}) {
+      if (free_owner) c.free_sequence(a), c.free_sequence(ch);
+      const int64_t b = c.add_sequence();
+      const int64_t reused = c.reuse_prefix(b, std::span(prompt).first(size_t(n - 1)));
+      ASSERT_EQ(reused, 32);
+      const auto warm = prefill(b, reused, n);
+      EXPECT_EQ(0, std::memcmp(cold.data() + reused * Hq * D, warm.data(), warm.size() * 4)) << free_owner;
+      c.free_sequence(b);
+    }
   }
 }
 
@@ -248,43 +264,59 @@ TEST(Attention, PrefixReuseIsBitwiseEqualToColdPrefill) {
 // x * 127 / amax and of dq, < 1e-4 dq_g in all), so
 // s' - s = sum_i (x'_i - x_i) k'_i + scale sum_i q_i (k'_i - k_i) adds
 // sum_g dq_g (1/2 + 1e-4) sum_{i in g} (|k_i| + ek_i) to delta.
+// With k_rotate the cache quantizes r = H k and scores H q: since
+// (H q) . (H k) = q . k, the same bound holds with q, k replaced by the rotated
+// rows (the step bound applies to the rotated vector), plus the f32 rounding
+// of the two transforms (eq, er <= hadamard_error_bound per element):
+// |q~ . r~ - q . k| <= sum_i eq_i (|r~_i| + er_i) + (|q~_i| + eq_i) er_i.
 TEST(Attention, QuantizedCacheWithinAnalyticBound) {
   const Shape s{8, 2, 128};
   const float scale = float(1 / std::sqrt(128.0));
-  for (auto [kt, vt] : {std::pair{KvType::int8, KvType::int8}, std::pair{KvType::int4, KvType::int4},
+  for (bool rotate : {false, true})
+    for (auto [kt, vt] : {std::pair{KvType::int8, KvType::int8}, std::pair{KvType::int4, KvType::int4},
                         std::pair{KvType::f16, KvType::int4}, std::pair{KvType::bf16, KvType::bf16}}) {
     KvCacheConfig cfg;
-    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt;
+    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.k_rotate = rotate;
     const std::vector<int64_t> lens = {64, 200};
     const Filled f = test::make_filled(cfg, lens, 11);
     std::vector<float> q(static_cast<size_t>(2 * s.Hq * s.D));
     test::fill_normal(q.data(), q.size(), 12);
     std::vector<float> out(q.size());
     attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, out.data());
-    const auto exact = decode_oracle(f, q.data(), s, false);  // the f32 rows
-    std::vector<uint8_t> row(static_cast<size_t>(kv_row_bytes(KvType::f32, s.D)));
+    const auto exact = decode_oracle(f, q.data(), s, false);  // the f32 rows, not rotated
+    std::vector<double> eq(static_cast<size_t>(s.D), 0.0), er(eq.size(), 0.0);
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t h = 0; h < s.Hq; ++h) {
         const int64_t hk = h / (s.Hq / s.Hkv);
-        const float* qr = q.data() + (b * s.Hq + h) * s.D;
+        std::vector<float> qr(q.begin() + (b * s.Hq + h) * s.D, q.begin() + (b * s.Hq + h + 1) * s.D);
+        if (rotate) {
+          test::hadamard_error_bounds(qr.data(), s.D, s.D, eq.data());
+          hadamard_transform(qr.data(), 1, s.D, s.D);
+        }
         double delta = 0;
         std::vector<double> evmax(static_cast<size_t>(s.D), 0), vmax(static_cast<size_t>(s.D), 0);
         std::vector<double> dq(static_cast<size_t>(s.D / 32), 0);  // the query's group scales (see above)
         for (int64_t i = 0; i < s.D; ++i)
-          dq[size_t(i / 32)] = std::max(dq[size_t(i / 32)], std::fabs(double(qr[i] * scale)) / 127);
+          dq[size_t(i / 32)] = std::max(dq[size_t(i / 32)], std::fabs(double(qr[size_t(i)] * scale)) / 127);
         for (int64_t t = f.kv_indptr[size_t(b)]; t < f.kv_indptr[size_t(b) + 1]; ++t) {
-          const float* kr = f.k.data() + (t * s.Hkv + hk) * s.D;
+          std::vector<float> kr(f.k.begin() + (t * s.Hkv + hk) * s.D, f.k.begin() + (t * s.Hkv + hk + 1) * s.D);
+          if (rotate) {
+            test::hadamard_error_bounds(kr.data(), s.D, s.D, er.data());
+            hadamard_transform(kr.data(), 1, s.D, s.D);
+          }
           const float* vr = f.v.data() + (t * s.Hkv + hk) * s.D;
           std::vector<uint8_t> kqr(static_cast<size_t>(kv_row_bytes(kt, s.D))), vqr(static_cast<size_t>(kv_row_bytes(vt, s.D)));
-          kv_quantize_row(kt, kr, s.D, kqr.data());
+          kv_quantize_row(kt, kr.data(), s.D, kqr.data());
           kv_quantize_row(vt, vr, s.D, vqr.data());
           double ds = 0, dx = 0;
           for (int64_t i = 0; i < s.D; ++i) {
-            const double ek = kv_error_bound(kt, kr, s.D, kqr.data(), i);
-            ds += std::fabs(double(qr[i])) * ek;
-            if (kv_type_quantized(kt)) dx += dq[size_t(i / 32)] * (0.5 + 1e-4) * (std::fabs(double(kr[i])) + ek);
-            evmax[size_t(i)] = std::max(evmax[size_t(i)], kv_error_bound(vt, vr, s.D, vqr.data(), i));
-            vmax[size_t(i)] = std::max(vmax[size_t(i)], std::fabs(double(vr[i])));
+            const size_t u = size_t(i);
+            const double ek = kv_error_bound(kt, kr.data(), s.D, kqr.data(), i), ak = std::fabs(double(kr[u]));
+            ds += std::fabs(double(qr[u])) * ek;
+            ds += eq[u] * (ak + er[u]) + (std::fabs(double(qr[u])) + eq[u]) * er[u];  // 0 unless rotated
+            if (kv_type_quantized(kt)) dx += dq[size_t(i / 32)] * (0.5 + 1e-4) * (ak + ek);
+            evmax[u] = std::max(evmax[u], kv_error_bound(vt, vr, s.D, vqr.data(), i));
+            vmax[u] = std::max(vmax[u], std::fabs(double(vr[i])));
           }
           delta = std::max(delta, scale * ds + dx);
         }
@@ -292,7 +324,7 @@ TEST(Attention, QuantizedCacheWithinAnalyticBound) {
           const size_t o = size_t((b * s.Hq + h) * s.D + i);
           const double bound = evmax[size_t(i)] + std::expm1(2 * delta) * vmax[size_t(i)] + kTol;
           ASSERT_LE(std::fabs(out[o] - exact[o]), bound) << kv_type_name(kt) << "/" << kv_type_name(vt) << " b" << b
-                                                         << " h" << h << " i" << i;
+                                                         << " h" << h << " i" << i << " rotate " << rotate;
         }
       }
   }

@@ -4,6 +4,9 @@
 // MHA/GQA/MQA (incl. > 8 query heads per kv head: several CTAs per head),
 // every head_dim, and the launch configurations a launcher can pick (one CTA
 // per (seq, head), split-K with the merge kernel, the automatic choice).
+// With k_rotate (K stored Hadamard-rotated): the device rotation of K on
+// append is bitwise the host's, decode rotates q on the device (the caller's
+// q unchanged) and matches the oracle over the rotated rows.
 // Suites *CudaSanitize* run small shapes under compute-sanitizer.
 #include <cuda_runtime.h>
 
@@ -38,9 +41,12 @@ struct Shape {
 
 // Decode on the device over a copy of the fixture's host cache, against the
 // oracle over the dequantized rows (float accumulation; 1e-5 abs + rel as on the CPU).
-void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_t>& lens, int bt) {
+// rotate: the cache holds H k (k_rotate); the oracle gets H q and the dequantized H k.
+void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_t>& lens, int bt,
+                  bool rotate = false) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
+  cfg.k_rotate = rotate;
   const Filled f = test::make_filled(cfg, lens, uint64_t(s.D + s.Hq));
   const KvLayerView hv = f.cache->layer(0);
   const size_t kb = size_t(hv.num_blocks * s.Hkv * bt * kv_row_bytes(kt, s.D));
@@ -59,7 +65,15 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
   for (int64_t b = 0; b <= B; ++b) qo[size_t(b)] = b;
   std::vector<double> want(static_cast<size_t>(n));
   const double scale = 1 / std::sqrt(double(s.D));
-  attention_reference(q.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
+  std::vector<float> qr = q, kq = f.kq;
+  if (rotate) {
+    std::vector<float> kr = f.k;
+    const int64_t blk = kv_rotation_block(s.D);
+    hadamard_transform(kr.data(), int64_t(kr.size()) / s.D, s.D, blk);
+    test::dequantized(kt, kr.data(), int64_t(kr.size()) / s.D, s.D, kq.data());
+    hadamard_transform(qr.data(), B * s.Hq, s.D, blk);
+  }
+  attention_reference(qr.data(), qo.data(), kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
                       want.data());
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
   for (int splits : {1, 2, 7, 0}) {
@@ -73,8 +87,12 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
     const auto got = out.download();
     ASSERT_TRUE(test::all_close(got.data(), want.data(), size_t(n), 1e-5, 1e-5,
                                 std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) +
-                                    " Hq=" + std::to_string(s.Hq) + " splits=" + std::to_string(splits)));
+                                    " Hq=" + std::to_string(s.Hq) + " splits=" + std::to_string(splits) +
+                                    (rotate ? " rotated" : "")));
   }
+  std::vector<float> q_after(q.size());
+  cudaMemcpy(q_after.data(), dq.p, q.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  ASSERT_EQ(0, std::memcmp(q_after.data(), q.data(), q.size() * sizeof(float))) << "decode wrote the caller's q";
 }
 }  // namespace
 
@@ -88,16 +106,27 @@ TEST(AttentionCuda, DecodeEveryTypeShapeAndSplit) {
     for (auto [kt, vt] : types) check_decode(s, kt, vt, {1, 17, 1023, 1025, 3000}, 16);
 }
 
+TEST(AttentionCuda, DecodeRotatedKEveryHeadDim) {
+  LLMK_REQUIRE_CUDA();
+  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {32, 1, 96}, {32, 8, 128}, {4, 2, 256}};
+  for (const Shape& s : shapes)
+    for (KvType t : {KvType::f32, KvType::int8, KvType::int4}) check_decode(s, t, t, {1, 17, 1025}, 16, true);
+}
+
 TEST(AttentionCudaSanitize, DecodeSmall) {
   LLMK_REQUIRE_CUDA();
   check_decode({4, 2, 64}, KvType::f32, KvType::f32, {1, 5, 40}, 16);
   check_decode({12, 1, 80}, KvType::int4, KvType::int8, {3, 33}, 8);
+  check_decode({4, 2, 128}, KvType::int4, KvType::int4, {3, 33}, 16, true);
 }
 
 namespace {
-void check_append(KvType kt, KvType vt, int64_t D) {
+// rotate: k_rotate on both caches; the device rotates K before quantizing
+// (hadamard_rows_kernel), bitwise like the host's hadamard_transform.
+void check_append(KvType kt, KvType vt, int64_t D, bool rotate = false) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = 3, cfg.head_dim = D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = 16;
+  cfg.k_rotate = rotate;
   cfg.budget_bytes = 8 * kv_block_bytes(cfg);
   KvCache host(cfg);
   const int64_t a = host.add_sequence(), b = host.add_sequence();
@@ -124,8 +153,11 @@ void check_append(KvType kt, KvType vt, int64_t D) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_TRUE(dk.guard_intact() && dv.guard_intact());
   const auto gk = dk.download(), gv = dv.download();
-  EXPECT_EQ(0, std::memcmp(gk.data(), hv.k, kb)) << kv_type_name(kt) << " D=" << D;
-  EXPECT_EQ(0, std::memcmp(gv.data(), hv.v, vb)) << kv_type_name(vt) << " D=" << D;
+  EXPECT_EQ(0, std::memcmp(gk.data(), hv.k, kb)) << kv_type_name(kt) << " D=" << D << " rotate " << rotate;
+  EXPECT_EQ(0, std::memcmp(gv.data(), hv.v, vb)) << kv_type_name(vt) << " D=" << D << " rotate " << rotate;
+  std::vector<float> k_after(k.size());
+  cudaMemcpy(k_after.data(), dkx.p, k.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  EXPECT_EQ(0, std::memcmp(k_after.data(), k.data(), k.size() * sizeof(float))) << "append wrote the caller's k";
 }
 }  // namespace
 
@@ -135,7 +167,14 @@ TEST(AttentionCuda, AppendQuantizesLikeTheHost) {
     for (int64_t D : {64, 80, 128}) check_append(t, t == KvType::int4 ? KvType::int8 : t, D);
 }
 
+TEST(AttentionCuda, AppendRotatedKLikeTheHost) {
+  LLMK_REQUIRE_CUDA();
+  for (KvType t : {KvType::f32, KvType::int8, KvType::int4})
+    for (int64_t D : {16, 48, 64, 80, 96, 128, 192, 256}) check_append(t, KvType::f16, D, true);
+}
+
 TEST(AttentionCudaSanitize, AppendSmall) {
   LLMK_REQUIRE_CUDA();
   check_append(KvType::int4, KvType::int8, 80);
+  check_append(KvType::int4, KvType::int8, 128, true);
 }

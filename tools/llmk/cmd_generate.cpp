@@ -1,6 +1,7 @@
 // `llmk generate [--model PATH] [--prompt TEXT | --prompts FILE | TEXT] [-n N] [--temp T]
-// [--top-k K] [--top-p P] [--seed S] [--stop STR] [--kv-type f32|f16|q8|q4] [--threads N]
-// [--kv-tokens N] [--max-seqs N] [--json] [--dump-logits FILE]`
+// [--top-k K] [--top-p P] [--seed S] [--stop STR] [--kv-type f32|f16|q8|q4] [--kv-rotate]
+// [--threads N] [--kv-tokens N] [--max-seqs N] [--json] [--dump-logits FILE]`
+// (--kv-rotate: K stored Hadamard-rotated, llmk/kv_quant.hpp; most useful with q4.)
 // Generates from one prompt (streamed as it comes) or many (--prompts: one per line, all
 // batched through the engine; outputs printed in order), then a throughput line on stderr.
 // --json prints one object per prompt (ids, text, finish) and one with the stats.
@@ -44,6 +45,7 @@ int run_generate(Args& args) {
   if (args.has("stop")) base.stop.push_back(args.get("stop", ""));
   EngineConfig ec;
   ec.kv_type = kv_type_arg(args, "f16");
+  ec.kv_rotate = args.flag("kv-rotate");
   ec.max_seqs = args.get_int("max-seqs", 64);
   const int64_t kv_tokens = args.get_int("kv-tokens", 0);
   const std::string dump = args.get("dump-logits", "");
@@ -68,7 +70,7 @@ int run_generate(Args& args) {
     const int64_t V = lm.model.config().n_vocab;
     for (const auto& r : reqs) {
       std::vector<float> lg(r.prompt.size() * size_t(V));
-      forward_sequence(lm.model, ec.kv_type, r.prompt, lg.data());
+      forward_sequence(lm.model, ec.kv_type, r.prompt, lg.data(), ec.kv_rotate);
       std::fwrite(lg.data() + (r.prompt.size() - 1) * size_t(V), sizeof(float), size_t(V), f);
     }
     std::fclose(f);
@@ -110,5 +112,6 @@ int run_generate(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("generate", "generate text with a GGUF model (-n, --temp, --top-k, --top-p, --seed, --kv-type, --json)",
-             run_generate, {"json"});
+LLMK_COMMAND("generate",
+             "generate text with a GGUF model (-n, --temp, --top-k, --top-p, --seed, --kv-type, --kv-rotate, --json)",
+             run_generate, {"json", "kv-rotate"});

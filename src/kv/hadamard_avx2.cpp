@@ -1,0 +1,8 @@
+// The fast Walsh-Hadamard transform (hadamard_kernel.hpp) compiled for AVX2.
+#include "kv/hadamard_kernel.hpp"
+
+namespace llmk::kvrot {
+void fwht_rows_avx2(float* x, int64_t rows, int64_t dim, int64_t block, float c) {
+  fwht_rows<simd::Avx2>(x, rows, dim, block, c);
+}
+}  // namespace llmk::kvrot
