@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention/attn_cuda.cuh"
 #include "core/cuda_check.cuh"
 #include "llmk/attention.hpp"
 
@@ -30,59 +31,10 @@ constexpr int kWarps = 4;
 constexpr int kMaxG = 8;    // query heads per CTA
 constexpr int kUnroll = 4;  // tokens a warp loads at once
 
-__device__ __forceinline__ float f16f(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-__device__ __forceinline__ float bf16f(uint16_t b) { return __uint_as_float(uint32_t(b) << 16); }
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float warp_min(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fminf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-
-// Element lane + 32 * i of a row of type T (valid lanes only).
-template <KvType T>
-__device__ __forceinline__ float load_elem(const uint8_t* row, int i, int lane) {
-  const int j = lane + 32 * i;
-  if constexpr (T == KvType::f32) return reinterpret_cast<const float*>(row)[j];
-  if constexpr (T == KvType::f16) return f16f(reinterpret_cast<const uint16_t*>(row)[j]);
-  if constexpr (T == KvType::bf16) return bf16f(reinterpret_cast<const uint16_t*>(row)[j]);
-  if constexpr (T == KvType::int8) {
-    const BlockQ8* b = reinterpret_cast<const BlockQ8*>(row) + i;
-    return float(b->qs[lane]) * f16f(b->d);
-  }
-  if constexpr (T == KvType::int4) {
-    const BlockQ4* b = reinterpret_cast<const BlockQ4*>(row) + i;
-    const int q = lane < 16 ? b->qs[lane] & 15 : b->qs[lane - 16] >> 4;
-    return float(q) * f16f(b->d) + f16f(b->m);
-  }
-  return 0.0f;
-}
-
-// The same with the type known only at run time (mixed K/V types; warp-uniform branch).
-__device__ __forceinline__ float load_elem_rt(KvType t, const uint8_t* row, int i, int lane) {
-  switch (t) {
-    case KvType::f32: return load_elem<KvType::f32>(row, i, lane);
-    case KvType::f16: return load_elem<KvType::f16>(row, i, lane);
-    case KvType::bf16: return load_elem<KvType::bf16>(row, i, lane);
-    case KvType::int8: return load_elem<KvType::int8>(row, i, lane);
-    default: return load_elem<KvType::int4>(row, i, lane);
-  }
-}
-
 // T < 0: the type is read from the arguments at run time.
 template <int T>
 __device__ __forceinline__ float load_any(KvType rt, const uint8_t* row, int i, int lane) {
-  if constexpr (T < 0) return load_elem_rt(rt, row, i, lane);
+  if constexpr (T < 0) return load_elem(rt, row, i, lane);
   else return load_elem<KvType(T)>(row, i, lane);
 }
 
@@ -339,18 +291,6 @@ __global__ void hadamard_rows_kernel(const float* x, float* y, int64_t rows, int
     if (lane + 32 * i < D) y[r * D + lane + 32 * i] = __fmul_rn(v[i], c);
 }
 
-// Rotates rows x [rows, D] into y (kv_rotation_block(D) blocks).
-cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D, cudaStream_t s) {
-  if (rows == 0) return cudaSuccess;
-  const int block = int(kv_rotation_block(D));
-  const float c = float(1.0 / std::sqrt(double(block)));  // as hadamard_transform
-  const unsigned grid = unsigned((rows + 7) / 8);          // 8 warps (rows) per CTA
-  if (D <= 64) hadamard_rows_kernel<2><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
-  else if (D <= 96) hadamard_rows_kernel<3><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
-  else if (D <= 128) hadamard_rows_kernel<4><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
-  else hadamard_rows_kernel<8><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
-  return cudaGetLastError();
-}
 
 template <int T, int E>
 cudaError_t launch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
@@ -414,6 +354,25 @@ float* workspace(size_t floats) {
 }
 }  // namespace
 
+cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D, cudaStream_t s) {
+  if (rows == 0) return cudaSuccess;
+  const int block = int(kv_rotation_block(D));
+  const float c = float(1.0 / std::sqrt(double(block)));  // as hadamard_transform
+  const unsigned grid = unsigned((rows + 7) / 8);          // 8 warps (rows) per CTA
+  if (D <= 64) hadamard_rows_kernel<2><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  else if (D <= 96) hadamard_rows_kernel<3><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  else if (D <= 128) hadamard_rows_kernel<4><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  else hadamard_rows_kernel<8><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  return cudaGetLastError();
+}
+
+const float* queries_for_cuda(const float* q, const KvLayerView& kv, int64_t rows, cudaStream_t s) {
+  if (!kv.k_rotated) return q;
+  float* qr = workspace<1>(size_t(rows * kv.head_dim));
+  LLMK_CUDA_CHECK(hadamard_rows_cuda(q, qr, rows, kv.head_dim, s));
+  return qr;
+}
+
 int decode_cuda_splits(int64_t work, int64_t max_kv_len) {
   const int64_t want = (2 * int64_t(sm_count()) + work - 1) / work;  // >= 2 CTAs per SM
   return int(std::clamp<int64_t>(std::min(want, (max_kv_len + 255) / 256), 1, 256));
@@ -429,11 +388,7 @@ void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, 
   a.groups = int((Hq / kv.n_kv_heads + kMaxG - 1) / kMaxG);
   a.splits = splits, a.scale = scale, a.kt = kv.k_type, a.vt = kv.v_type;
   if (splits > 1) a.part = workspace<0>(size_t(p.num_seqs * Hq * splits * (kv.head_dim + 2)));
-  if (kv.k_rotated) {  // K rows hold H k: score H q, in a copy (the caller's q stays as it is)
-    float* qr = workspace<1>(size_t(p.num_seqs * Hq * kv.head_dim));
-    LLMK_CUDA_CHECK(hadamard_rows_cuda(q, qr, p.num_seqs * Hq, kv.head_dim, cudaStream_t(stream)));
-    a.q = qr;
-  }
+  a.q = queries_for_cuda(q, kv, p.num_seqs * Hq, cudaStream_t(stream));  // H q against rotated K
   const size_t smem = size_t(kMaxG * kv.head_dim + kWarps * kMaxG * (kv.head_dim + 2)) * sizeof(float);
   LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, smem, cudaStream_t(stream)));
 }

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/attn_cuda.cuh"
 #include "core/cuda_check.cuh"
 #include "llmk/attention.hpp"
 #include "llmk/error.hpp"
@@ -58,40 +59,6 @@ namespace {
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kKeys = 32;  // keys per tile: one per lane
 constexpr int kRows[] = {16, 32, 64};
-
-__device__ __forceinline__ float f16f(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-__device__ __forceinline__ float bf16f(uint16_t b) { return __uint_as_float(uint32_t(b) << 16); }
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-
-// Element lane + 32 * i of a cache row of type t (the caller keeps it < D),
-// rounded exactly as kv_dequantize_row (no contraction into an FMA).
-__device__ __forceinline__ float load_elem(KvType t, const uint8_t* row, int i, int lane) {
-  const int j = lane + 32 * i;
-  switch (t) {  // CTA-uniform
-    case KvType::f32: return reinterpret_cast<const float*>(row)[j];
-    case KvType::f16: return f16f(reinterpret_cast<const uint16_t*>(row)[j]);
-    case KvType::bf16: return bf16f(reinterpret_cast<const uint16_t*>(row)[j]);
-    case KvType::int8: {
-      const BlockQ8* b = reinterpret_cast<const BlockQ8*>(row) + i;
-      return __fmul_rn(float(b->qs[lane]), f16f(b->d));
-    }
-    default: {
-      const BlockQ4* b = reinterpret_cast<const BlockQ4*>(row) + i;
-      const int q = lane < 16 ? b->qs[lane] & 15 : b->qs[lane - 16] >> 4;
-      return __fadd_rn(__fmul_rn(float(q), f16f(b->d)), f16f(b->m));
-    }
-  }
-}
 
 struct PrefillArgs {
   const float* q;            // [T, Hq, D]
@@ -341,7 +308,8 @@ void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T,
                  "gives " + std::to_string(slots) + " CTAs per kv head, more than a grid holds");
 
   attn::PrefillArgs a{};
-  a.q = q, a.qo_indptr = qo_indptr, a.out = out;
+  a.q = attn::queries_for_cuda(q, kv, T * Hq, cudaStream_t(stream));  // H q against rotated K
+  a.qo_indptr = qo_indptr, a.out = out;
   a.k = static_cast<const uint8_t*>(kv.k), a.v = static_cast<const uint8_t*>(kv.v);
   a.indptr = p.indptr, a.indices = p.indices, a.last_len = p.last_len;
   a.B = p.num_seqs, a.T = T, a.Hq = Hq, a.Hkv = kv.n_kv_heads, a.G = G, a.D = kv.head_dim, a.bt = kv.block_tokens;
