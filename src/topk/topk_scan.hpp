@@ -93,35 +93,21 @@ typename S::V exp2_nonpos(typename S::V t) {
 
 // Adds candidate x (x.x > b.thr; x has a higher index than every held
 // candidate, since a part is scanned in order). Small k (MoE routing, greedy):
-// c[0, k) stays sorted under `better`, the n real candidates first and -inf
-// sentinels after (init_small_k), and thr rises to the k-th as soon as k are
-// held, so a short row (V = 8 .. 256) admits about k * ln(V / k) candidates
-// instead of all of its first chunk. The insertion is branch-free, a fixed k
-// selects where a search would mispredict on every candidate: from the first
-// slot whose logit x beats (strictly: an equal held logit has the lower index
-// and stays ahead) every slot takes its predecessor, x first. Larger k: appended, the
-// flushes select.
+// c[0, n) stays sorted under `better` with n <= k, an insertion per candidate,
+// and thr rises to the k-th as soon as k are held, so a short row (V = 8 ..
+// 256) admits about k * ln(V / k) candidates instead of all of its first
+// chunk. The insertion compares logits only: a held equal logit has the lower
+// index and stays ahead. Larger k: appended, the flushes select.
 inline void add_cand(CandBuf& b, Cand x) {
   if (b.k > kInsertK) {
     b.c[b.n++] = x;
     return;
   }
   if (!(x.x > b.thr)) return;  // thr rose since the vector compare
-  const float v = x.x;
-  for (int64_t i = 0; i < b.k; ++i) {  // v > c[i].x holds from x's slot on (c is sorted): a shift
-    const Cand c = b.c[i];
-    const bool move = v > c.x;
-    b.c[i] = move ? x : c;
-    x = move ? c : x;
-  }
-  b.n += b.n < b.k;
+  int64_t i = b.n < b.k ? b.n++ : b.k - 1;  // full: x beats c[k-1] (x.x > thr), which drops out
+  for (; i > 0 && x.x > b.c[i - 1].x; --i) b.c[i] = b.c[i - 1];
+  b.c[i] = x;
   if (b.n == b.k) b.thr = b.c[b.k - 1].x;
-}
-
-// The -inf sentinels of add_cand's small-k buffer (each loses to any candidate).
-inline void init_small_k(CandBuf& b) {
-  if (b.k <= kInsertK)
-    for (int64_t i = b.n; i < b.k; ++i) b.c[i] = Cand{kNegInf, 0};
 }
 
 template <class S, class T>
@@ -139,12 +125,12 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
   float m = -FLT_MAX;  // reference max: every logit > -inf seen so far is <= m
   V vm = S::set1(m), vthr = S::set1(b.thr);
   DoubleAcc<S> acc;
-  init_small_k(b);
-  // The block x[0, kBlock) whose lane 0 of x[0] is element j.
-  const auto block = [&](const V* x, int64_t j) {
-    const V bmax = S::max(S::max(x[0], x[1]), S::max(x[2], x[3]));
+  // The vectors x[0, nv) (nv = kBlock, or 1 in the part's tail), lane 0 of x[0] being element j.
+  const auto block = [&](const V* x, int nv, int64_t j) {
+    V bmax = x[0];
+    for (int u = 1; u < nv; ++u) bmax = S::max(bmax, x[u]);
     if (S::gt_mask(bmax, vthr)) {  // rare: candidates, and maybe a new max
-      for (int u = 0; u < kBlock; ++u) {
+      for (int u = 0; u < nv; ++u) {
         unsigned mask = S::gt_mask(x[u], vthr);
         if (!mask) continue;
         alignas(64) float lane[W];
@@ -168,8 +154,10 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
       }
     }
     V e[kBlock];
-    for (int u = 0; u < kBlock; ++u) e[u] = exp2_nonpos<S>(S::mul(S::sub(x[u], vm), vs2));
-    acc.add(S::add(S::add(e[0], e[1]), S::add(e[2], e[3])));
+    for (int u = 0; u < nv; ++u) e[u] = exp2_nonpos<S>(S::mul(S::sub(x[u], vm), vs2));
+    for (int h = nv / 2; h > 0; h /= 2)  // the tree (nv a power of 2)
+      for (int u = 0; u < h; ++u) e[u] = S::add(e[u], e[u + h]);
+    acc.add(e[0]);
   };
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
     const int64_t c1 = std::min(hi, c0 + kChunk);
@@ -185,14 +173,17 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
     for (; j + kBlockElems <= c1; j += kBlockElems) {
       V x[kBlock];
       for (int u = 0; u < kBlock; ++u) x[u] = S::load(row + j + u * W);
-      block(x, j);
+      block(x, kBlock, j);
     }
-    if (j < c1) {  // the part's last < kBlockElems elements, padded with -inf (never a candidate, 2^-inf = 0)
-      alignas(64) float pad[kBlockElems];
-      for (int i = 0; i < kBlockElems; ++i) pad[i] = j + i < c1 ? to_f32(row[j + i]) : kNegInf;
-      V x[kBlock];
-      for (int u = 0; u < kBlock; ++u) x[u] = S::load(pad + u * W);
-      block(x, j);
+    for (; j + W <= c1; j += W) {  // the part's tail: single vectors
+      const V x = S::load(row + j);
+      block(&x, 1, j);
+    }
+    if (j < c1) {  // and its last < W elements, padded with -inf (never a candidate, 2^-inf = 0)
+      alignas(64) float pad[W];
+      for (int i = 0; i < W; ++i) pad[i] = j + i < c1 ? to_f32(row[j + i]) : kNegInf;
+      const V x = S::load(pad);
+      block(&x, 1, j);
     }
   }
   // The term of the element at m is 2^0 = 1, so sum > 0 unless every element
