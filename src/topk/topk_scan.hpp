@@ -142,8 +142,9 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
         } while (mask);
         vthr = S::set1(b.thr);
       }
-      // A NaN lane may hide a larger logit from bmax; the row's sum is NaN
-      // anyway (exp2 of NaN below), so the row is special and m is unused.
+      // A NaN lane may hide a larger logit from bmax (and a candidate from the
+      // compare above); the part's sum is NaN anyway (exp2 of NaN below), so
+      // the row is special: rescanned, its candidates and m unused.
       const float bm = S::hmax(bmax);
       if (bm > m) {
         // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
