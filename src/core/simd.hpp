@@ -79,6 +79,10 @@ struct Avx2 {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_castsi256_ps(e);
   }
+  // 2^n for z = n + 1.5 * 2^23, n an integer in [-127, 127] (z's low mantissa bits hold n).
+  static V pow2i_shifted(V z) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(z), _mm256_set1_epi32(127)), 23));
+  }
   static V round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V select(V mask_src_a, V b, V mask) { return _mm256_blendv_ps(mask_src_a, b, mask); }
   static V cmp_lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
@@ -138,6 +142,9 @@ struct Avx512 {
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_castsi512_ps(e);
   }
+  static V pow2i_shifted(V z) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(z), _mm512_set1_epi32(127)), 23));
+  }
   static V round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // Masks are carried as V with all-ones lanes, like AVX2, so templates stay ISA-neutral.
   static V select(V a, V b, V mask) {
@@ -154,6 +161,40 @@ struct Avx512 {
 };
 #endif
 
+// One lane in plain C++ with the interface of the ISA structs above: the
+// scalar path of a kernel template (`kernel<simd::Scalar>`), and the tail of
+// a vector loop. Defined in every translation unit (it needs no ISA flags),
+// hence the unnamed namespace: each TU keeps its own copies, so the linker can
+// never hand the scalar path a copy compiled with AVX flags in a *_avx2.cpp.
+// max follows vmaxps (the second operand when either is NaN); fmadd rounds
+// twice (no FMA instruction is assumed).
+namespace {
+struct Scalar {
+  using V = float;
+  static constexpr int kWidth = 1;
+  static constexpr const char* kName = "scalar";
+
+  static V zero() { return 0.0f; }
+  static V set1(float x) { return x; }
+  template <class T>
+  static V load(const T* p) {
+    return to_f32(*p);
+  }
+  template <class T>
+  static void store(T* p, V v) {
+    *p = from_f32<T>(v);
+  }
+  static V add(V a, V b) { return a + b; }
+  static V sub(V a, V b) { return a - b; }
+  static V mul(V a, V b) { return a * b; }
+  static V fmadd(V a, V b, V c) { return a * b + c; }
+  static V max(V a, V b) { return a > b ? a : b; }
+  static unsigned gt_mask(V a, V b) { return a > b ? 1u : 0u; }
+  static float hsum(V v) { return v; }
+  static float hmax(V v) { return v; }
+};
+}  // namespace
+
 // 2^t for t <= 0 (the terms of a softmax sum, t = (x - max) * log2(e) / T),
 // relative error below 1.5e-7 for t >= -125, exactly 0 for t < -126.5 and for
 // t = -inf, NaN stays NaN. t = n + r with n = round(t) and r in [-1/2, 1/2]
@@ -162,13 +203,18 @@ struct Avx512 {
 // under 2 ulp = 1.2e-7); 2^n from the exponent bits, which are 0 for n = -127,
 // so t is clamped to -127 first (2^t < 2^-126.5 then flushes to 0, an absolute
 // error below 2^-126). A NaN t survives the clamp (max returns its second
-// operand on NaN) and makes p NaN. 12 vector ops, no branches, about half of
+// operand on NaN) and makes p NaN. 13 vector ops (7 of them FMA or mul), no branches, about half of
 // exp<S> below, which handles the whole f32 range.
 template <class S>
 inline typename S::V exp2_nonpos(typename S::V t) {
   using V = typename S::V;
   t = S::max(S::set1(-127.0f), t);
-  const V n = S::round(t);
+  // n = round(t), nearest even, by adding 1.5 * 2^23 (the sum's ulp is 1, and
+  // the shifter is even, so an even sum is an even n): two adds instead of a
+  // round and a float -> int conversion, and z carries n for pow2i_shifted.
+  const V shifter = S::set1(12582912.0f);
+  const V z = S::add(t, shifter);
+  const V n = S::sub(z, shifter);
   const V r = S::sub(t, n);
   V p = S::set1(1.5347320004366338e-04f);
   p = S::fmadd(p, r, S::set1(1.340015442110598e-03f));
@@ -177,7 +223,7 @@ inline typename S::V exp2_nonpos(typename S::V t) {
   p = S::fmadd(p, r, S::set1(2.4022646248340607e-01f));
   p = S::fmadd(p, r, S::set1(6.931471824645996e-01f));
   p = S::fmadd(p, r, S::set1(1.0f));
-  return S::mul(p, S::pow2i(n));
+  return S::mul(p, S::pow2i_shifted(z));
 }
 
 // exp(x) for every lane, relative error below 2 ulp over the whole f32 range:

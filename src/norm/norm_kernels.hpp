@@ -1,5 +1,5 @@
 // The CPU LayerNorm / RMSNorm kernels, written once as templates over an ISA
-// struct S (simd::Avx2, simd::Avx512, or the one-lane Scalar below) and the
+// struct S (simd::Avx2, simd::Avx512 or simd::Scalar) and the
 // storage type T, and instantiated by norm_cpu.cpp, norm_avx2.cpp and
 // norm_avx512.cpp through make_kernels<S>().
 //
@@ -28,26 +28,7 @@ namespace llmk::norm_cpu {
 // linker can never hand the scalar path a function compiled with AVX flags.
 namespace {
 
-// One lane, the same interface as the simd:: ISA structs: the scalar path.
-struct Scalar {
-  using V = float;
-  static constexpr int kWidth = 1;
-  static V zero() { return 0.0f; }
-  static V set1(float x) { return x; }
-  template <class T>
-  static V load(const T* p) {
-    return to_f32(*p);
-  }
-  template <class T>
-  static void store(T* p, V v) {
-    *p = from_f32<T>(v);
-  }
-  static V add(V a, V b) { return a + b; }
-  static V sub(V a, V b) { return a - b; }
-  static V mul(V a, V b) { return a * b; }
-  static V fmadd(V a, V b, V c) { return a * b + c; }
-  static float hsum(V v) { return v; }
-};
+using simd::Scalar;
 
 // Non-temporal store of one vector of T (kWidth * sizeof(T) bytes, aligned).
 template <class S, class T>

@@ -3,6 +3,7 @@
 // GCC 12 warns falsely inside its own AVX-512 intrinsics headers (the
 // "undefined" pass-through operand of masked builtins is not a real read).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include "topk/topk_scan.hpp"
 
 namespace llmk::topk {

@@ -67,7 +67,7 @@ struct CandBuf {
 // k up to this keeps its candidates sorted by insertion (scan) and finishes by
 // an insertion pass (finish_row): cheaper than selection for a few dozen.
 inline constexpr int64_t kInsertK = 16;
-inline constexpr int64_t kChunk = 1024;  // elements scanned per step (4 KiB of f32: stays in L1)
+inline constexpr int64_t kChunk = 1024;  // elements between flush checks (the buffer holds one chunk of candidates)
 inline int64_t cand_capacity(int64_t k) { return k + std::max<int64_t>(k, kChunk) + kChunk; }
 
 // Throws InvalidArgument naming `fn` and the argument for anything the header

@@ -1,21 +1,29 @@
-// The CPU fused scan, written once over the ISA structs of core/simd.hpp (and
-// a one-lane Scalar struct below) and instantiated in topk_scalar.cpp,
+// The CPU fused scan, written once over the ISA structs of core/simd.hpp
+// (simd::Scalar, Avx2, Avx512) and instantiated in topk_scalar.cpp,
 // topk_avx2.cpp and topk_avx512.cpp.
 //
-// A part of a row is scanned in chunks of kChunk elements (4 KiB of f32, so
-// the chunk stays in L1 and memory is read once):
-//   pass A: the chunk max, and one vector compare of every element against the
-//           threshold (the K-th best logit so far); the rare lanes above it are
-//           appended to the candidate buffer (for K <= 16 inserted in order,
-//           add_cand, so the threshold rises at once);
-//   pass B: sum of exp((x - chunk max) * scale) (as 2^(...), exp2_nonpos),
-//           in blocks of 8 vectors summed in f32, each block sum added to
-//           double lanes,
-//           then merged into the part's (max, sum) (Milakov & Gimelshein 2018:
-//           the online normalizer, one rescale per chunk instead of per element).
-// For K > 16 the buffer is flushed (nth_element, topk.cpp) whenever it holds
-// more than 2K or a full chunk might not fit, which also raises the threshold.
+// One pass over a part of a row, in blocks of kBlock vectors, with a
+// reference m (the largest logit so far, -FLT_MAX at first) and double lanes
+// acc = sum of 2^((x - m) * s2), s2 = log2(e) / T, over the elements so far:
+//  1. the block max is compared once (one vector compare) against the
+//     threshold thr, the K-th best logit so far (-inf at first). Almost every
+//     block is below it and costs only that;
+//  2. otherwise (rare) each lane above thr becomes a candidate (for K <= 16
+//     inserted in order, add_cand, so thr rises at once), and if the block
+//     holds a logit above m, m rises to it and acc is multiplied by
+//     2^((m_old - m_new) * s2). thr <= m always, so every logit above m is
+//     seen here, and t = (x - m) * s2 <= 0 for every term;
+//  3. 2^t of every element (simd::exp2_nonpos), the kBlock vectors summed by a
+//     tree in f32 and widened into acc.
+// This is the online normalizer of Milakov & Gimelshein 2018, rescaled when the
+// max rises (a few dozen times in a row of random order; at worst once a
+// block, for increasing logits) instead of once an element, and the logits are
+// read once, in a single pass: loads from memory overlap the exp arithmetic.
+// For K > 16 the candidate buffer is flushed (nth_element, topk.cpp) at the
+// start of a chunk of kChunk elements whenever it holds more than 2K or the
+// chunk might not fit, which also raises the threshold.
 #pragma once
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -26,30 +34,16 @@
 namespace llmk::topk {
 namespace {
 
-// One lane, plain C++: the scalar path of the same template.
-struct Scalar {
-  using V = float;
-  static constexpr int kWidth = 1;
-  static V set1(float x) { return x; }
-  static V load(const float* p) { return *p; }
-  static V load(const f16* p) { return to_f32(*p); }
-  static V load(const bf16* p) { return to_f32(*p); }
-  static V max(V a, V b) { return b > a ? b : a; }
-  static V add(V a, V b) { return a + b; }
-  static V sub(V a, V b) { return a - b; }
-  static V mul(V a, V b) { return a * b; }
-  static unsigned gt_mask(V a, V b) { return a > b ? 1u : 0u; }
-  static float hmax(V v) { return v; }
-  static void store(float* p, V v) { *p = v; }
-};
+using simd::Scalar;
 
-// Sum of f32 lanes in double.
+// Sum of f32 lanes in double, and its scaling when the reference max rises.
 template <class S>
 struct DoubleAcc;
 template <>
 struct DoubleAcc<Scalar> {
   double a = 0;
   void add(float v) { a += v; }
+  void scale(double f) { a *= f; }
   double sum() const { return a; }
 };
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -59,6 +53,10 @@ struct DoubleAcc<simd::Avx2> {
   void add(__m256 v) {
     a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
     b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  void scale(double f) {
+    a = _mm256_mul_pd(a, _mm256_set1_pd(f));
+    b = _mm256_mul_pd(b, _mm256_set1_pd(f));
   }
   double sum() const {
     alignas(32) double t[4];
@@ -75,6 +73,10 @@ struct DoubleAcc<simd::Avx512> {
     a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
     b = _mm512_add_pd(b, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
   }
+  void scale(double f) {
+    a = _mm512_mul_pd(a, _mm512_set1_pd(f));
+    b = _mm512_mul_pd(b, _mm512_set1_pd(f));
+  }
   double sum() const { return _mm512_reduce_add_pd(_mm512_add_pd(a, b)); }
 };
 #endif
@@ -89,11 +91,13 @@ typename S::V exp2_nonpos(typename S::V t) {
     return simd::exp2_nonpos<S>(t);
 }
 
-// Adds candidate x (x.x > b.thr, indices increasing within a part). Small k
-// (MoE routing, greedy): c[0, n) stays sorted under `better` with n <= k, an
-// insertion per candidate, and thr rises to the k-th as soon as k are held, so
-// a short row (V = 8 .. 256) admits about k * ln(V / k) candidates instead of
-// all of its first chunk. Larger k: appended, the flushes select.
+// Adds candidate x (x.x > b.thr; x has a higher index than every held
+// candidate, since a part is scanned in order). Small k (MoE routing, greedy):
+// c[0, n) stays sorted under `better` with n <= k, an insertion per candidate,
+// and thr rises to the k-th as soon as k are held, so a short row (V = 8 ..
+// 256) admits about k * ln(V / k) candidates instead of all of its first
+// chunk. The insertion compares logits only: a held equal logit has the lower
+// index and stays ahead. Larger k: appended, the flushes select.
 inline void add_cand(CandBuf& b, Cand x) {
   if (b.k > kInsertK) {
     b.c[b.n++] = x;
@@ -101,7 +105,7 @@ inline void add_cand(CandBuf& b, Cand x) {
   }
   if (!(x.x > b.thr)) return;  // thr rose since the vector compare
   int64_t i = b.n < b.k ? b.n++ : b.k - 1;  // full: x beats c[k-1] (x.x > thr), which drops out
-  for (; i > 0 && better(x, b.c[i - 1]); --i) b.c[i] = b.c[i - 1];
+  for (; i > 0 && x.x > b.c[i - 1].x; --i) b.c[i] = b.c[i - 1];
   b.c[i] = x;
   if (b.n == b.k) b.thr = b.c[b.k - 1].x;
 }
@@ -110,69 +114,83 @@ template <class S, class T>
 void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
-  const float scale2 = scale * 1.44269504088896341f;  // exp(d * scale) = 2^(d * scale * log2(e))
-  const V vscale2 = S::set1(scale2);
+  // Vectors a block: independent exps (ILP), summed by a tree in f32 (each
+  // lane a sum of 4 terms, 2 roundings, so below 2 * 2^-24 relative for these
+  // positive terms); only the block sum is widened into double lanes.
+  constexpr int kBlock = 4;
+  constexpr int kBlockElems = kBlock * W;
+  static_assert(kChunk % kBlockElems == 0, "a full chunk is whole blocks");
+  const float s2 = scale * 1.44269504088896341f;  // exp(d * scale) = 2^(d * scale * log2(e))
+  const V vs2 = S::set1(s2);
+  float m = -FLT_MAX;  // reference max: every logit > -inf seen so far is <= m
+  V vm = S::set1(m), vthr = S::set1(b.thr);
+  DoubleAcc<S> acc;
+  // The vectors x[0, nv) (nv = kBlock, or 1 in the part's tail), lane 0 of x[0] being element j.
+  const auto block = [&](const V* x, int nv, int64_t j) {
+    V bmax = x[0];
+    for (int u = 1; u < nv; ++u) bmax = S::max(bmax, x[u]);
+    if (S::gt_mask(bmax, vthr)) {  // rare: candidates, and maybe a new max
+      for (int u = 0; u < nv; ++u) {
+        unsigned mask = S::gt_mask(x[u], vthr);
+        if (!mask) continue;
+        alignas(64) float lane[W];
+        S::store(lane, x[u]);
+        do {
+          const int l = __builtin_ctz(mask);
+          add_cand(b, Cand{lane[l], int32_t(j + u * W + l)});
+          mask &= mask - 1;
+        } while (mask);
+        vthr = S::set1(b.thr);
+      }
+      // A NaN lane may hide a larger logit from bmax (and a candidate from the
+      // compare above); the part's sum is NaN anyway (exp2 of NaN below), so
+      // the row is special: rescanned, its candidates and m unused.
+      const float bm = S::hmax(bmax);
+      if (bm > m) {
+        // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
+        const double d = (double(m) - double(bm)) * double(s2);
+        acc.scale(d < -1100 ? 0.0 : std::exp2(d));
+        m = bm;
+        vm = S::set1(m);
+      }
+    }
+    V e[kBlock];
+    for (int u = 0; u < nv; ++u) e[u] = exp2_nonpos<S>(S::mul(S::sub(x[u], vm), vs2));
+    for (int h = nv / 2; h > 0; h /= 2)  // the tree (nv a power of 2)
+      for (int u = 0; u < h; ++u) e[u] = S::add(e[u], e[u + h]);
+    acc.add(e[0]);
+  };
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
     const int64_t c1 = std::min(hi, c0 + kChunk);
     // Flush when a chunk might not fit, and also as soon as the buffer holds
     // more than 2K: the first chunks then raise the threshold early instead of
     // filling the buffer. Each flush costs O(n) and drops n - K >= n / 2
     // candidates, so the work per candidate stays O(1).
-    if (b.n + (c1 - c0) > b.cap || b.n > 2 * b.k) flush(b);
-    // Pass A: chunk max and threshold filter.
-    V vthr = S::set1(b.thr);
-    V vm = S::set1(kNegInf);
+    if (b.n + (c1 - c0) > b.cap || b.n > 2 * b.k) {
+      flush(b);
+      vthr = S::set1(b.thr);
+    }
     int64_t j = c0;
-    for (; j + W <= c1; j += W) {
+    for (; j + kBlockElems <= c1; j += kBlockElems) {
+      V x[kBlock];
+      for (int u = 0; u < kBlock; ++u) x[u] = S::load(row + j + u * W);
+      block(x, kBlock, j);
+    }
+    for (; j + W <= c1; j += W) {  // the part's tail: single vectors
       const V x = S::load(row + j);
-      vm = S::max(vm, x);
-      unsigned mask = S::gt_mask(x, vthr);
-      if (mask) {
-        alignas(64) float lane[W];
-        S::store(lane, x);
-        do {
-          const int l = __builtin_ctz(mask);
-          add_cand(b, Cand{lane[l], int32_t(j + l)});
-          mask &= mask - 1;
-        } while (mask);
-        vthr = S::set1(b.thr);
-      }
+      block(&x, 1, j);
     }
-    float mc = S::hmax(vm);
-    for (int64_t t = j; t < c1; ++t) {
-      const float x = to_f32(row[t]);
-      mc = std::isnan(x) ? x : std::max(mc, x);
-      if (x > b.thr) add_cand(b, Cand{x, int32_t(t)});
+    if (j < c1) {  // and its last < W elements, padded with -inf (never a candidate, 2^-inf = 0)
+      alignas(64) float pad[W];
+      for (int i = 0; i < W; ++i) pad[i] = j + i < c1 ? to_f32(row[j + i]) : kNegInf;
+      const V x = S::load(pad);
+      block(&x, 1, j);
     }
-    // Pass B: sum of exp relative to the chunk max (a NaN or +inf makes it NaN).
-    PartState cs{mc, 0.0};
-    if (mc == kNegInf) {  // all -inf, or -inf and NaN: look for the NaN
-      for (int64_t t = c0; t < c1; ++t)
-        if (std::isnan(to_f32(row[t]))) cs.s = std::nan("");
-    } else {
-      const V vmc = S::set1(mc);
-      DoubleAcc<S> acc;
-      const auto term = [&](int64_t i) { return exp2_nonpos<S>(S::mul(S::sub(S::load(row + i), vmc), vscale2)); };
-      // Blocks of kBlock vectors: independent exps (ILP), summed in f32 by a
-      // tree (each lane a sum of kBlock terms, log2(kBlock) = 3 roundings, so
-      // below 3 * 2^-24 relative for these positive terms), and only the block
-      // sum is widened into the double accumulator.
-      constexpr int kBlock = 8;
-      j = c0;
-      for (; j + kBlock * W <= c1; j += kBlock * W) {
-        V e[kBlock];
-        for (int u = 0; u < kBlock; ++u) e[u] = term(j + u * W);
-        for (int h = kBlock / 2; h > 0; h /= 2)
-          for (int u = 0; u < h; ++u) e[u] = S::add(e[u], e[u + h]);
-        acc.add(e[0]);
-      }
-      for (; j + W <= c1; j += W) acc.add(term(j));
-      double tail = 0;
-      for (int64_t t = j; t < c1; ++t) tail += std::exp2((to_f32(row[t]) - mc) * scale2);
-      cs.s = acc.sum() + tail;
-    }
-    merge_state(st, cs, scale);
   }
+  // The term of the element at m is 2^0 = 1, so sum > 0 unless every element
+  // is -inf (then m is still -FLT_MAX: the part is empty) or NaN.
+  const double s = acc.sum();
+  merge_state(st, s == 0 ? PartState{} : PartState{m, s}, scale);
 }
 
 template <class S>

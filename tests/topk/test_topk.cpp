@@ -205,6 +205,38 @@ TEST(SoftmaxTopk, Temperature) {
   EXPECT_EQ(r.probs[1], 0.0f);
 }
 
+// The fused scan sums 2^((x - m) s2) relative to the running max m and
+// rescales the sum when m rises: an ascending row raises it in every block, a
+// late spike once after thousands of terms, a descending row never; a 1e6
+// offset (ulp 0.0625, many exact ties) checks that the reference arithmetic
+// keeps its precision far from 0. With 8 threads the 4 rows of 40000 are split
+// in 2 parts each, whose states are merged. Small K, where candidates are
+// inserted in order, and large K, where they are appended and flushed.
+TEST(SoftmaxTopk, RunningMaxRises) {
+  const int64_t v = 40000, rows = 4;
+  std::vector<float> x(rows * v);
+  for (int64_t j = 0; j < v; ++j) {
+    x[j] = 0.0005f * float(j);
+    x[v + j] = -0.0005f * float(j);
+    x[2 * v + j] = j == v - 3 ? 30.0f : std::sin(float(j));
+    x[3 * v + j] = 1.0e6f + 0.25f * float(j % 97);
+  }
+  const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
+  for (float t : {0.5f, 1.0f, 3.0f}) {
+    const auto ref = run_ref(view, 256, t);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      for (int threads : {1, 8}) {
+        ThreadScope ts(threads);
+        for (int64_t k : {1, 8, 256})
+          EXPECT_TRUE(same_topk(run_fused(view, k, t), ref, rows,
+                                std::string(simd_name(lvl)) + " running max, T " + std::to_string(t) + " threads " +
+                                    std::to_string(threads) + " K " + std::to_string(k)));
+      }
+    }
+  }
+}
+
 TEST(SoftmaxTopk, BadArguments) {
   std::vector<float> x(20, 0.0f);
   std::vector<float> p(20), m(2), l(2);

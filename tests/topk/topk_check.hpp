@@ -7,7 +7,8 @@
 // relative 1e-6 (the bar). Why it holds: the fused path computes
 // p = exp((x - m) s) / S with the numerator in double from the exact f32
 // logit, so its error is S's plus the final f32 rounding (6e-8). S sums, in
-// double, f32 terms 2^((x - m_chunk) s log2 e) whose argument is rounded twice
+// double, f32 terms 2^((x - m) s log2 e) (m: the running max, the sum
+// rescaled in double when it rises) whose argument is rounded twice
 // in f32 (|arg| eps relative per term) and whose 2^r polynomial is within
 // ~1 ulp: rel(S) <= (1 + softmax-weighted mean |arg|) * 1.2e-7, and that mean
 // stays below ~4 for N(0, 1..3) logits and T >= 0.5, so < 6e-7 in all. (The
