@@ -67,9 +67,10 @@ struct Batch {
 };
 
 Batch make_batch(const Shape& s, KvType kt, KvType vt, int64_t bt, const std::vector<int64_t>& qo_len,
-                 const std::vector<int64_t>& prefix, uint64_t seed) {
+                 const std::vector<int64_t>& prefix, uint64_t seed, bool k_rotate = false) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
+  cfg.k_rotate = k_rotate;
   std::vector<int64_t> lens;
   Batch x;
   x.qo = {0};
@@ -280,6 +281,25 @@ TEST(PrefillCuda, MatchesCpuPrefill) {
               }
             }
         }
+  }
+}
+
+// A cache that stores H k (k_rotate) must be scored with H q: the oracle uses
+// the unrotated rows, equal in exact arithmetic; the rotations add a few f32
+// roundings to each score (~1e-6 here), inside kTol. Scoring the unrotated q
+// against H k gives unrelated weights and misses it by far.
+TEST(PrefillCuda, RotatedKeysAreScoredWithRotatedQueries) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t D : {64, 80, 128}) {
+    const Shape s{8, 2, D};
+    const Batch x = make_batch(s, KvType::f32, KvType::f32, 16, {30, 1, 17}, {10, 40, 0}, 77 + uint64_t(D), true);
+    const double scale = 1 / std::sqrt(double(D));
+    const auto want = oracle(x, s, double(float(scale)));
+    const OnDevice d(x.f);
+    ASSERT_TRUE(d.kv.k_rotated);
+    for (const auto& [c, got] : run_all(x, d, s, float(scale)))
+      ASSERT_TRUE(test::all_close(got.data(), want.data(), want.size(), kTol, kTol,
+                                  "rotated K, D=" + std::to_string(D) + " cta_rows=" + std::to_string(c)));
   }
 }
 
