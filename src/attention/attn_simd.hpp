@@ -29,6 +29,7 @@ struct Scalar {
   static V fmadd(V a, V b, V c) { return a * b + c; }  // std::fma is a slow libm call without FMA
   static V max(V a, V b) { return a > b ? a : b; }
   static float hsum(V v) { return v; }
+  static float hmax(V v) { return v; }
 };
 
 template <class S> typename S::V load_i8(const int8_t* p);           // kWidth quants
