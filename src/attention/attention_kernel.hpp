@@ -6,12 +6,17 @@
 // group, times the query tokens of a prefill tile) against kv positions
 // [k0, k1) of one sequence, each row r also capped causally at limit[r].
 // Positions are walked in tiles of at most kTile tokens that never cross a
-// block (so a tile's rows are contiguous). Per tile: K rows are dequantized
-// two at a time into an L1 buffer (f32 rows are read in place) and dotted with
-// all R queries; an online-softmax step per row (running max m, sum l, rescaled
-// accumulator); then the tile's V rows are dequantized into an L1 tile buffer
-// and accumulated into every row's acc. A row's arithmetic depends only on its
-// own q, its limit and the positions, never on the other rows of the item.
+// block (so a tile's rows are contiguous); the next tile's K and V rows are
+// prefetched into L2 while this one is computed. Per tile: the scores of the
+// tile's K rows against all R queries (f16/bf16 rows converted in registers);
+// an online-softmax step per row (running max m, sum l, rescale alpha); then
+// P.V: the V rows are read once per 4 query rows and dequantized in registers
+// (int8/int4: the per-32 scale folded into the weight p * d, the int4 min into
+// one term per row and group), accumulated into 4 x 2 register vectors of acc
+// that also take the rescale. Nothing is dequantized to memory. A row's
+// arithmetic depends only on its own q, its limit and the positions, never on
+// the other rows of the item (a block of 4 rows runs to its longest visible
+// count: the others' extra terms have p = 0 exactly and add exact zeros).
 //
 // Quantized K (int8, int4) is not dequantized: each query row is quantized
 // once per item to int8 per 32-group (QuantQ, like llama.cpp's Q8 activations
@@ -24,7 +29,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "attention/attn_simd.hpp"
 #include "llmk/kv_cache.hpp"
@@ -210,7 +214,11 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, int
   constexpr int W = S::kWidth;
   float* dt = dm;              // [ng][kTile] scales
   float* mt = dm + ng * kTile;  // [ng][kTile] int4 mins
-  std::fill(dm, dm + 2 * ng * kTile, 0.0f);
+  if (n < kTile)
+    for (int64_t g = 0; g < ng; ++g) {
+      std::fill(dt + g * kTile + n, dt + (g + 1) * kTile, 0.0f);
+      std::fill(mt + g * kTile + n, mt + (g + 1) * kTile, 0.0f);
+    }
   for (int t = 0; t < n; ++t)
     for (int64_t g = 0; g < ng; ++g) {
       const uint8_t* b = vp + t * vr;
@@ -255,7 +263,10 @@ void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int6
   }
   for (int t = 0; t < n; ++t) {
     V x[NV];
-    for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(vp + t * vr, c + j * W);
+    if constexpr (T == KvType::int4 && NV == 2)
+      load_u4x2<S>(reinterpret_cast<const BlockQ4*>(vp + t * vr)[g].qs, int(c % kKvGroup), x);
+    else
+      for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(vp + t * vr, c + j * W);
     for (int i = 0; i < NR; ++i) {
       const V wt = S::set1(w[(i * ng + g) * kTile + t]);
       for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
