@@ -10,8 +10,15 @@
 // --only a,b: each item is a storage type (run only those, plus f32 for the
 // ratios) or a piece of the shape ("llama3", "B1 ", "ctx8192") that must occur in it.
 // Bytes counted: the K and V rows read, sum_b kv_len_b * Hkv * (k_row + v_row)
-// bytes (q and out, < 0.1% of it, are not counted). Configurations whose KV
-// exceeds 600 MiB per layout are skipped (noted).
+// bytes (q and out, < 0.1% of it, are not counted). FLOPs counted: sum_b
+// kv_len_b * Hq * (4 * head_dim + 5): q.k and p.v are 2 * head_dim each per
+// (query head, position), plus 5 for the softmax (max, subtract, exp, sum,
+// rescale); the int8 query quantization and the merge of splits are not
+// counted. Each decode row carries what a roofline plot needs (model,
+// n_heads, n_kv_heads, group, head_dim, k_type, v_type, kv_type, context,
+// batch, bytes, flops, gflops, flops_per_byte) as extra fields
+// (scripts/plot_capacity.py). Configurations whose KV exceeds 600 MiB per
+// layout are skipped (noted).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -89,6 +96,26 @@ void waste_experiment(Reporter& rep) {
   rep.note(buf);
 }
 
+// The fields scripts/plot_capacity.py needs to place a decode row on the roofline.
+void add_roofline_fields(Row& r, const Model& m, KvType t, int64_t ctx, int64_t B, int64_t bytes, double ms) {
+  const double flops = double(B) * double(ctx) * double(m.Hq) * double(4 * m.D + 5);
+  r.extra["model"] = m.name;
+  r.extra["n_heads"] = std::to_string(m.Hq);
+  r.extra["n_kv_heads"] = std::to_string(m.Hkv);
+  r.extra["group"] = std::to_string(m.Hq / m.Hkv);
+  r.extra["head_dim"] = std::to_string(m.D);
+  r.extra["k_type"] = r.extra["v_type"] = r.extra["kv_type"] = kv_type_name(t);
+  r.extra["context"] = std::to_string(ctx);
+  r.extra["batch"] = std::to_string(B);
+  r.extra["bytes"] = std::to_string(bytes);
+  r.extra["flops"] = std::to_string(int64_t(flops));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", flops / (ms * 1e6));
+  r.extra["gflops"] = buf;
+  std::snprintf(buf, sizeof buf, "%.4g", flops / double(bytes));
+  r.extra["flops_per_byte"] = buf;
+}
+
 bool is_type(const std::string& s) {
   for (const char* t : {"f32", "f16", "bf16", "int8", "int4"})
     if (s == t) return true;
@@ -99,6 +126,7 @@ int run(const Options& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
   Reporter rep(opt, "attention",
                "decode attention, one layer; bytes = K and V rows read = sum_b kv_len_b * Hkv * (k_row + v_row); "
+               "FLOPs = sum_b kv_len_b * Hq * (4 * head_dim + 5) (q.k and p.v 2 * head_dim each, softmax 5); "
                "paged = 16-token blocks in shuffled order, contiguous = one max-length block per sequence");
   const Model models[] = {{"smollm2-135m", 9, 3, 64}, {"llama3-8b", 32, 8, 128}};
   const std::vector<int64_t> ctxs = opt.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 2048, 8192, 32768};
@@ -140,6 +168,7 @@ int run(const Options& opt) {
             Row r{"attention", paged ? "paged" : "contiguous", "decode", shape, kv_type_name(t), ms,
                   double(bytes) / (ms * 1e6), {}};
             r.extra["splits"] = std::to_string(attention_decode_splits(p.view, pt.view(), ctx));
+            add_roofline_fields(r, m, t, ctx, B, bytes, ms);
             rep.add(r);
           }
         }

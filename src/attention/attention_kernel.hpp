@@ -6,12 +6,17 @@
 // group, times the query tokens of a prefill tile) against kv positions
 // [k0, k1) of one sequence, each row r also capped causally at limit[r].
 // Positions are walked in tiles of at most kTile tokens that never cross a
-// block (so a tile's rows are contiguous). Per tile: K rows are dequantized
-// two at a time into an L1 buffer (f32 rows are read in place) and dotted with
-// all R queries; an online-softmax step per row (running max m, sum l, rescaled
-// accumulator); then the tile's V rows are dequantized into an L1 tile buffer
-// and accumulated into every row's acc. A row's arithmetic depends only on its
-// own q, its limit and the positions, never on the other rows of the item.
+// block (so a tile's rows are contiguous); the next tile's K and V rows are
+// prefetched into L2 while this one is computed. Per tile: the scores of the
+// tile's K rows against all R queries (f16/bf16 rows converted in registers);
+// an online-softmax step per row (running max m, sum l, rescale alpha); then
+// P.V: the V rows are read once per 4 query rows and dequantized in registers
+// (int8/int4: the per-32 scale folded into the weight p * d, the int4 min into
+// one term per row and group), accumulated into 4 x 2 register vectors of acc
+// that also take the rescale. Nothing is dequantized to memory. A row's
+// arithmetic depends only on its own q, its limit and the positions, never on
+// the other rows of the item (a block of 4 rows runs to its longest visible
+// count: the others' extra terms have p = 0 exactly and add exact zeros).
 //
 // Quantized K (int8, int4) is not dequantized: each query row is quantized
 // once per item to int8 per 32-group (QuantQ, like llama.cpp's Q8 activations
@@ -24,7 +29,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "attention/attn_simd.hpp"
 #include "llmk/kv_cache.hpp"
@@ -48,10 +52,12 @@ struct Item {
 
 inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
 
-// Scratch floats attend<S>() needs: two K rows, a V tile, the scores, and the
-// quantized queries (R rows of groups_of(D) x 32 int8, their scales and sums).
+// Scratch floats attend<S>() needs: the scores, the rescaling factors, the P.V
+// weights and int4 min terms, and the quantized queries (R rows of
+// groups_of(D) x 32 int8, their scales and sums).
 inline int64_t scratch_floats(int64_t D, int R) {
-  return 2 * D + kTile * D + int64_t(R) * kTile + int64_t(R) * groups_of(D) * (kKvGroup / 4 + 2);
+  return int64_t(R) * (kTile + 1 + kTile * groups_of(D) + groups_of(D) * (1 + kKvGroup / 4 + 2)) +
+         2 * groups_of(D) * kTile;
 }
 
 // The queries of an item quantized for the integer dots against int8/int4 K:
@@ -131,62 +137,35 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
   }
 }
 
-// Row of n = D values of storage type T at p -> f32. Returns p itself for f32.
+// kWidth values c .. c + kWidth of a row of storage type T, as f32 lanes
+// (dequantized in registers; c a multiple of kWidth, so they lie in one group).
 template <class S, KvType T>
-const float* row_f32(const uint8_t* p, int64_t D, float* buf) {
-  using V = typename S::V;
-  constexpr int W = S::kWidth;
+typename S::V load_row(const uint8_t* row, int64_t c) {
   if constexpr (T == KvType::f32) {
-    return reinterpret_cast<const float*>(p);
-  } else if constexpr (T == KvType::f16 || T == KvType::bf16) {
-    using E = std::conditional_t<T == KvType::f16, f16, bf16>;
-    const E* e = reinterpret_cast<const E*>(p);
-    for (int64_t c = 0; c < D; c += W) S::store(buf + c, S::load(e + c));
+    return S::load(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (T == KvType::f16) {
+    return S::load(reinterpret_cast<const f16*>(row) + c);
+  } else if constexpr (T == KvType::bf16) {
+    return S::load(reinterpret_cast<const bf16*>(row) + c);
   } else if constexpr (T == KvType::int8) {
-    const BlockQ8* b = reinterpret_cast<const BlockQ8*>(p);
-    for (int64_t g = 0; g * kKvGroup < D; ++g) {
-      const V d = S::set1(h2f<S>(b[g].d));
-      const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
-      for (int64_t j = 0; j < n; j += W) S::store(buf + g * kKvGroup + j, S::mul(load_i8<S>(b[g].qs + j), d));
-    }
-  } else {
-    const BlockQ4* b = reinterpret_cast<const BlockQ4*>(p);
-    for (int64_t g = 0; g * kKvGroup < D; ++g) {
-      const V d = S::set1(h2f<S>(b[g].d)), m = S::set1(h2f<S>(b[g].m));
-      const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
-      for (int64_t j = 0; j < n; j += W)
-        S::store(buf + g * kKvGroup + j, S::fmadd(load_u4<S>(b[g].qs + j % 16, j >= 16), d, m));
-    }
+    return load_i8<S>(reinterpret_cast<const BlockQ8*>(row)[c / kKvGroup].qs + c % kKvGroup);
+  } else {  // element j of a group: nibble j % 16 of byte j % 16, high for j >= 16
+    return load_u4<S>(reinterpret_cast<const BlockQ4*>(row)[c / kKvGroup].qs + c % 16, c % kKvGroup >= 16 ? 4 : 0);
   }
-  return buf;
 }
 
-template <class S>
-using RowFn = const float* (*)(const uint8_t*, int64_t, float*);
-
-template <class S>
-RowFn<S> row_fn(KvType t) {
-  switch (t) {
-    case KvType::f32: return row_f32<S, KvType::f32>;
-    case KvType::f16: return row_f32<S, KvType::f16>;
-    case KvType::bf16: return row_f32<S, KvType::bf16>;
-    case KvType::int8: return row_f32<S, KvType::int8>;
-    case KvType::int4: return row_f32<S, KvType::int4>;
-  }
-  return nullptr;
-}
-
-// out[i * stride + u] = k[u] . q[i] for NR query rows and NT keys: NR * NT
-// independent FMA chains, so the loop is not bound by FMA latency. Each (i, u)
-// is one chain over c in order, whatever NR and NT: grouping never changes bits.
-template <class S, int NR, int NT>
-void dots(const float* const* k, const float* q, int64_t D, float* out, int stride) {
+// out[i * stride + u] = k_u . q[i] for NR query rows and NT keys of storage
+// type T (f32, f16, bf16; converted in registers): NR * NT independent FMA
+// chains, so the loop is not bound by FMA latency. Each (i, u) is one chain
+// over c in order, whatever NR and NT: grouping never changes bits.
+template <class S, KvType T, int NR, int NT>
+void dots(const uint8_t* const* k, const float* q, int64_t D, float* out, int stride) {
   typename S::V a[NR][NT];
   for (int i = 0; i < NR; ++i)
     for (int u = 0; u < NT; ++u) a[i][u] = S::zero();
   for (int64_t c = 0; c < D; c += S::kWidth) {
     typename S::V x[NT];
-    for (int u = 0; u < NT; ++u) x[u] = S::load(k[u] + c);
+    for (int u = 0; u < NT; ++u) x[u] = load_row<S, T>(k[u], c);
     for (int i = 0; i < NR; ++i) {
       const auto qv = S::load(q + i * D + c);
       for (int u = 0; u < NT; ++u) a[i][u] = S::fmadd(x[u], qv, a[i][u]);
@@ -197,109 +176,226 @@ void dots(const float* const* k, const float* q, int64_t D, float* out, int stri
 }
 
 // Scores of NT keys against all R query rows: s[r * kTile + u].
-template <class S, int NT>
-void score_keys(const float* const* k, const float* q, int R, int64_t D, float* s) {
+template <class S, KvType T, int NT>
+void score_keys(const uint8_t* const* k, const float* q, int R, int64_t D, float* s) {
   int r = 0;
-  for (; r + 4 <= R; r += 4) dots<S, 4, NT>(k, q + r * D, D, s + r * kTile, kTile);
+  for (; r + 4 <= R; r += 4) dots<S, T, 4, NT>(k, q + r * D, D, s + r * kTile, kTile);
   switch (R - r) {
-    case 3: dots<S, 3, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
-    case 2: dots<S, 2, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
-    case 1: dots<S, 1, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
+    case 3: dots<S, T, 3, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
+    case 2: dots<S, T, 2, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
+    case 1: dots<S, T, 1, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
   }
 }
 
-// a[c .. c + NV*W) += sum_{t < v} p[t] * vrows[t][c ..]: NV accumulators in registers.
-template <class S, int NV>
-void accumulate(float* a, const float* p, const float* const* vrows, int v, int64_t c) {
-  constexpr int W = S::kWidth;
-  typename S::V x[NV];
-  for (int j = 0; j < NV; ++j) x[j] = S::load(a + c + j * W);
-  for (int t = 0; t < v; ++t) {
-    const auto pt = S::set1(p[t]);
-    for (int j = 0; j < NV; ++j) x[j] = S::fmadd(pt, S::load(vrows[t] + c + j * W), x[j]);
+// Scores of the n keys (f32, f16 or bf16) at kp, row stride kr, two at a time.
+template <class S, KvType T>
+void score_float(const uint8_t* kp, int64_t kr, int n, const float* q, int R, int64_t D, float* s) {
+  int t = 0;
+  for (; t + 2 <= n; t += 2) {
+    const uint8_t* k2[2] = {kp + t * kr, kp + (t + 1) * kr};
+    score_keys<S, T, 2>(k2, q, R, D, s + t);
   }
-  for (int j = 0; j < NV; ++j) S::store(a + c + j * W, x[j]);
+  if (t < n) {
+    const uint8_t* k1[1] = {kp + t * kr};
+    score_keys<S, T, 1>(k1, q, R, D, s + t);
+  }
+}
+
+// P.V weights of a tile. For int8/int4 V, v_tc = d_tg q_tc [+ m_tg], so
+// sum_t p_rt v_tc = sum_t (p_rt d_tg) q_tc [+ sum_t p_rt m_tg]: the scale is
+// folded into the weight w[(r * ng + g) * kTile + t] = p_rt d_tg and the int4
+// min into one term per (row, group), msum[r * ng + g] = sum_t p_rt m_tg. The
+// float types use p itself (ng = 1). p_rt = 0 where row r may not see t, and
+// the scales of the n..kTile positions past the tile are 0. dm: [2][ng][kTile] scratch.
+template <class S, KvType T>
+void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, int64_t ng, float* dm, float* w,
+                float* msum) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  float* dt = dm;              // [ng][kTile] scales
+  float* mt = dm + ng * kTile;  // [ng][kTile] int4 mins
+  if (n < kTile)
+    for (int64_t g = 0; g < ng; ++g) {
+      std::fill(dt + g * kTile + n, dt + (g + 1) * kTile, 0.0f);
+      std::fill(mt + g * kTile + n, mt + (g + 1) * kTile, 0.0f);
+    }
+  for (int t = 0; t < n; ++t)
+    for (int64_t g = 0; g < ng; ++g) {
+      const uint8_t* b = vp + t * vr;
+      if constexpr (T == KvType::int8) {
+        dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ8*>(b)[g].d);
+      } else {
+        dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].d);
+        mt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].m);
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int64_t g = 0; g < ng; ++g) {
+      V m = S::zero();
+      for (int t = 0; t < kTile; t += W) {
+        const V pt = S::load(p + r * kTile + t);
+        S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
+        if constexpr (T == KvType::int4) m = S::fmadd(pt, S::load(mt + g * kTile + t), m);
+      }
+      if constexpr (T == KvType::int4) msum[r * ng + g] = S::hsum(m);
+    }
+}
+
+// Rows r < NR (acc row stride D), elements [c, c + NV * W) of one group:
+// acc = acc * alpha_r [+ msum_rg] + sum_{t<n} w_rtg * v_t[c..], the V row
+// dequantized in registers once and shared by the NR rows; NR * NV
+// accumulators stay in registers across the tile. Each acc element is one
+// chain over t in order, whatever NR: a row's bits never depend on the others.
+template <class S, KvType T, int NR, int NV>
+void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int n, const float* w,
+              int64_t ng, const float* msum, int64_t c) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  const int64_t g = ng > 1 ? c / kKvGroup : 0;
+  V a[NR][NV];
+  for (int i = 0; i < NR; ++i) {
+    const V al = S::set1(alpha[i]);
+    for (int j = 0; j < NV; ++j) a[i][j] = S::mul(S::load(acc + i * D + c + j * W), al);
+    if constexpr (T == KvType::int4) {
+      const V ms = S::set1(msum[i * ng + g]);
+      for (int j = 0; j < NV; ++j) a[i][j] = S::add(a[i][j], ms);
+    }
+  }
+  for (int t = 0; t < n; ++t) {
+    V x[NV];
+    if constexpr (T == KvType::int4 && NV == 2)
+      load_u4x2<S>(reinterpret_cast<const BlockQ4*>(vp + t * vr)[g].qs, int(c % kKvGroup), x);
+    else
+      for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(vp + t * vr, c + j * W);
+    for (int i = 0; i < NR; ++i) {
+      const V wt = S::set1(w[(i * ng + g) * kTile + t]);
+      for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
+    }
+  }
+  for (int i = 0; i < NR; ++i)
+    for (int j = 0; j < NV; ++j) S::store(acc + i * D + c + j * W, a[i][j]);
+}
+
+// pv_chunk over the whole row for NR rows: chunks of 2 vectors (16 or 32
+// values: one group or half of one), then single vectors (head_dim 80 on AVX-512).
+template <class S, KvType T, int NR>
+void pv_rows(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int n, const float* w,
+             int64_t ng, const float* msum) {
+  constexpr int W = S::kWidth;
+  int64_t c = 0;
+  for (; c + 2 * W <= D; c += 2 * W) pv_chunk<S, T, NR, 2>(acc, D, alpha, vp, vr, n, w, ng, msum, c);
+  for (; c < D; c += W) pv_chunk<S, T, NR, 1>(acc, D, alpha, vp, vr, n, w, ng, msum, c);
+}
+
+// Positions of the tile [p0, p0 + n) that row r may see: the first visible(..) ones.
+inline int visible(const Item& it, int r, int64_t p0, int n) {
+  return int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
+}
+
+// acc_r = acc_r * alpha_r + sum_t p_rt v_t for all R rows, 4 rows at a time
+// (a row block runs to the longest visible count in it; the others' p are 0).
+template <class S, KvType T>
+void pv_tile(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const Item& it, int64_t p0,
+             int n, const float* p, float* dm, float* w, float* msum) {
+  constexpr bool Q = T == KvType::int8 || T == KvType::int4;
+  const int64_t ng = Q ? groups_of(D) : 1;
+  if constexpr (Q) pv_weights<S, T>(vp, vr, n, p, it.R, ng, dm, w, msum);
+  const float* wt = Q ? w : p;
+  for (int r = 0; r < it.R;) {
+    const int nr = std::min(4, it.R - r);
+    int nb = 0;
+    for (int i = r; i < r + nr; ++i) nb = std::max(nb, visible(it, i, p0, n));
+    float* a = acc + r * D;
+    const float* wr = wt + int64_t(r) * kTile * ng;
+    const float* mr = msum + int64_t(r) * ng;
+    if (nb > 0) switch (nr) {
+        case 4: pv_rows<S, T, 4>(a, D, alpha + r, vp, vr, nb, wr, ng, mr); break;
+        case 3: pv_rows<S, T, 3>(a, D, alpha + r, vp, vr, nb, wr, ng, mr); break;
+        case 2: pv_rows<S, T, 2>(a, D, alpha + r, vp, vr, nb, wr, ng, mr); break;
+        case 1: pv_rows<S, T, 1>(a, D, alpha + r, vp, vr, nb, wr, ng, mr); break;
+      }
+    r += nr;
+  }
 }
 
 template <class S>
 void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
-  const int64_t D = kv.head_dim, bt = kv.block_tokens, H = kv.n_kv_heads;
+  const int64_t D = kv.head_dim, bt = kv.block_tokens, H = kv.n_kv_heads, ng = groups_of(D);
   const int64_t kr = kv_row_bytes(kv.k_type, D), vr = kv_row_bytes(kv.v_type, D);
-  const RowFn<S> kfn = row_fn<S>(kv.k_type), vfn = row_fn<S>(kv.v_type);
-  float* kbuf = scratch;             // [2][D]
-  float* vbuf = kbuf + 2 * D;        // [kTile][D]
-  float* s = vbuf + kTile * D;       // [R][kTile] scores, then probabilities
+  float* s = scratch;                        // [R][kTile] scores, then probabilities
+  float* alpha = s + int64_t(it.R) * kTile;  // [R] this tile's rescaling of acc
+  float* w = alpha + it.R;                   // [R][kTile][ng] P.V weights (int8/int4 V)
+  float* msum = w + int64_t(it.R) * kTile * ng;  // [R][ng] int4 V min terms
+  float* dm = msum + int64_t(it.R) * ng;         // [2][ng][kTile] V scales and mins of a tile
   QuantQ qq;
   if (kv_type_quantized(kv.k_type)) {
-    qq.ng = groups_of(D), qq.R = it.R;
-    qq.dq = s + int64_t(it.R) * kTile;
-    qq.qsum = qq.dq + it.R * qq.ng;
-    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + it.R * qq.ng);
+    qq.ng = ng, qq.R = it.R;
+    qq.dq = dm + 2 * ng * kTile;
+    qq.qsum = qq.dq + it.R * ng;
+    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + it.R * ng);
     quantize_queries(it.q, it.R, D, qq);
   }
-  const float* vrows[kTile];
+  auto tile_at = [&](int64_t p0, int64_t* row0) {  // tokens of the tile starting at p0; its first pool row
+    const int64_t off = p0 % bt;
+    *row0 = (int64_t(it.blocks[p0 / bt]) * H + it.h) * bt + off;
+    return int(std::min<int64_t>({kTile, it.k1 - p0, bt - off}));
+  };
+  const uint8_t* k = static_cast<const uint8_t*>(kv.k);
+  const uint8_t* v = static_cast<const uint8_t*>(kv.v);
+  int64_t row0 = 0;
+  int n = it.k0 < it.k1 ? tile_at(it.k0, &row0) : 0;
   for (int64_t p0 = it.k0; p0 < it.k1;) {
-    const int64_t blk = it.blocks[p0 / bt], off = p0 % bt;
-    const int n = int(std::min<int64_t>({kTile, it.k1 - p0, bt - off}));
-    const int64_t row0 = (int64_t(blk) * H + it.h) * bt + off;  // first row of the tile in the pool
-    const uint8_t* kp = static_cast<const uint8_t*>(kv.k) + row0 * kr;
-    const uint8_t* vp = static_cast<const uint8_t*>(kv.v) + row0 * vr;
-    // scores: integer dots for int8/int4 K, else f32 rows two keys at a time
-    if (kv.k_type == KvType::int8) {
-      score_quantized<S, KvType::int8>(kp, kr, n, qq, it.R, s);
-    } else if (kv.k_type == KvType::int4) {
-      score_quantized<S, KvType::int4>(kp, kr, n, qq, it.R, s);
-    } else {
-      int t = 0;
-      for (; t + 2 <= n; t += 2) {
-        const float* k2[2] = {kfn(kp + t * kr, D, kbuf), kfn(kp + (t + 1) * kr, D, kbuf + D)};
-        score_keys<S, 2>(k2, it.q, it.R, D, s + t);
-      }
-      if (t < n) {
-        const float* k1[1] = {kfn(kp + t * kr, D, kbuf)};
-        score_keys<S, 1>(k1, it.q, it.R, D, s + t);
-      }
+    const uint8_t* kp = k + row0 * kr;
+    const uint8_t* vp = v + row0 * vr;
+    // The next tile is usually in another block, somewhere else in the pool:
+    // prefetch its K and V rows now, a tile's compute ahead of their use (the
+    // hardware prefetcher only follows the current block's run of rows). Into
+    // L2 (locality 2, T1): into L1 (T0) or two tiles ahead measured slower.
+    int64_t next_row0 = 0;
+    const int next_n = p0 + n < it.k1 ? tile_at(p0 + n, &next_row0) : 0;
+    for (int64_t b = 0; b < next_n * kr; b += 64) __builtin_prefetch(k + next_row0 * kr + b, 0, 2);
+    for (int64_t b = 0; b < next_n * vr; b += 64) __builtin_prefetch(v + next_row0 * vr + b, 0, 2);
+    switch (kv.k_type) {  // scores: integer dots for int8/int4 K, else f32 FMAs on the converted rows
+      case KvType::f32: score_float<S, KvType::f32>(kp, kr, n, it.q, it.R, D, s); break;
+      case KvType::f16: score_float<S, KvType::f16>(kp, kr, n, it.q, it.R, D, s); break;
+      case KvType::bf16: score_float<S, KvType::bf16>(kp, kr, n, it.q, it.R, D, s); break;
+      case KvType::int8: score_quantized<S, KvType::int8>(kp, kr, n, qq, it.R, s); break;
+      case KvType::int4: score_quantized<S, KvType::int4>(kp, kr, n, qq, it.R, s); break;
     }
     // online softmax step per row over its v visible tokens of the tile
-    int nmax = 0;
     for (int r = 0; r < it.R; ++r) {
       float* sr = s + r * kTile;
-      const int v = int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
-      nmax = std::max(nmax, v);
-      if (v == 0) continue;
-      float mt = sr[0];
-      for (int t = 1; t < v; ++t) mt = std::max(mt, sr[t]);
-      for (int t = v; t < kTile; ++t) sr[t] = -INFINITY;
-      const float mn = std::max(it.m[r], mt);
-      const float alpha = std::exp(it.m[r] - mn);
+      const int nv = visible(it, r, p0, n);
+      alpha[r] = 1.0f;
+      if (nv == 0) {
+        std::fill(sr, sr + kTile, 0.0f);
+        continue;
+      }
+      for (int t = nv; t < kTile; ++t) sr[t] = -INFINITY;
+      V mx = S::load(sr);
+      for (int t = W; t < kTile; t += W) mx = S::max(mx, S::load(sr + t));
+      const float mn = std::max(it.m[r], S::hmax(mx));
+      alpha[r] = mn == it.m[r] ? 1.0f : std::exp(it.m[r] - mn);  // exp(0) = 1: skip the call
       V sum = S::zero();
       for (int t = 0; t < kTile; t += W) {
-        const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));
+        const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
         S::store(sr + t, e);
         sum = S::add(sum, e);
       }
-      it.l[r] = it.l[r] * alpha + S::hsum(sum);
+      it.l[r] = it.l[r] * alpha[r] + S::hsum(sum);
       it.m[r] = mn;
-      if (alpha != 1.0f) {
-        float* a = it.acc + r * D;
-        for (int64_t c = 0; c < D; c += W) S::store(a + c, S::mul(S::load(a + c), S::set1(alpha)));
-      }
     }
-    // values
-    for (int t = 0; t < nmax; ++t) vrows[t] = vfn(vp + t * vr, D, vbuf + t * D);
-    for (int r = 0; r < it.R; ++r) {
-      const int v = int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
-      const float* pr = s + r * kTile;
-      float* a = it.acc + r * D;
-      // 8, then 4, then 1 vectors of acc stay in registers across the tile's tokens
-      int64_t c = 0;
-      for (; c + 8 * W <= D; c += 8 * W) accumulate<S, 8>(a, pr, vrows, v, c);
-      for (; c + 4 * W <= D; c += 4 * W) accumulate<S, 4>(a, pr, vrows, v, c);
-      for (; c < D; c += W) accumulate<S, 1>(a, pr, vrows, v, c);
+    switch (kv.v_type) {  // values, dequantized in registers
+      case KvType::f32: pv_tile<S, KvType::f32>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum); break;
+      case KvType::f16: pv_tile<S, KvType::f16>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum); break;
+      case KvType::bf16: pv_tile<S, KvType::bf16>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum); break;
+      case KvType::int8: pv_tile<S, KvType::int8>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum); break;
+      case KvType::int4: pv_tile<S, KvType::int4>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum); break;
     }
     p0 += n;
+    row0 = next_row0, n = next_n;
   }
 }
 

@@ -29,10 +29,16 @@ struct Scalar {
   static V fmadd(V a, V b, V c) { return a * b + c; }  // std::fma is a slow libm call without FMA
   static V max(V a, V b) { return a > b ? a : b; }
   static float hsum(V v) { return v; }
+  static float hmax(V v) { return v; }
 };
 
 template <class S> typename S::V load_i8(const int8_t* p);           // kWidth quants
-template <class S> typename S::V load_u4(const uint8_t* p, bool hi);  // kWidth nibbles of p[0..kWidth)
+// kWidth nibbles of p[0..kWidth): (p[j] >> shift) & 15, shift 0 (low) or 4 (high), no branch.
+template <class S> typename S::V load_u4(const uint8_t* p, int shift);
+// The 2 * kWidth values j0 .. j0 + 2 * kWidth of an int4 group from its 16
+// nibble bytes qs (j0 a multiple of 2 * kWidth, <= 16): x[0], x[1]. One load
+// and one unpack for both vectors (P.V's two-vector chunks).
+template <class S> void load_u4x2(const uint8_t* qs, int j0, typename S::V* x);
 template <class S> typename S::V exp_v(typename S::V x);
 template <class S> float h2f(uint16_t h);
 // Lanes summing to sum_j q[j] * k[j], j < 32 (q, k int8; q in [-127, 127]).
@@ -50,7 +56,10 @@ void qdots4(const uint8_t* krow, const int8_t* q8, const float* dq, const float*
             float* out, int ostride);
 
 template <> inline float load_i8<Scalar>(const int8_t* p) { return float(*p); }
-template <> inline float load_u4<Scalar>(const uint8_t* p, bool hi) { return float(hi ? *p >> 4 : *p & 15); }
+template <> inline float load_u4<Scalar>(const uint8_t* p, int shift) { return float((*p >> shift) & 15); }
+template <> inline void load_u4x2<Scalar>(const uint8_t* qs, int j0, float* x) {
+  for (int i = 0; i < 2; ++i) x[i] = load_u4<Scalar>(qs + (j0 + i) % 16, j0 >= 16 ? 4 : 0);
+}
 template <> inline float exp_v<Scalar>(float x) { return std::exp(x); }
 template <> inline float h2f<Scalar>(uint16_t h) { return f16_bits_to_f32(h); }
 template <> inline float idot_q8<Scalar>(const int8_t* q, const int8_t* k) {
@@ -68,10 +77,17 @@ template <> inline float idot_q4<Scalar>(const int8_t* q, const uint8_t* nib) {
 template <> inline __m256 load_i8<simd::Avx2>(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
-template <> inline __m256 load_u4<simd::Avx2>(const uint8_t* p, bool hi) {
-  __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  if (hi) b = _mm256_srli_epi32(b, 4);
+template <> inline __m256 load_u4<simd::Avx2>(const uint8_t* p, int shift) {
+  const __m256i b = _mm256_srl_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
+                                     _mm_cvtsi32_si128(shift));
   return _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+}
+template <> inline void load_u4x2<simd::Avx2>(const uint8_t* qs, int j0, __m256* x) {  // j0 = 0 or 16
+  const __m128i b = _mm_and_si128(_mm_srl_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)),
+                                                _mm_cvtsi32_si128(j0 >= 16 ? 4 : 0)),
+                                  _mm_set1_epi8(15));
+  x[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+  x[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
 }
 template <> inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::exp<simd::Avx2>(x); }
 template <> inline float h2f<simd::Avx2>(uint16_t h) { return _cvtsh_ss(h); }
@@ -143,10 +159,15 @@ template <> inline void qdots4<simd::Avx2, true>(const uint8_t* k, const int8_t*
 template <> inline __m512 load_i8<simd::Avx512>(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-template <> inline __m512 load_u4<simd::Avx512>(const uint8_t* p, bool hi) {
-  __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  if (hi) b = _mm512_srli_epi32(b, 4);
+template <> inline __m512 load_u4<simd::Avx512>(const uint8_t* p, int shift) {
+  const __m512i b = _mm512_srl_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+                                     _mm_cvtsi32_si128(shift));
   return _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
+}
+template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* x) {  // j0 = 0: the whole group
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(15);
+  x[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, m)));
+  x[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), m)));
 }
 template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::exp<simd::Avx512>(x); }
 template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
