@@ -23,6 +23,8 @@ the row (`flops_per_byte`, or `gflops` / `gbps`) or from the kernel's formula:
   backward: 13 FLOPs per element over 3 x s bytes (docs/capacity.md);
   decode attention: G (4d + 5) / (d (bk + bv)) from the row's `group`,
   `head_dim` and `kv_type` (or `dtype`), its long-context limit.
+Rows that name a model (the attention bench's) are placed only on that
+model's plot, at the analysis's context and batch (paged kernel only).
 Rows whose intensity cannot be told are listed and skipped.
 """
 import argparse
@@ -65,6 +67,19 @@ def row_intensity(r):
             g, d = float(r["group"]), float(r["head_dim"])
             return g * (4 * d + 5) / (d * 2 * KV_BYTES[kv])
     return None
+
+
+def same_setting(r, a):
+    """Rows that name a model (the attention bench's) are placed only on that
+    model's plot, at the analysis's context and batch, and only the paged
+    kernel; other rows (triad, LayerNorm) go on every plot."""
+    if "model" not in r:
+        return True
+    s = a["settings"]
+    def key(name):  # the bench says llama3-8b where the analysis says llama-3-8b
+        return name.lower().replace("-", "")
+    return (key(r["model"]) == key(a["model"]["name"]) and r.get("impl") == "paged"
+            and int(r.get("context", -1)) == s["context"] and int(r.get("batch", -1)) == s["batch"])
 
 
 def plot_memory(a, out, plt):
@@ -177,8 +192,14 @@ def main(argv=None):
         if device not in keys:
             p.error(f"--bench {spec!r}: device {device!r} is not in the analysis ({', '.join(sorted(keys))})")
         for r in load_rows(path):
+            if not same_setting(r, a):
+                continue
             i = row_intensity(r)
             label = f"{r.get('kernel')}/{r.get('impl')} {r.get('op')} {r.get('shape')} {r.get('dtype')}"
+            if "model" in r:  # its plot already names the model, context and batch
+                label = f"{r.get('op')} {r.get('kv_type', r.get('dtype'))}"
+            elif "threads" in r:
+                label += f" {r['threads']} thr"
             if i is None:
                 print(f"skipped (intensity unknown): {label}", file=sys.stderr)
                 continue
