@@ -26,12 +26,8 @@ int run(const Options& opt) {
   Reporter rep(opt, "attention-gpu",
                "paged decode, one layer; bytes = K and V rows read = B * ctx * Hkv * (k_row + v_row); "
                "device copy = cudaMemcpy D2D counting read + write");
-  if (cuda_device_count() == 0) {
-    rep.note("skipped: no CUDA device");
-    return 0;
-  }
-  const double copy = device_copy_gbps();
-  rep.add({"attention-gpu", "cudaMemcpy", "copy", "1GiB", "u8", 2.0 * (1 << 30) / (copy * 1e6), copy, {}});
+  const double copy = open_gpu_bench(rep, opt, "attention-gpu");
+  if (copy == 0) return 0;
   const Model models[] = {{"smollm2-135m", 9, 3, 64}, {"llama3-8b", 32, 8, 128}};
   const std::vector<int64_t> ctxs = opt.quick ? std::vector<int64_t>{2048} : std::vector<int64_t>{2048, 8192, 32768};
   const KvType types[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};

@@ -2,7 +2,8 @@
 //  - gpu_median_ms(): CUDA-event timing of a launch, median over reps, with
 //    the L2 flushed before every rep (cold-L2 numbers, as the issues ask);
 //  - device_copy_gbps(): the device's own copy bandwidth (cudaMemcpy D2D of
-//    1 GiB, counting read + write = 2 bytes per byte copied), the yardstick.
+//    1 GiB, counting read + write = 2 bytes per byte copied), the yardstick;
+//  - open_gpu_bench(): the opening every GPU bench shares.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,7 +11,9 @@
 #include <functional>
 #include <vector>
 
+#include "bench/common/bench.hpp"
 #include "core/cuda_check.cuh"
+#include "llmk/cuda.hpp"
 
 namespace llmk::bench {
 
@@ -73,6 +76,22 @@ inline double device_copy_gbps(size_t bytes = size_t(1) << 30) {
   cudaFree(src);
   cudaFree(dst);
   return 2.0 * double(bytes) / (ms * 1e6);
+}
+
+// Without a device: notes "skipped: no CUDA device" and returns 0 (the bench
+// then returns). Otherwise adds the device copy row (kernel, "copy",
+// "d2d_copy"; 256 MiB with --quick, else 1 GiB; the device's name in `device`)
+// and returns its GB/s.
+inline double open_gpu_bench(Reporter& rep, const Options& opt, const std::string& kernel) {
+  if (cuda_device_count() == 0) {
+    rep.note("skipped: no CUDA device");
+    return 0;
+  }
+  const size_t bytes = opt.quick ? (size_t(256) << 20) : (size_t(1) << 30);
+  const double copy = device_copy_gbps(bytes);
+  rep.add(Row{kernel, "copy", "d2d_copy", std::to_string(bytes >> 20) + "MiB", "u8",
+              2.0 * double(bytes) / (copy * 1e6), copy, {{"device", cuda_device_name()}}});
+  return copy;
 }
 
 }  // namespace llmk::bench

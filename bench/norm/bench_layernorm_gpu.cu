@@ -42,20 +42,14 @@ int run(const Options& opt) {
   Reporter rep(opt, "layernorm-gpu",
                "bytes = minimum traffic: fwd reads x + writes y = 2*N*D*s, bwd reads x, dy + writes dx = 3*N*D*s; "
                "CUDA events, L2 flushed before every rep; copy = cudaMemcpy D2D, read + write counted");
-  if (cuda_device_count() == 0) {
-    rep.note("skipped: no CUDA device");
-    return 0;
-  }
+  const double copy = open_gpu_bench(rep, opt, "layernorm-gpu");
+  if (copy == 0) return 0;
   // The backward takes its partial buffer from the default stream-ordered
   // pool: keep freed memory there instead of returning it every sync.
   cudaMemPool_t pool;
   uint64_t keep = uint64_t(1) << 30;
   LLMK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
   LLMK_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  rep.note("device " + cuda_device_name(0));
-  const double copy = device_copy_gbps(opt.quick ? (size_t(64) << 20) : (size_t(1) << 30));
-  rep.add(Row{"layernorm-gpu", "copy", "copy", opt.quick ? "64MiB" : "1GiB", "u8",
-              2.0 * double(opt.quick ? (size_t(64) << 20) : (size_t(1) << 30)) / (copy * 1e6), copy, {}});
   const int64_t N = opt.quick ? 1024 : 16384, D = opt.quick ? 1024 : 4096;
   const std::string shape = shape_str({N, D});
   const int reps = opt.quick ? 5 : 20;

@@ -27,14 +27,8 @@ int run(const Options& opt) {
   Reporter rep(opt, "sample-gpu",
                "bytes = 4*B*V (f32 logits read once), cold L2; torch = softmax -> topk -> top-p cut -> "
                "multinomial on CUDA");
-  if (cuda_device_count() == 0) {
-    rep.note("skipped: no CUDA device");
-    return 0;
-  }
-  const size_t copy_bytes = opt.quick ? (size_t(256) << 20) : (size_t(1) << 30);
-  const double copy = device_copy_gbps(copy_bytes);
-  rep.add(Row{"sample-gpu", "copy", "d2d_copy", std::to_string(copy_bytes >> 20) + "MiB", "u8",
-              2.0 * double(copy_bytes) / (copy * 1e6), copy, {{"device", cuda_device_name()}}});
+  const double copy = open_gpu_bench(rep, opt, "sample-gpu");
+  if (copy == 0) return 0;
   const std::vector<Op> ops = {{"greedy", {0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f}},
                                {"topk50_topp0.9", {0.8f, 50, 0.9f, 0.0f, 1.0f, 0.0f}},
                                {"topp0.9", {0.8f, 0, 0.9f, 0.0f, 1.0f, 0.0f}},

@@ -21,14 +21,8 @@ struct Shape {
 int run(const Options& opt) {
   Reporter rep(opt, "softmax-topk-gpu",
                "bytes = 4*B*V (f32 logits read once), cold L2; torch = torch.softmax + torch.topk on CUDA");
-  if (cuda_device_count() == 0) {
-    rep.note("skipped: no CUDA device");
-    return 0;
-  }
-  const size_t copy_bytes = opt.quick ? (size_t(256) << 20) : (size_t(1) << 30);
-  const double copy = device_copy_gbps(copy_bytes);
-  rep.add(Row{"softmax-topk-gpu", "copy", "d2d_copy", std::to_string(copy_bytes >> 20) + "MiB", "u8",
-              2.0 * double(copy_bytes) / (copy * 1e6), copy, {{"device", cuda_device_name()}}});
+  const double copy = open_gpu_bench(rep, opt, "softmax-topk-gpu");
+  if (copy == 0) return 0;
   std::vector<Shape> shapes = {{256, 131072, 1}, {256, 131072, 50}, {256, 131072, 256}};
   if (!opt.quick)
     shapes.insert(shapes.end(), {{256, 131072, 1024}, {1, 131072, 50}, {8, 131072, 50}, {64, 151936, 50},
