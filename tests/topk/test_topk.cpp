@@ -244,7 +244,8 @@ TEST(SoftmaxTopk, RunningMaxRises) {
 // P parts that 1 / 3 / 4 threads make of one row of 128256 (kMinPart 16384 in
 // topk.cpp); ties at the guess (a plateau with fewer than K logits above it);
 // finite logits only in the sample; NaN, +inf and -inf in the sample; an
-// ascending row. Also K = V and K around the largest rank the sample covers.
+// ascending row. K = 17 .. 1024 (no guess where r > 64: K = 1024; 480 in 3 or
+// 4 parts; 256 in 4), and K = V.
 // Every row is run alone under every thread count, so each also meets the
 // other splits, whose guesses may be safe.
 TEST(SoftmaxTopk, SampledThresholdRescan) {
@@ -254,7 +255,8 @@ TEST(SoftmaxTopk, SampledThresholdRescan) {
     auto x = random_logits<float>(1, v, v, 40 + parts);
     for (int64_t p = 0; p < parts; ++p)
       for (int64_t i = 0; i < topk::kSampleRuns; ++i)
-        for (int64_t j = 0; j < topk::kSampleRun; ++j) x[topk::sample_run(v * p / parts, v * (p + 1) / parts, i) + j] += 20.0f;
+        for (int64_t j = 0; j < topk::kSampleRun; ++j)
+          x[topk::sample_run(v * p / parts, v * (p + 1) / parts, i) + j] += 20.0f;
     rows.push_back(x);
   }
   {  // a plateau of 1.0 (ties at the guess), 10 logits above it, the rest below
@@ -266,14 +268,16 @@ TEST(SoftmaxTopk, SampledThresholdRescan) {
     auto x = random_logits<float>(1, v, v, 51);
     std::vector<float> y(v, -INFINITY);
     for (int64_t i = 0; i < topk::kSampleRuns; ++i)
-      for (int64_t j = 0; j < topk::kSampleRun; ++j) y[topk::sample_run(0, v, i) + j] = x[topk::sample_run(0, v, i) + j];
+      for (int64_t j = 0; j < topk::kSampleRun; ++j)
+        y[topk::sample_run(0, v, i) + j] = x[topk::sample_run(0, v, i) + j];
     rows.push_back(y);
   }
   for (float special : {NAN, INFINITY, -INFINITY}) {  // in the first sample run, and -inf in all of them
     auto x = random_logits<float>(1, v, v, 52);
     x[3] = special;
     if (special == -INFINITY)
-      for (int64_t i = 0; i < topk::kSampleRuns; ++i) std::fill_n(x.begin() + topk::sample_run(0, v, i), topk::kSampleRun, special);
+      for (int64_t i = 0; i < topk::kSampleRuns; ++i)
+        std::fill_n(x.begin() + topk::sample_run(0, v, i), topk::kSampleRun, special);
     rows.push_back(x);
   }
   {
@@ -303,7 +307,8 @@ TEST(SoftmaxTopk, SampledThresholdRescan) {
     for (SimdLevel lvl : simd_levels()) {
       ScopedSimdLimit lim(lvl);
       for (int64_t k : {int64_t(17), int64_t(50), n})
-        EXPECT_TRUE(same_topk(run_fused(view, k, 1.0f), ref, 1, "K = " + std::to_string(k) + " of V " + std::to_string(n)));
+        EXPECT_TRUE(
+            same_topk(run_fused(view, k, 1.0f), ref, 1, "K = " + std::to_string(k) + " of V " + std::to_string(n)));
     }
   }
 }
