@@ -70,6 +70,14 @@ inline constexpr int64_t kInsertK = 16;
 inline constexpr int64_t kChunk = 1024;  // elements between flush checks (the buffer holds one chunk of candidates)
 inline int64_t cand_capacity(int64_t k) { return k + std::max<int64_t>(k, kChunk) + kChunk; }
 
+// The sample of a part [lo, hi) that sets its starting threshold (topk_scan.hpp,
+// sample_guess): kSampleRuns runs of kSampleRun contiguous elements, run i
+// starting at sample_run(lo, hi, i), the first at lo and the last ending at hi.
+inline constexpr int64_t kSampleRuns = 64, kSampleRun = 64, kSampleMinPart = 16384;
+inline int64_t sample_run(int64_t lo, int64_t hi, int64_t i) {
+  return lo + (hi - lo - kSampleRun) * i / (kSampleRuns - 1);
+}
+
 // Throws InvalidArgument naming `fn` and the argument for anything the header
 // rejects (and for a non-CPU view when cpu_only).
 void validate(const char* fn, const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,

@@ -6,6 +6,7 @@
 #include "tests/topk/topk_check.hpp"
 
 #include "llmk/parallel.hpp"
+#include "topk/topk_internal.hpp"
 
 namespace llmk::test {
 namespace {
@@ -233,6 +234,81 @@ TEST(SoftmaxTopk, RunningMaxRises) {
                                 std::string(simd_name(lvl)) + " running max, T " + std::to_string(t) + " threads " +
                                     std::to_string(threads) + " K " + std::to_string(k)));
       }
+    }
+  }
+}
+
+// The sampled starting threshold (topk_scan.hpp, sample_guess) where the
+// guess is unsafe and the part must be rescanned: a row whose sample runs
+// (topk_internal.hpp, sample_run) hold its largest logits, for the split into
+// P parts that 1 / 3 / 4 threads make of one row of 128256 (kMinPart 16384 in
+// topk.cpp); ties at the guess (a plateau with fewer than K logits above it);
+// finite logits only in the sample; NaN, +inf and -inf in the sample; an
+// ascending row. K = 17 .. 1024 (no guess where r > 64: K = 1024; 480 in 3 or
+// 4 parts; 256 in 4), and K = V.
+// Every row is run alone under every thread count, so each also meets the
+// other splits, whose guesses may be safe.
+TEST(SoftmaxTopk, SampledThresholdRescan) {
+  const int64_t v = 128256;
+  std::vector<std::vector<float>> rows;
+  for (int64_t parts : {1, 3, 4}) {  // the sample holds the largest logits
+    auto x = random_logits<float>(1, v, v, 40 + parts);
+    for (int64_t p = 0; p < parts; ++p)
+      for (int64_t i = 0; i < topk::kSampleRuns; ++i)
+        for (int64_t j = 0; j < topk::kSampleRun; ++j)
+          x[topk::sample_run(v * p / parts, v * (p + 1) / parts, i) + j] += 20.0f;
+    rows.push_back(x);
+  }
+  {  // a plateau of 1.0 (ties at the guess), 10 logits above it, the rest below
+    auto x = random_logits<float>(1, v, v, 50);
+    for (int64_t j = 0; j < v; ++j) x[j] = j % 12800 == 77 ? 2.0f : j % 10 ? 1.0f : -std::fabs(x[j]);
+    rows.push_back(x);
+  }
+  {  // finite logits only in the sample runs of one part
+    auto x = random_logits<float>(1, v, v, 51);
+    std::vector<float> y(v, -INFINITY);
+    for (int64_t i = 0; i < topk::kSampleRuns; ++i)
+      for (int64_t j = 0; j < topk::kSampleRun; ++j)
+        y[topk::sample_run(0, v, i) + j] = x[topk::sample_run(0, v, i) + j];
+    rows.push_back(y);
+  }
+  for (float special : {NAN, INFINITY, -INFINITY}) {  // in the first sample run, and -inf in all of them
+    auto x = random_logits<float>(1, v, v, 52);
+    x[3] = special;
+    if (special == -INFINITY)
+      for (int64_t i = 0; i < topk::kSampleRuns; ++i)
+        std::fill_n(x.begin() + topk::sample_run(0, v, i), topk::kSampleRun, special);
+    rows.push_back(x);
+  }
+  {
+    std::vector<float> x(v);
+    for (int64_t j = 0; j < v; ++j) x[j] = 1e-4f * float(j);  // ascending
+    rows.push_back(x);
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto view = TensorView::matrix(rows[r].data(), DType::f32, 1, v);
+    const auto ref = run_ref(view, 1024, 1.0f);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      for (int threads : {1, 3, 4}) {
+        ThreadScope ts(threads);
+        for (int64_t k : {17, 50, 256, 480, 1024})
+          EXPECT_TRUE(same_topk(run_fused(view, k, 1.0f), ref, 1,
+                                std::string(simd_name(lvl)) + " sampled threshold, row " + std::to_string(r) +
+                                    " threads " + std::to_string(threads) + " K " + std::to_string(k)));
+      }
+    }
+  }
+  // K = V, and a part just at the sampling minimum.
+  for (int64_t n : {topk::kSampleMinPart, int64_t(20000)}) {
+    auto x = random_logits<float>(1, n, n, 53);
+    const auto view = TensorView::matrix(x.data(), DType::f32, 1, n);
+    const auto ref = run_ref(view, n, 1.0f);
+    for (SimdLevel lvl : simd_levels()) {
+      ScopedSimdLimit lim(lvl);
+      for (int64_t k : {int64_t(17), int64_t(50), n})
+        EXPECT_TRUE(
+            same_topk(run_fused(view, k, 1.0f), ref, 1, "K = " + std::to_string(k) + " of V " + std::to_string(n)));
     }
   }
 }
