@@ -35,8 +35,9 @@
 //
 // CPU (Device::cpu views): threads over (sequence, kv-head[, split | query tile]),
 // scalar / AVX2 / AVX-512 by llmk::simd_level(). CUDA (Device::cuda views,
-// all pointers on the device): decode, kv_append_cuda() which quantizes K/V
-// rows into the pools through the slot map, and attention_prefill_cuda().
+// all pointers on the device): decode, prefill (attention_prefill with
+// opt.num_tokens = qo_indptr[B] calls attention_prefill_cuda()), and
+// kv_append_cuda() which quantizes K/V rows into the pools through the slot map.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -49,6 +50,7 @@ namespace llmk {
 struct AttentionOptions {
   int splits = 0;           // decode: context splits per (sequence, kv-head); 0 = choose
   int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
+  int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host reads no device table)
   Stream stream = nullptr;  // CUDA
 };
 

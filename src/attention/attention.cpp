@@ -211,9 +211,18 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
                        int64_t Hq, float scale, float* out, const AttentionOptions& opt) {
   const char* fn = "attention_prefill";
   validate_common(fn, q, kv, p, Hq, scale, out);
-  LLMK_CHECK_ARG(kv.device == Device::cpu, fn, "kv.device", device_name(kv.device),
-                 "must be cpu (prefill has no CUDA kernel yet)");
   LLMK_CHECK_ARG(qo_indptr != nullptr, fn, "qo_indptr", qo_indptr, "must not be null");
+  if (kv.device == Device::cuda) {
+#ifdef LLMK_HAVE_CUDA
+    // device tables are not read on the host: the caller states qo_indptr[B]
+    LLMK_CHECK_ARG(opt.num_tokens >= 0, fn, "opt.num_tokens", opt.num_tokens,
+                   "must be qo_indptr[B] (>= 0) for CUDA tensors: the host does not read device tables");
+    attention_prefill_cuda(q, qo_indptr, opt.num_tokens, kv, p, Hq, scale, out, opt.stream);
+    return;
+#else
+    throw_invalid_argument(fn, "kv.device", "cuda", "this llmk was built without CUDA");
+#endif
+  }
   LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
   const int64_t H = kv.n_kv_heads, G = Hq / H, D = kv.head_dim;
   std::vector<Work> work;

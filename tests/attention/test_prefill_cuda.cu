@@ -359,6 +359,27 @@ TEST(PrefillCudaArgs, BadArgumentsAreNamed) {
   PageTableView none = pages;
   none.num_seqs = 0;
   expect("pages.num_seqs", [&] { run(kv, none, 4, 1, 1.0f, i64); });
+  // the device-generic entry needs qo_indptr[B] on the host
+  expect("opt.num_tokens", [&] { attention_prefill(f, i64, kv, pages, 4, 1.0f, f); });
+}
+
+// attention_prefill on CUDA views (opt.num_tokens given) is attention_prefill_cuda.
+TEST(PrefillCuda, GenericEntryCallsTheCudaKernel) {
+  LLMK_REQUIRE_CUDA();
+  const Shape s{8, 2, 64};
+  const Batch x = make_batch(s, KvType::int8, KvType::int4, 16, {30, 1}, {10, 40}, 91);
+  const OnDevice d(x.f);
+  Dev<float> dq(x.q);
+  Dev<int64_t> dqo(x.qo);
+  DeviceGuarded<float> a(x.q.size()), b(x.q.size());
+  attention_prefill_cuda(dq.p, dqo.p, x.T, d.kv, d.pages, s.Hq, 0.125f, a.data());
+  AttentionOptions opt;
+  opt.num_tokens = x.T;
+  attention_prefill(dq.p, dqo.p, d.kv, d.pages, s.Hq, 0.125f, b.data(), opt);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(a.guard_intact());
+  EXPECT_TRUE(b.guard_intact());
+  EXPECT_EQ(a.download(), b.download());
 }
 
 TEST(PrefillCudaArgs, BadCtaRowsIsNamed) {
