@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,8 @@ struct Output {
 };
 
 struct EngineConfig {
-  KvType kv_type = KvType::f32;
+  KvType kv_type = KvType::f32;     // K's storage type, and V's unless kv_v_type is set
+  std::optional<KvType> kv_v_type;  // V's type when it differs from K's (e.g. int4 rotated K, int8 V)
   bool kv_rotate = false;           // Hadamard-rotate K before it is stored (KvCacheConfig::k_rotate)
   int64_t block_tokens = 16;
   int64_t kv_tokens = 8192;         // cache capacity in tokens (rounded up to blocks)
@@ -90,9 +92,9 @@ class Engine {
 };
 
 // Logits of every position of one sequence (positions 0..T-1) through a fresh
-// paged cache of type kv_type (K stored Hadamard-rotated when kv_rotate):
-// logits [T, n_vocab]. For perplexity and for comparisons with other implementations.
-void forward_sequence(Model& model, KvType kv_type, std::span<const int32_t> tokens, float* logits,
-                      bool kv_rotate = false);
+// paged cache with kv's storage types, rotation and block size (its capacity
+// fields are ignored): logits [T, n_vocab]. For perplexity and for comparisons
+// with other implementations.
+void forward_sequence(Model& model, const EngineConfig& kv, std::span<const int32_t> tokens, float* logits);
 
 }  // namespace llmk

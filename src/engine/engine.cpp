@@ -59,7 +59,8 @@ KvCacheConfig kv_config(const Model& m, const EngineConfig& c) {
   k.n_kv_heads = m.config().n_head_kv;
   k.head_dim = m.config().d_head();
   k.block_tokens = c.block_tokens;
-  k.k_type = k.v_type = c.kv_type;
+  k.k_type = c.kv_type;
+  k.v_type = c.kv_v_type.value_or(c.kv_type);
   k.k_rotate = c.kv_rotate;
   k.budget_bytes = (c.kv_tokens + c.block_tokens - 1) / c.block_tokens * kv_block_bytes(k);
   validate(k, "Engine");
@@ -236,13 +237,10 @@ struct Engine::Impl {
   }
 };
 
-void forward_sequence(Model& model, KvType kv_type, std::span<const int32_t> tokens, float* logits,
-                      bool kv_rotate) {
+void forward_sequence(Model& model, const EngineConfig& kv_cfg, std::span<const int32_t> tokens, float* logits) {
   const int64_t T = int64_t(tokens.size());
   LLMK_CHECK_ARG(T > 0, "forward_sequence", "tokens", "(empty)", "must hold at least one token");
-  EngineConfig c;
-  c.kv_type = kv_type;
-  c.kv_rotate = kv_rotate;
+  EngineConfig c = kv_cfg;
   c.kv_tokens = T;
   PagedKv kv(kv_config(model, c), model.config().n_head, model.config().d_head());
   const int64_t s = kv.cache.add_sequence();

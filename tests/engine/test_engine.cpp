@@ -251,9 +251,29 @@ TEST(Engine, PagedLogitsMatchDenseCache) {
   const std::vector<int32_t> seq(static_cast<size_t>(T), 0);
   std::vector<float> ref(static_cast<size_t>(T * V)), got(static_cast<size_t>(T * V));
   m.forward({toks, pos, seq, {}}, dense, ref.data());
-  forward_sequence(m, KvType::f32, toks, got.data());
+  forward_sequence(m, EngineConfig{}, toks, got.data());
   double scale = 0;
   for (float r : ref) scale = std::max(scale, double(std::fabs(r)));
   EXPECT_TRUE(test::all_close(got.data(), ref.data(), got.size(), 1e-4 * scale, 0.0, "paged f32 vs dense"));
+}
+
+// kv_v_type sets V's storage apart from K's: naming V's type equal to K's is
+// the default bit for bit, and changing only V's type (either way) changes the
+// logits, so the cache really stores V in the type asked for.
+TEST(Engine, SeparateVTypeIsApplied) {
+  Model m = Model::random(tiny(), WType::f32, 12);
+  const auto toks = prompt(40, 10);
+  const size_t n = toks.size() * size_t(m.config().n_vocab);
+  auto run = [&](KvType k, std::optional<KvType> v) {
+    EngineConfig c;
+    c.kv_type = k, c.kv_v_type = v;
+    std::vector<float> lg(n);
+    forward_sequence(m, c, toks, lg.data());
+    return lg;
+  };
+  const auto f32 = run(KvType::f32, std::nullopt), q8 = run(KvType::int8, std::nullopt);
+  EXPECT_EQ(run(KvType::int8, KvType::int8), q8);
+  EXPECT_NE(run(KvType::f32, KvType::int8), f32);
+  EXPECT_NE(run(KvType::int8, KvType::f32), q8);
 }
 }  // namespace

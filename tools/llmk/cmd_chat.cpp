@@ -23,7 +23,7 @@ int run_chat(Args& args) {
   base.sampling.top_p = float(args.get_double("top-p", 0.95));
   base.seed = uint64_t(args.get_int("seed", 0));
   EngineConfig ec;
-  ec.kv_type = kv_type_arg(args, "f16");
+  kv_args(args, "f16", ec);
   const bool has_system = args.has("system");
   const std::string system = args.get("system", "");
   const bool one_shot = args.has("prompt");
@@ -69,4 +69,4 @@ int run_chat(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("chat", "chat with an instruct model (ChatML; --prompt for one turn, --system, -n, --temp)", run_chat, {});
+LLMK_COMMAND("chat", "chat with an instruct model (ChatML; --prompt for one turn, --system, -n, --temp)", run_chat, {"kv-rotate"});

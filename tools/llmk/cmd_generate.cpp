@@ -1,5 +1,5 @@
 // `llmk generate [--model PATH] [--prompt TEXT | --prompts FILE | TEXT] [-n N] [--temp T]
-// [--top-k K] [--top-p P] [--seed S] [--stop STR] [--kv-type f32|f16|q8|q4] [--kv-rotate]
+// [--top-k K] [--top-p P] [--seed S] [--stop STR] [--kv-type f32|f16|q8|q4] [--kv-v-type T] [--kv-rotate]
 // [--threads N] [--kv-tokens N] [--max-seqs N] [--json] [--dump-logits FILE]`
 // (--kv-rotate: K stored Hadamard-rotated, llmk/kv_quant.hpp; most useful with q4.)
 // Generates from one prompt (streamed as it comes) or many (--prompts: one per line, all
@@ -44,8 +44,7 @@ int run_generate(Args& args) {
   base.seed = uint64_t(args.get_int("seed", 0));
   if (args.has("stop")) base.stop.push_back(args.get("stop", ""));
   EngineConfig ec;
-  ec.kv_type = kv_type_arg(args, "f16");
-  ec.kv_rotate = args.flag("kv-rotate");
+  kv_args(args, "f16", ec);
   ec.max_seqs = args.get_int("max-seqs", 64);
   const int64_t kv_tokens = args.get_int("kv-tokens", 0);
   const std::string dump = args.get("dump-logits", "");
@@ -70,7 +69,7 @@ int run_generate(Args& args) {
     const int64_t V = lm.model.config().n_vocab;
     for (const auto& r : reqs) {
       std::vector<float> lg(r.prompt.size() * size_t(V));
-      forward_sequence(lm.model, ec.kv_type, r.prompt, lg.data(), ec.kv_rotate);
+      forward_sequence(lm.model, ec, r.prompt, lg.data());
       std::fwrite(lg.data() + (r.prompt.size() - 1) * size_t(V), sizeof(float), size_t(V), f);
     }
     std::fclose(f);
@@ -104,14 +103,14 @@ int run_generate(Args& args) {
   if (json)
     std::printf("{\"type\": \"stats\", \"prefill_tokens\": %lld, \"prefill_tok_s\": %.2f, \"decode_tokens\": %lld, \"decode_tok_s\": %.2f, \"preemptions\": %lld, \"kv_type\": \"%s\", \"threads\": %d}\n",
                 (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, (long long)st.preemptions,
-                kv_type_cli_name(ec.kv_type), num_threads());
+                kv_cli_name(ec, false).c_str(), num_threads());
   std::fprintf(stderr, "prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | %zu sequences, kv %s, %d threads\n",
-               (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, outs.size(), kv_type_cli_name(ec.kv_type),
+               (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, outs.size(), kv_cli_name(ec).c_str(),
                num_threads());
   return 0;
 }
 
 }  // namespace
 LLMK_COMMAND("generate",
-             "generate text with a GGUF model (-n, --temp, --top-k, --top-p, --seed, --kv-type, --kv-rotate, --json)",
+             "generate text with a GGUF model (-n, --temp, --top-k, --top-p, --seed, --kv-type, --kv-v-type, --kv-rotate, --json)",
              run_generate, {"json", "kv-rotate"});

@@ -1,4 +1,4 @@
-// `llmk perplexity --file F [--model PATH] [--kv-type f32|f16|q8|q4] [--kv-rotate] [--ctx N]
+// `llmk perplexity --file F [--model PATH] [--kv-type f32|f16|q8|q4] [--kv-v-type T] [--kv-rotate] [--ctx N]
 // [--chunks N] [--threads N] [--json]`: perplexity of a text under the model with the given
 // KV-cache type (--kv-rotate: K stored Hadamard-rotated, llmk/kv_quant.hpp),
 // and, for a type other than f32, the KL divergence of its next-token distributions from the
@@ -28,8 +28,8 @@ void log_softmax(const float* z, int64_t V, std::vector<double>& out) {
 int run_perplexity(Args& args) {
   const std::string file = args.get("file", "");
   const std::string path = model_path(args);
-  const KvType kv = kv_type_arg(args, "f32");
-  const bool rotate = args.flag("kv-rotate");
+  EngineConfig kv;
+  kv_args(args, "f32", kv);
   const int64_t ctx = args.get_int("ctx", 512), max_chunks = args.get_int("chunks", 0);
   const bool json = args.flag("json");
   threads_arg(args);
@@ -48,15 +48,15 @@ int run_perplexity(Args& args) {
   LLMK_CHECK_ARG(chunks > 0, "perplexity", "--file", file,
                  "holds " + std::to_string(toks.size()) + " tokens, fewer than --ctx = " + std::to_string(ctx));
   const int64_t V = lm.model.config().n_vocab;
-  const bool kl = kv != KvType::f32 || rotate;
+  const bool kl = kv.kv_type != KvType::f32 || kv.kv_v_type.value_or(KvType::f32) != KvType::f32 || kv.kv_rotate;
   std::vector<float> lg(size_t(ctx * V)), base(kl ? size_t(ctx * V) : 0);
   std::vector<double> lp, lq;
   double nll = 0, nll_base = 0, kl_sum = 0, kl_max = 0;
   int64_t n = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     const std::span<const int32_t> chunk(toks.data() + c * ctx, size_t(ctx));
-    forward_sequence(lm.model, kv, chunk, lg.data(), rotate);
-    if (kl) forward_sequence(lm.model, KvType::f32, chunk, base.data());
+    forward_sequence(lm.model, kv, chunk, lg.data());
+    if (kl) forward_sequence(lm.model, EngineConfig{}, chunk, base.data());
     for (int64_t i = ctx / 2; i < ctx - 1; ++i) {
       log_softmax(lg.data() + i * V, V, lq);
       nll -= lq[size_t(chunk[size_t(i + 1)])];
@@ -76,19 +76,18 @@ int run_perplexity(Args& args) {
   if (json) {
     std::printf("{\"kv_type\": \"%s\", \"kv_rotate\": %s, \"tokens_scored\": %lld, \"ctx\": %lld, \"ppl\": %.6f, \"ppl_f32\": %.6f, "
                 "\"ppl_change_pct\": %.4f, \"kl_mean\": %.6g, \"kl_max\": %.6g}\n",
-                kv_type_cli_name(kv), rotate ? "true" : "false", (long long)n, (long long)ctx, ppl, ppl_base, 100 * (ppl / ppl_base - 1),
+                kv_cli_name(kv, false).c_str(), kv.kv_rotate ? "true" : "false", (long long)n, (long long)ctx, ppl, ppl_base, 100 * (ppl / ppl_base - 1),
                 kl ? kl_sum / double(n) : 0.0, kl_max);
   } else {
-    std::printf("kv %s%s: perplexity %.4f over %lld tokens (%lld chunks of %lld)\n", kv_type_cli_name(kv),
-                rotate ? " (K rotated)" : "", ppl,
+    std::printf("kv %s: perplexity %.4f over %lld tokens (%lld chunks of %lld)\n", kv_cli_name(kv).c_str(), ppl,
                 (long long)n, (long long)chunks, (long long)ctx);
     if (kl)
       std::printf("kv f32: perplexity %.4f; change %+.3f%%; KL(f32 || %s) mean %.3g, max %.3g\n", ppl_base,
-                  100 * (ppl / ppl_base - 1), kv_type_cli_name(kv), kl_sum / double(n), kl_max);
+                  100 * (ppl / ppl_base - 1), kv_cli_name(kv).c_str(), kl_sum / double(n), kl_max);
   }
   return 0;
 }
 
 }  // namespace
-LLMK_COMMAND("perplexity", "perplexity of a text file, and KL to the f32 KV cache (--file, --kv-type, --kv-rotate, --ctx)",
+LLMK_COMMAND("perplexity", "perplexity of a text file, and KL to the f32 KV cache (--file, --kv-type, --kv-v-type, --kv-rotate, --ctx)",
              run_perplexity, {"json", "kv-rotate"});

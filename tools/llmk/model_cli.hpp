@@ -27,17 +27,32 @@ inline std::string model_path(Args& a) {
   return a.has("model") ? a.get("model", "") : gguf::fetch_default_model();
 }
 
-// --kv-type f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types).
-inline KvType kv_type_arg(Args& a, const char* fallback) {
-  const std::string v = a.get("kv-type", fallback);
+// A KV type named f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types).
+inline KvType kv_type_named(const std::string& v, const std::string& flag) {
   if (v == "q8") return KvType::int8;
   if (v == "q4") return KvType::int4;
-  LLMK_CHECK_ARG(v == "f32" || v == "f16" || v == "bf16", "cli", "--kv-type", v, "must be f32|f16|bf16|q8|q4");
-  return parse_kv_type(v, "--kv-type");
+  LLMK_CHECK_ARG(v == "f32" || v == "f16" || v == "bf16", "cli", flag, v, "must be f32|f16|bf16|q8|q4");
+  return parse_kv_type(v, flag.c_str());
 }
 
 inline const char* kv_type_cli_name(KvType t) {
   return t == KvType::int8 ? "q8" : t == KvType::int4 ? "q4" : kv_type_name(t);
+}
+
+// --kv-type T (K, and V unless --kv-v-type T is given), --kv-rotate (a flag:
+// list it in the command's flags) into the engine config.
+inline void kv_args(Args& a, const char* fallback, EngineConfig& ec) {
+  ec.kv_type = kv_type_named(a.get("kv-type", fallback), "--kv-type");
+  if (a.has("kv-v-type")) ec.kv_v_type = kv_type_named(a.get("kv-v-type", ""), "--kv-v-type");
+  ec.kv_rotate = a.flag("kv-rotate");
+}
+
+// "q4", or "q4/q8" when V's type differs; " (K rotated)" appended when rotated.
+inline std::string kv_cli_name(const EngineConfig& ec, bool with_rotation = true) {
+  std::string s = kv_type_cli_name(ec.kv_type);
+  if (ec.kv_v_type && *ec.kv_v_type != ec.kv_type) s += std::string("/") + kv_type_cli_name(*ec.kv_v_type);
+  if (with_rotation && ec.kv_rotate) s += " (K rotated)";
+  return s;
 }
 
 inline void threads_arg(Args& a) {
