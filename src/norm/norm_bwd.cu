@@ -156,12 +156,9 @@ std::vector<LaunchConfig> bwd_configs(const BwdArgs& a, DType t) {
   const bool vec_ok = a.D % kVecN == 0 && aligned16(a.x, a.x_stride, es) && aligned16(a.dy, a.dy_stride, es) &&
                       aligned16(a.dx, a.dx_stride, es);
   const size_t limit = dev_info().smem_optin;
-  // The launcher's pick: the forward's layout, then shared memory for the
-  // accumulators first (they save global read-modify-writes), then the cache.
-  LaunchConfig pick;
-  pick.vec = vec_ok;
-  pick.warp_row = int64_t(a.D * es) <= 4096;
-  pick.threads = pick.warp_row ? 128 : block_threads(vec_ok ? a.D / kVecN : a.D);
+  // The launcher's pick: the forward's layout (layout_pick), then shared memory
+  // for the accumulators first (they save global read-modify-writes), then the cache.
+  LaunchConfig pick = layout_pick(vec_ok, a.D, es);
   pick.smem_acc = true;
   pick.smem_acc = bwd_smem(pick, a.D, es) <= limit;
   pick.cache = true;

@@ -117,6 +117,17 @@ inline int block_threads(int64_t chunks) {
 inline bool aligned16(const void* p, int64_t stride, size_t esize) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (size_t(stride) * esize) % 16 == 0;
 }
+// The layout both launchers pick first for rows of D elements of esize bytes:
+// 16-byte vectors when vec_ok, a warp per row while the row is at most 4 KiB,
+// else a block of block_threads() threads. The caller then sets the cache and
+// accumulator choices.
+inline LaunchConfig layout_pick(bool vec_ok, int64_t D, size_t esize) {
+  LaunchConfig c;
+  c.vec = vec_ok;
+  c.warp_row = int64_t(D * esize) <= 4096;
+  c.threads = c.warp_row ? 128 : block_threads(vec_ok ? D / int64_t(16 / esize) : D);
+  return c;
+}
 
 // Sets the dynamic shared memory limit of `kernel` when it needs more than 48 KiB.
 template <class K>

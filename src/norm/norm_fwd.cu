@@ -135,11 +135,8 @@ std::vector<LaunchConfig> fwd_configs(const FwdArgs& a, DType t) {
   const int64_t kVecN = int64_t(16 / es);
   const bool vec_ok = a.D % kVecN == 0 && aligned16(a.x, a.x_stride, es) && aligned16(a.y, a.y_stride, es);
   const size_t limit = dev_info().smem_optin;
-  // The launcher's pick: a warp per row while the row is at most 4 KiB, else a block.
-  LaunchConfig pick;
-  pick.vec = vec_ok;
-  pick.warp_row = int64_t(a.D * es) <= 4096;
-  pick.threads = pick.warp_row ? 128 : block_threads(vec_ok ? a.D / kVecN : a.D);
+  // The launcher's pick: layout_pick(), then the row cached in shared memory when it fits.
+  LaunchConfig pick = layout_pick(vec_ok, a.D, es);
   pick.cache = true;
   pick.cache = fwd_smem(pick, a.D, es) <= limit;
   return configs_around(pick, vec_ok, false, limit, [&](const LaunchConfig& c) { return fwd_smem(c, a.D, es); });
