@@ -9,6 +9,9 @@
 //  - the STREAM triad of this machine, the bandwidth yardstick.
 // --only a,b: each item is a storage type (run only those, plus f32 for the
 // ratios) or a piece of the shape ("llama3", "B1 ", "ctx8192") that must occur in it.
+// All (type, layout) variants of a shape are timed in turns, 7 rounds of
+// ~30 ms each (interleaved_median_ms), so the type and paging ratios compare
+// runs under the same machine load; each round's first call is untimed.
 // Bytes counted: the K and V rows read, sum_b kv_len_b * Hkv * (k_row + v_row)
 // bytes (q and out, < 0.1% of it, are not counted). FLOPs counted: sum_b
 // kv_len_b * Hq * (4 * head_dim + 5): q.k and p.v are 2 * head_dim each per
@@ -43,9 +46,7 @@ struct Pools {
 };
 Pools make_pools(const Model& m, KvType t, int64_t nblocks, int64_t bt) {
   const int64_t rb = kv_row_bytes(t, m.D), rows = nblocks * m.Hkv * bt;
-  Pools p{Buffer(size_t(rows * rb)), Buffer(size_t(rows * rb)), {}};
-  kv_advise_huge_pages(p.k.data(), p.k.bytes());  // as KvCache does, for both layouts
-  kv_advise_huge_pages(p.v.data(), p.v.bytes());
+  Pools p{kv_pool_buffer(size_t(rows * rb)), kv_pool_buffer(size_t(rows * rb)), {}};  // as KvCache, both layouts
   std::vector<float> x(static_cast<size_t>(m.D));
   std::mt19937 g(1);
   std::normal_distribution<float> n;
@@ -143,34 +144,49 @@ int run(const Options& opt) {
             }))
           continue;
         std::vector<float> q(size_t(B * m.Hq * m.D), 0.05f), out(q.size());
+        // Every (type, layout) of the shape is built first and then timed in
+        // turns (interleaved_median_ms), so the ratios between them (the
+        // targets: int8/int4 against f32, paged against contiguous) compare
+        // runs under the same load.
+        struct Variant {
+          KvType t;
+          bool paged;
+          Pools p;
+          PageTable pt;
+        };
+        std::vector<Variant> vs;
         for (KvType t : types) {
           if (t != KvType::f32 && std::any_of(opt.only.begin(), opt.only.end(), is_type) &&
               std::find(opt.only.begin(), opt.only.end(), kv_type_name(t)) == opt.only.end())
             continue;
-          const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(t, m.D);
-          if (bytes > cap) {
+          if (B * ctx * m.Hkv * 2 * kv_row_bytes(t, m.D) > cap) {
             skipped.push_back(shape + " " + kv_type_name(t));
             continue;
           }
           for (bool paged : {true, false}) {
             const int64_t bt = paged ? 16 : ctx, per_seq = ctx / bt;
-            Pools p = make_pools(m, t, B * per_seq, bt);
-            PageTable pt;
-            pt.indptr.push_back(0);
-            pt.indices.resize(size_t(B * per_seq));
-            std::iota(pt.indices.begin(), pt.indices.end(), 0);
-            if (paged) std::shuffle(pt.indices.begin(), pt.indices.end(), std::mt19937(7));
-            for (int64_t b = 0; b < B; ++b) pt.indptr.push_back((b + 1) * per_seq), pt.last_len.push_back(int32_t(bt));
-            const float scale = float(1 / std::sqrt(double(m.D)));
-            const double ms = median_ms(
-                [&] { attention_decode(q.data(), p.view, pt.view(), m.Hq, scale, out.data()); }, opt.quick ? 2 : 3,
-                opt.quick ? 0.01 : 0.15, 200);
-            Row r{"attention", paged ? "paged" : "contiguous", "decode", shape, kv_type_name(t), ms,
-                  double(bytes) / (ms * 1e6), {}};
-            r.extra["splits"] = std::to_string(attention_decode_splits(p.view, pt.view(), ctx));
-            add_roofline_fields(r, m, t, ctx, B, bytes, ms);
-            rep.add(r);
+            Variant v{t, paged, make_pools(m, t, B * per_seq, bt), {}};
+            v.pt.indptr.push_back(0);
+            v.pt.indices.resize(size_t(B * per_seq));
+            std::iota(v.pt.indices.begin(), v.pt.indices.end(), 0);
+            if (paged) std::shuffle(v.pt.indices.begin(), v.pt.indices.end(), std::mt19937(7));
+            for (int64_t b = 0; b < B; ++b) v.pt.indptr.push_back((b + 1) * per_seq), v.pt.last_len.push_back(int32_t(bt));
+            vs.push_back(std::move(v));
           }
+        }
+        const float scale = float(1 / std::sqrt(double(m.D)));
+        std::vector<std::function<void()>> fns;
+        for (const Variant& v : vs)
+          fns.push_back([&] { attention_decode(q.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data()); });
+        const std::vector<double> ms = interleaved_median_ms(fns, opt.quick ? 1 : 7, opt.quick ? 0.002 : 0.03);
+        for (size_t i = 0; i < vs.size(); ++i) {
+          const Variant& v = vs[i];
+          const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
+          Row r{"attention", v.paged ? "paged" : "contiguous", "decode", shape, kv_type_name(v.t), ms[i],
+                double(bytes) / (ms[i] * 1e6), {}};
+          r.extra["splits"] = std::to_string(attention_decode_splits(v.p.view, v.pt.view(), ctx));
+          add_roofline_fields(r, m, v.t, ctx, B, bytes, ms[i]);
+          rep.add(r);
         }
       }
   for (const auto& s : skipped) rep.note("skipped (KV > 600 MiB per layout): " + s);

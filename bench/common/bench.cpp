@@ -120,6 +120,14 @@ void Reporter::note(const std::string& text) {
   std::fflush(stdout);
 }
 
+namespace {
+double median_of(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  const size_t n = t.size();
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+}  // namespace
+
 double median_ms(const std::function<void()>& fn, int min_reps, double min_seconds, int max_reps) {
   using clk = std::chrono::steady_clock;
   fn();
@@ -132,9 +140,28 @@ double median_ms(const std::function<void()>& fn, int min_reps, double min_secon
     t.push_back(std::chrono::duration<double, std::milli>(b - a).count());
     if ((int)t.size() >= min_reps && std::chrono::duration<double>(b - start).count() >= min_seconds) break;
   }
-  std::sort(t.begin(), t.end());
-  const size_t n = t.size();
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  return median_of(std::move(t));
+}
+
+std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fns, int rounds,
+                                          double round_seconds) {
+  using clk = std::chrono::steady_clock;
+  std::vector<std::vector<double>> t(fns.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < fns.size(); ++i) {
+      fns[i]();  // warm: the previous function's data may have evicted this one's
+      const auto start = clk::now();
+      for (;;) {
+        const auto a = clk::now();
+        fns[i]();
+        const auto b = clk::now();
+        t[i].push_back(std::chrono::duration<double, std::milli>(b - a).count());
+        if (std::chrono::duration<double>(b - start).count() >= round_seconds) break;
+      }
+    }
+  std::vector<double> med;
+  for (auto& v : t) med.push_back(median_of(std::move(v)));
+  return med;
 }
 
 double stream_triad_gbps(int threads, size_t total_bytes) {

@@ -51,6 +51,15 @@ class Reporter {
 // min_reps times and until min_seconds have passed (max_reps caps it).
 double median_ms(const std::function<void()>& fn, int min_reps = 5, double min_seconds = 0.3, int max_reps = 1000);
 
+// Medians of per-call wall times in ms of several functions measured in
+// turns: `rounds` rounds, each warming fns[i] once and then timing it until
+// round_seconds have passed (at least once), for every i in order. On a
+// shared machine whose speed drifts over seconds, each function then sees the
+// same mix of fast and slow phases, so their ratios hold even when the
+// absolute times do not.
+std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fns, int rounds,
+                                          double round_seconds);
+
 // STREAM triad a[i] = b[i] + s*c[i] over three double arrays of total_bytes,
 // with the given threads; counts 3 * 8 bytes per element (STREAM convention).
 double stream_triad_gbps(int threads, size_t total_bytes = 768u << 20);

@@ -48,6 +48,8 @@ class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t bytes);
+  // `align` bytes aligned (a power of two >= 64; the size is rounded up to a multiple of it).
+  Buffer(size_t bytes, size_t align);
   void* data() const { return p_.get(); }
   size_t bytes() const { return bytes_; }
   template <class T>

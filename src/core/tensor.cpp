@@ -56,10 +56,13 @@ std::string TensorView::describe() const {
   return os.str();
 }
 
-Buffer::Buffer(size_t bytes) : bytes_(bytes) {
+Buffer::Buffer(size_t bytes) : Buffer(bytes, 64) {}
+
+Buffer::Buffer(size_t bytes, size_t align) : bytes_(bytes) {
+  LLMK_CHECK_ARG(align >= 64 && (align & (align - 1)) == 0, "Buffer", "align", align, "must be a power of two >= 64");
   if (bytes == 0) return;
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
+  const size_t rounded = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
   if (!p) throw std::bad_alloc();
   p_.reset(p);
 }

@@ -36,14 +36,13 @@ int64_t kv_block_bytes(const KvCacheConfig& c) {
 
 double kv_bytes_per_token(const KvCacheConfig& c) { return double(kv_block_bytes(c)) / double(c.block_tokens); }
 
-void kv_advise_huge_pages(void* p, size_t bytes) {
+Buffer kv_pool_buffer(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  Buffer b(bytes, kHuge);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  const uintptr_t page = 4096, a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (e > a) madvise(reinterpret_cast<void*>(a), e - a, MADV_HUGEPAGE);  // advice only: failure is harmless
-#else
-  (void)p, (void)bytes;
+  if (bytes > 0) madvise(b.data(), (bytes + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);  // advice: failure is harmless
 #endif
+  return b;
 }
 
 namespace {
@@ -58,8 +57,7 @@ KvCache::KvCache(const KvCacheConfig& cfg)
       mgr_(checked_blocks(cfg), cfg.block_tokens),
       k_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.k_type, cfg.head_dim)),
       v_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.v_type, cfg.head_dim)),
-      storage_(size_t(mgr_.num_blocks() * kv_block_bytes(cfg))) {
-  kv_advise_huge_pages(storage_.data(), storage_.bytes());
+      storage_(kv_pool_buffer(size_t(mgr_.num_blocks() * kv_block_bytes(cfg)))) {
   // Zero-filled, so a never-written slot reads as 0 (tests poison it on purpose).
   std::memset(storage_.data(), 0, storage_.bytes());
 }

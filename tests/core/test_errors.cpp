@@ -30,6 +30,21 @@ TEST(Tensor, BufferIs64ByteAligned) {
   }
 }
 
+TEST(Tensor, BufferTakesAPowerOfTwoAlignment) {
+  for (size_t align : {size_t(64), size_t(4096), size_t(2) << 20}) {
+    llmk::Buffer b(align + 1, align);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % align, 0u) << align;
+    EXPECT_EQ(b.bytes(), align + 1);
+  }
+  try {
+    llmk::Buffer b(100, 96);
+    FAIL() << "expected InvalidArgument";
+  } catch (const llmk::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "llmk::Buffer: argument 'align' = 96: must be a power of two >= 64");
+  }
+  EXPECT_THROW(llmk::Buffer(100, 32), llmk::InvalidArgument);
+}
+
 TEST(Sentinel, GuardCatchesAWritePastTheEnd) {
   llmk::test::Guarded<float> g(10, 4);
   for (size_t i = 0; i < 10; ++i) g[i] = 1.0f;

@@ -20,6 +20,12 @@ std::vector<int32_t> iota_tokens(int n, int start = 100) {
 }
 }  // namespace
 
+TEST(KvCache, PoolBufferIsHugePageAligned) {  // so transparent huge pages can back all of it
+  const llmk::Buffer b = llmk::kv_pool_buffer((size_t(5) << 20) + 3);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (size_t(2) << 20), 0u);
+  EXPECT_EQ(b.bytes(), (size_t(5) << 20) + 3);
+}
+
 TEST(KvBlockManager, AppendGivesSlotsAndPageTable) {
   KvBlockManager m(8, 4);
   const int64_t s = m.add_sequence();
