@@ -22,8 +22,13 @@ struct Cand {
   float x;
   int32_t i;
 };
-// The total order of the op: larger logit first, ties to the lower index.
-inline bool better(const Cand& a, const Cand& b) { return a.x > b.x || (a.x == b.x && a.i < b.i); }
+// The total order of the op: larger logit first, ties to the lower index. A
+// function object, so std::nth_element / std::sort inline it (a function
+// passed by pointer was called out of line for every comparison).
+struct Better {
+  bool operator()(const Cand& a, const Cand& b) const { return a.x > b.x || (a.x == b.x && a.i < b.i); }
+};
+inline constexpr Better better{};
 
 // Running state of one part of a row: m = max logit seen (raw, not divided by
 // T) and s = sum exp((x - m) * scale). s is NaN once the part held a NaN or
