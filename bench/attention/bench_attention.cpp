@@ -12,6 +12,8 @@
 // All (type, layout) variants of a shape are timed in turns, 7 rounds of
 // ~30 ms each (interleaved_median_ms), so the type and paging ratios compare
 // runs under the same machine load; each round's first call is untimed.
+// The "read" rows (f32 only) time a plain read of the same K and V rows in the
+// kernel's order (read_rows): the memory system's own cost of the layout.
 // Bytes counted: the K and V rows read, sum_b kv_len_b * Hkv * (k_row + v_row)
 // bytes (q and out, < 0.1% of it, are not counted). FLOPs counted: sum_b
 // kv_len_b * Hq * (4 * head_dim + 5): q.k and p.v are 2 * head_dim each per
@@ -59,6 +61,29 @@ Pools make_pools(const Model& m, KvType t, int64_t nblocks, int64_t bt) {
   }
   p.view = {p.k.data(), p.v.data(), t, t, nblocks, bt, m.Hkv, m.D, Device::cpu};
   return p;
+}
+
+// Reads every K and V row the decode kernel reads, in its order (threads over
+// (sequence, kv head), each walking its blocks in table order), and does
+// nothing else: how fast this machine's memory serves the layout's access
+// pattern, with no arithmetic to hide it. The "read" rows; paged against
+// contiguous they separate what the block layout costs the memory system from
+// what it costs the kernel.
+uint64_t read_rows(const Pools& p, const PageTable& pt, const Model& m) {
+  const KvLayerView& kv = p.view;
+  const int64_t B = pt.view().num_seqs, words = kv.block_tokens * kv_row_bytes(kv.k_type, m.D) / 8;
+  uint64_t x = 0;
+#pragma omp parallel for num_threads(num_threads()) schedule(static, 1) reduction(^ : x)
+  for (int64_t bh = 0; bh < B * m.Hkv; ++bh) {
+    const int64_t b = bh / m.Hkv, h = bh % m.Hkv;
+    for (int64_t j = pt.indptr[size_t(b)]; j < pt.indptr[size_t(b) + 1]; ++j) {
+      const size_t off = size_t((int64_t(pt.indices[size_t(j)]) * m.Hkv + h) * words);
+      const uint64_t* k = static_cast<const uint64_t*>(kv.k) + off;
+      const uint64_t* v = static_cast<const uint64_t*>(kv.v) + off;
+      for (int64_t w = 0; w < words; ++w) x ^= k[w] ^ v[w];
+    }
+  }
+  return x;
 }
 
 void waste_experiment(Reporter& rep) {
@@ -178,6 +203,9 @@ int run(const Options& opt) {
         std::vector<std::function<void()>> fns;
         for (const Variant& v : vs)
           fns.push_back([&] { attention_decode(q.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data()); });
+        uint64_t sink = 0;  // the read rows, f32 only: the largest, most memory-bound layout
+        for (const Variant& v : vs)
+          if (v.t == KvType::f32) fns.push_back([&] { sink ^= read_rows(v.p, v.pt, m); });
         const std::vector<double> ms = interleaved_median_ms(fns, opt.quick ? 1 : 7, opt.quick ? 0.002 : 0.03);
         for (size_t i = 0; i < vs.size(); ++i) {
           const Variant& v = vs[i];
@@ -188,6 +216,13 @@ int run(const Options& opt) {
           add_roofline_fields(r, m, v.t, ctx, B, bytes, ms[i]);
           rep.add(r);
         }
+        for (size_t i = vs.size(), j = 0; i < ms.size(); ++j)
+          if (vs[j].t == KvType::f32) {
+            const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(KvType::f32, m.D);
+            rep.add({"attention", vs[j].paged ? "paged" : "contiguous", "read", shape, "f32", ms[i],
+                     double(bytes) / (ms[i] * 1e6), {{"checksum", std::to_string(sink & 1)}}});
+            ++i;
+          }
       }
   for (const auto& s : skipped) rep.note("skipped (KV > 600 MiB per layout): " + s);
   waste_experiment(rep);
@@ -197,9 +232,9 @@ int run(const Options& opt) {
   rep.ratios("paged", {"contiguous"});
   // storage types against f32, paged, per shape
   for (const Row& a : rep.rows())
-    if (a.impl == "paged" && a.dtype != "f32")
+    if (a.impl == "paged" && a.op == "decode" && a.dtype != "f32")
       for (const Row& f : rep.rows())
-        if (f.impl == "paged" && f.dtype == "f32" && f.shape == a.shape) {
+        if (f.impl == "paged" && f.op == "decode" && f.dtype == "f32" && f.shape == a.shape) {
           char buf[160];
           std::snprintf(buf, sizeof buf, "%-30s %-5s decode is %.2fx f32", a.shape.c_str(), a.dtype.c_str(),
                         f.median_ms / a.median_ms);
