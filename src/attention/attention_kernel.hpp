@@ -147,17 +147,34 @@ void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
 }
 
 // Scores of the n keys at kp (row stride kr) against all R rows: s[r * kTile + t].
+// Two keys at a time where the ISA has 128-bit lanes: each 4-row block of both
+// in one qdots4x2 (the same bits as two qdots4).
 template <class S, KvType T>
 void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
-  for (int t = 0; t < n; ++t) {
-    pf.part();
-    int r = 0;
-    for (; r + 4 <= R; r += 4) qdots<S, T, 4>(kp + t * kr, qq, r, s + r * kTile + t);
+  const auto tail = [&](int t, int r) {  // rows r.. (< 4 of them) against key t
     switch (R - r) {
       case 3: qdots<S, T, 3>(kp + t * kr, qq, r, s + r * kTile + t); break;
       case 2: qdots<S, T, 2>(kp + t * kr, qq, r, s + r * kTile + t); break;
       case 1: qdots<S, T, 1>(kp + t * kr, qq, r, s + r * kTile + t); break;
     }
+  };
+  int t = 0;
+  if constexpr (S::kWidth > 1)
+    for (; t + 2 <= n; t += 2) {
+      pf.part();
+      pf.part();
+      int r = 0;
+      for (; r + 4 <= R; r += 4)
+        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup,
+                                       qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile);
+      tail(t, r);
+      tail(t + 1, r);
+    }
+  for (; t < n; ++t) {
+    pf.part();
+    int r = 0;
+    for (; r + 4 <= R; r += 4) qdots<S, T, 4>(kp + t * kr, qq, r, s + r * kTile + t);
+    tail(t, r);
   }
 }
 
@@ -273,7 +290,7 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, int
 // accumulators stay in registers across the tile. Each acc element is one
 // chain over t in order, whatever NR: a row's bits never depend on the others.
 template <class S, KvType T, int NR, int NV>
-void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int n, const float* w,
+[[gnu::always_inline]] inline void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int n, const float* w,
               int64_t ng, const float* msum, int64_t c) {
   using V = typename S::V;
   constexpr int W = S::kWidth;

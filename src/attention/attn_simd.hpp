@@ -54,6 +54,13 @@ template <class S> typename S::V idot_q4(const int8_t* q, const uint8_t* nib);
 template <class S, bool Q4>
 void qdots4(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng, int64_t R,
             float* out, int ostride);
+// qdots4 for two K rows a and b at once (out[i * ostride] for a, out[i *
+// ostride + 1] for b): the query loads are shared and the 8 dots of a group
+// are reduced and scaled as one 8-lane vector. Every lane does the arithmetic
+// of qdots4 in the same order: the same bits.
+template <class S, bool Q4>
+void qdots4x2(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum, int64_t ng,
+              int64_t R, float* out, int ostride);
 
 template <> inline float load_i8<Scalar>(const int8_t* p) { return float(*p); }
 template <> inline float load_u4<Scalar>(const uint8_t* p, int shift) { return float((*p >> shift) & 15); }
@@ -145,6 +152,53 @@ inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, c
   _mm_store_ps(o, acc);
   for (int i = 0; i < 4; ++i) out[i * ostride] = o[i];
 }
+template <bool Q4>
+inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum,
+                         int64_t ng, int64_t R, float* out, int ostride) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();  // lanes 0-3: rows 0-3 against a; 4-7: against b
+  for (int64_t g = 0; g < ng; ++g) {
+    const int8_t* q = q8 + g * kKvGroup;
+    __m256i qv[4];
+    for (int i = 0; i < 4; ++i) qv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * ng * kKvGroup));
+    __m256i p[2][4];
+    float dk[2];
+    const uint8_t* kr[2] = {ka, kb};
+    for (int j = 0; j < 2; ++j) {
+      __m256i u, sgn[4];
+      if constexpr (Q4) {
+        const BlockQ4& b = reinterpret_cast<const BlockQ4*>(kr[j])[g];
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), m = _mm_set1_epi8(15);
+        u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+        for (int i = 0; i < 4; ++i) sgn[i] = qv[i];
+        dk[j] = _cvtsh_ss(b.d);
+      } else {
+        const BlockQ8& b = reinterpret_cast<const BlockQ8*>(kr[j])[g];
+        const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+        u = _mm256_sign_epi8(k, k);
+        for (int i = 0; i < 4; ++i) sgn[i] = _mm256_sign_epi8(qv[i], k);
+        dk[j] = _cvtsh_ss(b.d);
+      }
+      for (int i = 0; i < 4; ++i) p[j][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, sgn[i]), ones);
+    }
+    if constexpr (Q4) {
+      const BlockQ4* ba = reinterpret_cast<const BlockQ4*>(ka) + g;
+      const BlockQ4* bb = reinterpret_cast<const BlockQ4*>(kb) + g;
+      const __m256 mk = _mm256_set_m128(_mm_set1_ps(_cvtsh_ss(bb->m)), _mm_set1_ps(_cvtsh_ss(ba->m)));
+      acc = _mm256_fmadd_ps(mk, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(qsum + g * R)), acc);
+    }
+    // per key: [dots of rows 0-3 over the low 128 bits | over the high 128 bits], then the halves added
+    const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0][0], p[0][1]), _mm256_hadd_epi32(p[0][2], p[0][3]));
+    const __m256i hb = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1][0], p[1][1]), _mm256_hadd_epi32(p[1][2], p[1][3]));
+    const __m256i d = _mm256_add_epi32(_mm256_permute2x128_si256(ha, hb, 0x20), _mm256_permute2x128_si256(ha, hb, 0x31));
+    const __m256 sc = _mm256_mul_ps(_mm256_set_m128(_mm_set1_ps(dk[1]), _mm_set1_ps(dk[0])),
+                                    _mm256_broadcast_ps(reinterpret_cast<const __m128*>(dq + g * R)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc);
+  }
+  alignas(32) float o[8];
+  _mm256_store_ps(o, acc);
+  for (int i = 0; i < 4; ++i) out[i * ostride] = o[i], out[i * ostride + 1] = o[4 + i];
+}
 template <> inline void qdots4<simd::Avx2, false>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
                                                   int64_t ng, int64_t R, float* out, int os) {
   qdots4_x86<false>(k, q, dq, qs, ng, R, out, os);
@@ -152,6 +206,14 @@ template <> inline void qdots4<simd::Avx2, false>(const uint8_t* k, const int8_t
 template <> inline void qdots4<simd::Avx2, true>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
                                                  int64_t ng, int64_t R, float* out, int os) {
   qdots4_x86<true>(k, q, dq, qs, ng, R, out, os);
+}
+template <> inline void qdots4x2<simd::Avx2, false>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
+                                                    const float* qs, int64_t ng, int64_t R, float* out, int os) {
+  qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os);
+}
+template <> inline void qdots4x2<simd::Avx2, true>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
+                                                   const float* qs, int64_t ng, int64_t R, float* out, int os) {
+  qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os);
 }
 #endif
 
@@ -178,6 +240,16 @@ template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8
 template <> inline void qdots4<simd::Avx512, true>(const uint8_t* k, const int8_t* q, const float* dq,
                                                    const float* qs, int64_t ng, int64_t R, float* out, int os) {
   qdots4_x86<true>(k, q, dq, qs, ng, R, out, os);
+}
+template <> inline void qdots4x2<simd::Avx512, false>(const uint8_t* a, const uint8_t* b, const int8_t* q,
+                                                      const float* dq, const float* qs, int64_t ng, int64_t R,
+                                                      float* out, int os) {
+  qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os);
+}
+template <> inline void qdots4x2<simd::Avx512, true>(const uint8_t* a, const uint8_t* b, const int8_t* q,
+                                                     const float* dq, const float* qs, int64_t ng, int64_t R,
+                                                     float* out, int os) {
+  qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os);
 }
 // One 32-value group fills 256 bits: the AVX-512 path does the AVX2 dot (VL forms) and
 // zero-extends, so its lanes 8..15 are 0.
