@@ -3,6 +3,8 @@
 //   prefill  one 512-token prompt (64 with --quick), time to its first logits;
 //   decode_b1, decode_b8, decode_b32: decode steps of 1, 8, 32 concurrent sequences
 //   (16-token prompts prefilled first), aggregate tok/s;
+//   decode_b1_long: 32 decode steps of one sequence after a 2048-token prompt, where
+//   attention over the cache is a visible part of each step (not with --quick);
 //   peak_rss_mb (every row): the process's peak resident set so far (llmk: this process, before
 //   the peer runs; llama.cpp: the peer process).
 // Bytes: the model's weight bytes, read once per forward (so gbps = weight bytes x forwards /
@@ -52,6 +54,7 @@ int run(const Options& opt) {
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   set_num_threads(threads);
   const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
+  const int64_t lplen = opt.quick ? 0 : 2048, ln = 32;  // the long-context decode row
   const std::vector<int64_t> batches = {8, 32};
   std::string path;
   if (!opt.quick) {
@@ -70,7 +73,7 @@ int run(const Options& opt) {
     std::ifstream in("/usr/share/common-licenses/GPL-3");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (text.empty()) text = "The quick brown fox jumps over the lazy dog. ";
-    while (int64_t(ids.size()) < std::max<int64_t>(plen, 16 * 32)) {
+    while (int64_t(ids.size()) < std::max<int64_t>({plen, 16 * 32, lplen})) {
       const auto more = tok.encode(text, false);
       ids.insert(ids.end(), more.begin(), more.end());
     }
@@ -78,7 +81,8 @@ int run(const Options& opt) {
     rep.note(opt.quick ? "--quick: a 2-layer random model of SmolLM2's width, llmk only"
                        : "default model not found (scripts/fetch-model): a random model of SmolLM2's shape, llmk only");
     model = std::make_unique<Model>(Model::random(smollm_like(opt.quick), WType::q4_1, 1));
-    for (int64_t i = 0; i < 16 * 32 + plen; ++i) ids.push_back(int32_t((i * 7919) % model->config().n_vocab));
+    for (int64_t i = 0; i < std::max(16 * 32 + plen, lplen); ++i)
+      ids.push_back(int32_t((i * 7919) % model->config().n_vocab));
   }
   const double wbytes = double(model->weight_bytes());
   const std::string dtype = "kv f16";
@@ -91,7 +95,7 @@ int run(const Options& opt) {
   };
   EngineConfig ec;
   ec.kv_type = KvType::f16;
-  ec.kv_tokens = std::max<int64_t>(plen + dn, 32 * (16 + bn)) + 64;
+  ec.kv_tokens = std::max<int64_t>({plen + dn, 32 * (16 + bn), lplen + ln}) + 64;
   auto run_batch = [&](int64_t b, int64_t prompt_len, int64_t n) {
     Engine e(*model, nullptr, ec);
     for (int64_t s = 0; s < b; ++s) {
@@ -120,6 +124,11 @@ int run(const Options& opt) {
     add("decode_b" + std::to_string(b), std::to_string(b) + "x" + std::to_string(bn), st.decode_seconds,
         st.decode_tokens, st.steps - 1);
   }
+  if (lplen > 0) {
+    const EngineStats st = run_batch(1, lplen, ln + 1);
+    add("decode_b1_long", "1x" + std::to_string(ln) + "@" + std::to_string(lplen), st.decode_seconds,
+        st.decode_tokens, st.steps - 1);
+  }
   if (file) {
     const std::string ids_path = "/tmp/llmk_bench_generate_ids.txt";
     {
@@ -130,7 +139,7 @@ int run(const Options& opt) {
     std::string why;
     const auto rows = run_python_peer("bench/model/peer_llamacpp.py",
                                       {path, ids_path, std::to_string(threads), std::to_string(plen), std::to_string(dn),
-                                       "8,32", std::to_string(bn)},
+                                       "8,32", std::to_string(bn), std::to_string(lplen), std::to_string(ln)},
                                       &why);
     if (rows.empty()) rep.note("peer skipped: " + why);
     for (const auto& r : rows) rep.add(r);

@@ -1,9 +1,10 @@
 """llama.cpp peer of `llmk bench generate`, through llama-cpp-python's low-level API (one
 context with n_seq_max sequences, so batched decode is llama.cpp's own multi-sequence batch).
 
-usage: peer_llamacpp.py MODEL IDS_FILE THREADS PROMPT_LEN DECODE_N BATCHES(comma) BATCH_N
+usage: peer_llamacpp.py MODEL IDS_FILE THREADS PROMPT_LEN DECODE_N BATCHES(comma) BATCH_N [LONG_LEN LONG_N]
 Prints JSON lines like llmk's rows: prefill of PROMPT_LEN tokens (one batch), decode at batch 1
 (DECODE_N steps) and at each batch size B (B sequences with a 16-token prompt, BATCH_N steps),
+and, when LONG_LEN > 0, LONG_N decode steps of one sequence after a LONG_LEN-token prompt,
 greedy, f16 KV cache (llama.cpp's default); each row carries the peak RSS so far. Bytes: the model's weight bytes per
 forward (WEIGHT_BYTES env), as llmk counts them.
 """
@@ -23,6 +24,7 @@ except ImportError as e:
 
 model_path, ids_file, threads, plen, dn, batches, bn = sys.argv[1:8]
 threads, plen, dn, bn = int(threads), int(plen), int(dn), int(bn)
+lplen, ln = (int(sys.argv[8]), int(sys.argv[9])) if len(sys.argv) > 9 else (0, 0)
 batches = [int(b) for b in batches.split(",") if b]
 ids = [int(t) for t in open(ids_file).read().split()]
 wbytes = float(os.environ.get("WEIGHT_BYTES", "0"))
@@ -34,8 +36,8 @@ vocab = L.llama_model_get_vocab(model)
 n_vocab = L.llama_vocab_n_tokens(vocab)
 max_b = max(batches + [1])
 cp = L.llama_context_default_params()
-cp.n_ctx = max(plen + dn, (16 + bn) * max_b) + 64
-cp.n_batch = max(plen, 16 * max_b)
+cp.n_ctx = max(plen + dn, (16 + bn) * max_b, lplen + ln) + 64
+cp.n_batch = max(plen, 16 * max_b, lplen)
 cp.n_ubatch = cp.n_batch
 cp.n_seq_max = max_b
 cp.kv_unified = True  # one KV pool shared by all sequences, like llmk's paged cache
@@ -99,6 +101,16 @@ for b in batches:
         decode(cur, [16 + step] * b, list(range(b)), [True] * b)
         cur = [argmax(s) for s in range(b)]
     row(f"decode_b{b}", f"{b}x{bn}", time.perf_counter() - t, b * bn, bn)
+
+if lplen > 0:
+    clear()
+    decode(ids[:lplen], list(range(lplen)), [0] * lplen, [i == lplen - 1 for i in range(lplen)])
+    tok, pos = argmax(lplen - 1), lplen
+    t = time.perf_counter()
+    for _ in range(ln):
+        decode([tok], [pos], [0], [True])
+        tok, pos = argmax(0), pos + 1
+    row("decode_b1_long", f"1x{ln}@{lplen}", time.perf_counter() - t, ln, ln)
 
 L.llama_batch_free(batch)
 L.llama_free(ctx)
