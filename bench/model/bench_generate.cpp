@@ -11,9 +11,12 @@
 // time; KV reads are not counted). Default model: scripts/fetch-model; without it a random
 // Llama model of the same shape is run by llmk alone (peer skipped). --quick runs a 4-layer
 // random model of that width, llmk only, in about a second.
-// median_ms is the time per forward (one measured run per row, after a warm-up generate).
+// median_ms is the time per forward. The rows run in 3 rounds (1 with --quick), llmk's round
+// then the peer's, in turn, and each row reports its median round: on a shared machine whose
+// speed drifts, both sides then see the same mix of quiet and loaded phases.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -50,7 +53,7 @@ double peak_rss_mb() {
 int run(const Options& opt) {
   Reporter rep(opt, "generate",
                "tok/s = tokens / wall time; gbps = model weight bytes x forwards / time (KV reads not counted); "
-               "median_ms = time per forward; greedy, f16 KV, one run per row");
+               "median_ms = time per forward; greedy, f16 KV; each row the median of its rounds (llmk and the peer in turn)");
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   set_num_threads(threads);
   const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
@@ -86,12 +89,13 @@ int run(const Options& opt) {
   }
   const double wbytes = double(model->weight_bytes());
   const std::string dtype = "kv f16";
+  std::vector<Row> round;  // the rows of the current round
   auto add = [&](const std::string& op, const std::string& shape, double seconds, int64_t tokens, int64_t forwards) {
     Row r{"generate", "llmk", op, shape, dtype, 1e3 * seconds / double(forwards), wbytes * double(forwards) / seconds / 1e9, {}};
     r.extra["tok_s"] = std::to_string(double(tokens) / seconds);
     r.extra["threads"] = std::to_string(threads);
     r.extra["peak_rss_mb"] = std::to_string(peak_rss_mb());
-    rep.add(r);
+    round.push_back(r);
   };
   EngineConfig ec;
   ec.kv_type = KvType::f16;
@@ -109,40 +113,68 @@ int run(const Options& opt) {
     return e.stats();
   };
   run_batch(1, 16, 2);  // warm-up: pages in the weights
-  {
-    const auto t0 = std::chrono::steady_clock::now();
-    run_batch(1, plen, 1);
-    add("prefill", std::to_string(plen), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-        plen, 1);
+  const auto llmk_round = [&] {
+    round.clear();
+    {
+      const auto t0 = std::chrono::steady_clock::now();
+      run_batch(1, plen, 1);
+      add("prefill", std::to_string(plen),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), plen, 1);
+    }
+    {
+      const EngineStats st = run_batch(1, plen, dn + 1);
+      add("decode_b1", "1x" + std::to_string(dn), st.decode_seconds, st.decode_tokens, st.steps - 1);
+    }
+    for (int64_t b : batches) {
+      const EngineStats st = run_batch(b, 16, bn + 1);
+      add("decode_b" + std::to_string(b), std::to_string(b) + "x" + std::to_string(bn), st.decode_seconds,
+          st.decode_tokens, st.steps - 1);
+    }
+    if (lplen > 0) {
+      const EngineStats st = run_batch(1, lplen, ln + 1);
+      add("decode_b1_long", "1x" + std::to_string(ln) + "@" + std::to_string(lplen), st.decode_seconds,
+          st.decode_tokens, st.steps - 1);
+    }
+    return round;
+  };
+  std::string ids_path;
+  if (file) {
+    ids_path = "/tmp/llmk_bench_generate_ids.txt";
+    std::ofstream out(ids_path);
+    for (int32_t t : ids) out << t << ' ';
+    setenv("WEIGHT_BYTES", std::to_string(int64_t(wbytes)).c_str(), 1);
   }
-  {
-    const EngineStats st = run_batch(1, plen, dn + 1);
-    add("decode_b1", "1x" + std::to_string(dn), st.decode_seconds, st.decode_tokens, st.steps - 1);
+  const int rounds = opt.quick ? 1 : 3;
+  std::vector<std::vector<Row>> all;  // every round's rows, llmk's and the peer's
+  std::string why;
+  for (int r = 0; r < rounds; ++r) {
+    all.push_back(llmk_round());
+    if (file && why.empty()) {
+      auto peer = run_python_peer("bench/model/peer_llamacpp.py",
+                                  {path, ids_path, std::to_string(threads), std::to_string(plen), std::to_string(dn),
+                                   "8,32", std::to_string(bn), std::to_string(lplen), std::to_string(ln)},
+                                  &why);
+      if (!peer.empty()) all.push_back(std::move(peer));
+    }
   }
-  for (int64_t b : batches) {
-    const EngineStats st = run_batch(b, 16, bn + 1);
-    add("decode_b" + std::to_string(b), std::to_string(b) + "x" + std::to_string(bn), st.decode_seconds,
-        st.decode_tokens, st.steps - 1);
-  }
-  if (lplen > 0) {
-    const EngineStats st = run_batch(1, lplen, ln + 1);
-    add("decode_b1_long", "1x" + std::to_string(ln) + "@" + std::to_string(lplen), st.decode_seconds,
-        st.decode_tokens, st.steps - 1);
+  // Each (impl, op, shape) row: its median round by time per forward.
+  std::vector<std::vector<Row>> groups;
+  for (const auto& rs : all)
+    for (const Row& row : rs) {
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<Row>& v) {
+        return v[0].impl == row.impl && v[0].op == row.op && v[0].shape == row.shape;
+      });
+      if (g == groups.end()) groups.push_back({row});
+      else g->push_back(row);
+    }
+  for (auto& g : groups) {
+    std::sort(g.begin(), g.end(), [](const Row& a, const Row& b) { return a.median_ms < b.median_ms; });
+    Row m = g[(g.size() - 1) / 2];
+    m.extra["rounds"] = std::to_string(g.size());
+    rep.add(m);
   }
   if (file) {
-    const std::string ids_path = "/tmp/llmk_bench_generate_ids.txt";
-    {
-      std::ofstream out(ids_path);
-      for (int32_t t : ids) out << t << ' ';
-    }
-    setenv("WEIGHT_BYTES", std::to_string(int64_t(wbytes)).c_str(), 1);
-    std::string why;
-    const auto rows = run_python_peer("bench/model/peer_llamacpp.py",
-                                      {path, ids_path, std::to_string(threads), std::to_string(plen), std::to_string(dn),
-                                       "8,32", std::to_string(bn), std::to_string(lplen), std::to_string(ln)},
-                                      &why);
-    if (rows.empty()) rep.note("peer skipped: " + why);
-    for (const auto& r : rows) rep.add(r);
+    if (!why.empty()) rep.note("peer skipped: " + why);
     rep.ratios("llmk", {"llama.cpp"});
   }
   return 0;
