@@ -164,6 +164,28 @@ std::vector<double> interleaved_median_ms(const std::vector<std::function<void()
   return med;
 }
 
+std::vector<Row> median_rounds(const std::vector<std::vector<Row>>& rounds) {
+  std::vector<std::vector<Row>> groups;
+  for (const auto& rs : rounds)
+    for (const Row& row : rs) {
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<Row>& v) {
+        return v[0].impl == row.impl && v[0].op == row.op && v[0].shape == row.shape && v[0].dtype == row.dtype;
+      });
+      if (g == groups.end())
+        groups.push_back({row});
+      else
+        g->push_back(row);
+    }
+  std::vector<Row> out;
+  for (auto& g : groups) {
+    std::sort(g.begin(), g.end(), [](const Row& a, const Row& b) { return a.median_ms < b.median_ms; });
+    Row m = g[(g.size() - 1) / 2];
+    m.extra["rounds"] = std::to_string(g.size());
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 double stream_triad_gbps(int threads, size_t total_bytes) {
   const size_t n = total_bytes / (3 * sizeof(double));
   Buffer A(n * 8), B(n * 8), C(n * 8);

@@ -60,6 +60,12 @@ double median_ms(const std::function<void()>& fn, int min_reps = 5, double min_s
 std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fns, int rounds,
                                           double round_seconds);
 
+// The rows of several rounds of a bench (llmk's rows and a peer's, taken in
+// turn) reduced to one row per (impl, op, shape, dtype): the round with the
+// median time (the lower middle for an even count), with an extra "rounds"
+// field; in the order the rows first appear.
+std::vector<Row> median_rounds(const std::vector<std::vector<Row>>& rounds);
+
 // STREAM triad a[i] = b[i] + s*c[i] over three double arrays of total_bytes,
 // with the given threads; counts 3 * 8 bytes per element (STREAM convention).
 double stream_triad_gbps(int threads, size_t total_bytes = 768u << 20);

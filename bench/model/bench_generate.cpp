@@ -157,22 +157,7 @@ int run(const Options& opt) {
       if (!peer.empty()) all.push_back(std::move(peer));
     }
   }
-  // Each (impl, op, shape) row: its median round by time per forward.
-  std::vector<std::vector<Row>> groups;
-  for (const auto& rs : all)
-    for (const Row& row : rs) {
-      auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<Row>& v) {
-        return v[0].impl == row.impl && v[0].op == row.op && v[0].shape == row.shape;
-      });
-      if (g == groups.end()) groups.push_back({row});
-      else g->push_back(row);
-    }
-  for (auto& g : groups) {
-    std::sort(g.begin(), g.end(), [](const Row& a, const Row& b) { return a.median_ms < b.median_ms; });
-    Row m = g[(g.size() - 1) / 2];
-    m.extra["rounds"] = std::to_string(g.size());
-    rep.add(m);
-  }
+  for (const Row& m : median_rounds(all)) rep.add(m);
   if (file) {
     if (!why.empty()) rep.note("peer skipped: " + why);
     rep.ratios("llmk", {"llama.cpp"});

@@ -3,7 +3,9 @@
 // softmax_topk_naive), PyTorch (torch.softmax then torch.topk, a Python peer)
 // and this machine's STREAM triad, on the same f32 logits. Bytes = 4 * B * V:
 // the logits, which a fused op reads once (outputs are B * K, negligible).
-// llmk's rows also print its fraction of the triad bandwidth.
+// llmk's rows also print its fraction of the triad bandwidth. Three rounds
+// (one with --quick) of llmk + naive over every shape, then the torch peer; each
+// row is its median round.
 #include <omp.h>
 
 #include <string>
@@ -51,39 +53,52 @@ int run(const Options& opt) {
   rep.add(Row{"softmax-topk", "triad", "triad", std::to_string(triad_bytes >> 20) + "MiB", "f64",
               double(triad_bytes) / (triad * 1e6), triad, {{"threads", std::to_string(threads)}}});
   std::string peer_shapes;
-  for (const Shape& s : shapes) {
-    const int64_t n = s.b * s.v;
-    Buffer x(size_t(n) * 4), probs(size_t(s.b * s.k) * 4), idx(size_t(s.b * s.k) * 4), mx(size_t(s.b) * 4),
-        lse(size_t(s.b) * 4);
-    float* xp = x.as<float>();
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < n; ++i) {  // first touch by the threads that read it; pseudo-random in [-4, 4)
-      uint32_t h = uint32_t(i) * 2654435761u;
-      h ^= h >> 15;
-      h *= 2246822519u;
-      h ^= h >> 13;
-      xp[i] = float(h >> 8) * (8.0f / 16777216.0f) - 4.0f;
-    }
-    const auto view = TensorView::matrix(xp, DType::f32, s.b, s.v);
-    const SoftmaxTopkOut out{probs.as<float>(), idx.as<int32_t>(), mx.as<float>(), lse.as<float>()};
-    const double bytes = 4.0 * double(n);
-    const std::string shape = shape_str({s.b, s.v});
-    const double t_llmk = median_ms([&] { softmax_topk(view, s.k, 1.0f, out); }, 5, min_s);
-    Row r{"softmax-topk", "llmk", op_of(s), shape, "f32", t_llmk, bytes / (t_llmk * 1e6), {}};
-    r.extra["of_triad"] = std::to_string(r.gbps / triad);
-    rep.add(r);
-    const double t_naive = median_ms([&] { softmax_topk_naive(view, s.k, 1.0f, out); }, 5, min_s);
-    rep.add(Row{"softmax-topk", "naive", op_of(s), shape, "f32", t_naive, bytes / (t_naive * 1e6), {}});
+  for (const Shape& s : shapes)
     peer_shapes += (peer_shapes.empty() ? "" : ",") + std::to_string(s.b) + "x" + std::to_string(s.v) + "x" +
                    std::to_string(s.k);
-  }
+  // Rounds: every shape's llmk and naive rows, then the torch peer's rows, in
+  // turn; each row reports its median round (median_rounds), so llmk and torch
+  // see the same mix of quiet and loaded phases of a shared machine.
+  const int rounds = opt.quick ? 1 : 3;
+  std::vector<std::vector<Row>> all;
   std::string why;
-  const auto peer = run_python_peer("bench/topk/peer_torch.py",
-                                    {"--shapes", peer_shapes, "--threads", std::to_string(threads), "--min-seconds",
-                                     std::to_string(min_s)},
-                                    &why);
-  if (peer.empty()) rep.note("torch peer skipped: " + why);
-  for (const Row& p : peer) rep.add(p);
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<Row> rows;
+    for (const Shape& s : shapes) {
+      const int64_t n = s.b * s.v;
+      Buffer x(size_t(n) * 4), probs(size_t(s.b * s.k) * 4), idx(size_t(s.b * s.k) * 4), mx(size_t(s.b) * 4),
+          lse(size_t(s.b) * 4);
+      float* xp = x.as<float>();
+#pragma omp parallel for schedule(static) num_threads(threads)
+      for (int64_t i = 0; i < n; ++i) {  // first touch by the threads that read it; pseudo-random in [-4, 4)
+        uint32_t h = uint32_t(i) * 2654435761u;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        xp[i] = float(h >> 8) * (8.0f / 16777216.0f) - 4.0f;
+      }
+      const auto view = TensorView::matrix(xp, DType::f32, s.b, s.v);
+      const SoftmaxTopkOut out{probs.as<float>(), idx.as<int32_t>(), mx.as<float>(), lse.as<float>()};
+      const double bytes = 4.0 * double(n);
+      const std::string shape = shape_str({s.b, s.v});
+      const double t_llmk = median_ms([&] { softmax_topk(view, s.k, 1.0f, out); }, 5, min_s);
+      Row r{"softmax-topk", "llmk", op_of(s), shape, "f32", t_llmk, bytes / (t_llmk * 1e6), {}};
+      r.extra["of_triad"] = std::to_string(r.gbps / triad);
+      rows.push_back(r);
+      const double t_naive = median_ms([&] { softmax_topk_naive(view, s.k, 1.0f, out); }, 5, min_s);
+      rows.push_back(Row{"softmax-topk", "naive", op_of(s), shape, "f32", t_naive, bytes / (t_naive * 1e6), {}});
+    }
+    all.push_back(std::move(rows));
+    if (why.empty()) {  // a peer that failed once is not retried
+      auto peer = run_python_peer("bench/topk/peer_torch.py",
+                                  {"--shapes", peer_shapes, "--threads", std::to_string(threads), "--min-seconds",
+                                   std::to_string(min_s)},
+                                  &why);
+      if (!peer.empty()) all.push_back(std::move(peer));
+    }
+  }
+  if (!why.empty()) rep.note("torch peer skipped: " + why);
+  for (const Row& m : median_rounds(all)) rep.add(m);
   rep.ratios("llmk", {"naive", "torch"});
   return 0;
 }
