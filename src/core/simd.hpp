@@ -189,6 +189,7 @@ struct Scalar {
   static V mul(V a, V b) { return a * b; }
   static V fmadd(V a, V b, V c) { return a * b + c; }
   static V max(V a, V b) { return a > b ? a : b; }
+  static V min(V a, V b) { return a < b ? a : b; }
   static unsigned gt_mask(V a, V b) { return a > b ? 1u : 0u; }
   static float hsum(V v) { return v; }
   static float hmax(V v) { return v; }

@@ -1,4 +1,8 @@
 // The fast Walsh-Hadamard transform (hadamard_kernel.hpp) compiled for AVX-512.
+// GCC 12 warns falsely inside its own AVX-512 intrinsics headers (the
+// "undefined" pass-through operand of masked builtins is not a real read).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include "kv/hadamard_kernel.hpp"
 
 namespace llmk::kvrot {

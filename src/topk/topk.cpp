@@ -105,6 +105,14 @@ namespace {
 
 constexpr int64_t kMinPart = 16384;
 
+SmallFn pick_small() {
+  switch (simd_level()) {
+    case SimdLevel::avx512: return small_avx512;
+    case SimdLevel::avx2: return small_avx2;
+    default: return small_scalar;
+  }
+}
+
 ScanFn pick_scan() {
   switch (simd_level()) {
     case SimdLevel::avx512: return scan_avx512;
@@ -133,6 +141,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
                                             std::max<int64_t>(1, units / (8 * int64_t(nt)))));
   const int64_t cap = cand_capacity(k);
   const ScanFn scan = pick_scan();
+  const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? pick_small() : nullptr;
   // parts > 1: each part leaves its state and best <= k candidates here.
   std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
   std::vector<Cand> pc(parts > 1 ? rows * parts * k : 0);
@@ -144,6 +153,12 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
     for (int64_t u = 0; u < rows * parts; ++u) {
       const int64_t r = u / parts, p = u % parts;
       const void* row = base + size_t(r) * size_t(ld) * esz;
+      if (small) {
+        PartState st;
+        const int64_t n = small(row, t, v, k, scale, buf.data(), st);
+        finish_row(row, t, v, k, scale, st, buf.data(), n, out, r);
+        continue;
+      }
       CandBuf cb{buf.data(), 0, cap, k, kNegInf};
       PartState st;
       scan(row, t, v * p / parts, v * (p + 1) / parts, scale, cb, st);

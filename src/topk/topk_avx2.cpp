@@ -6,4 +6,7 @@ namespace llmk::topk {
 void scan_avx2(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
   scan<simd::Avx2>(row, dtype, lo, hi, scale, b, st);
 }
+int64_t small_avx2(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st) {
+  return small_row<simd::Avx2>(row, dtype, v, k, scale, c, st);
+}
 }  // namespace llmk::topk

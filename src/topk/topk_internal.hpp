@@ -99,6 +99,16 @@ void scan_scalar(const void* row, DType dtype, int64_t lo, int64_t hi, float sca
 void scan_avx2(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
 void scan_avx512(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
 
+// Rows of at most kSmallV logits with k <= kInsertK (MoE routing: a few to a
+// few hundred experts, top 1..8), whole rows only: the row's state into st and
+// its best min(k, finite logits) candidates into c[0, n), ordered; returns n
+// (topk_scan.hpp, small_row). No candidate buffer, no per-element branches.
+inline constexpr int64_t kSmallV = 512;
+using SmallFn = int64_t (*)(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st);
+int64_t small_scalar(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st);
+int64_t small_avx2(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st);
+int64_t small_avx512(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st);
+
 // Logit j of a row as f32.
 inline float load_f32(const void* row, DType t, int64_t j) {
   switch (t) {

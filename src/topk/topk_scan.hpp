@@ -269,6 +269,71 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
   merge_state(st, scan_pass<S>(row, lo, hi, scale, b, -FLT_MAX), scale);
 }
 
+// A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn): copied to
+// f32 and padded with -inf to whole vectors; m = its max, the sum of
+// 2^((x - m) * s2) over double lanes as in scan_pass (NaN or +inf make it NaN:
+// the row is special; all -inf leaves m = -inf: special too); then k rounds
+// of "vector max, lowest lane holding it, set it to -inf", which yields the
+// best k in the op's order (larger first, ties to the lower index) with no
+// data-dependent branch per element. The per-element branches of the scan's
+// sorted insertion (every logit of a short row is a candidate) cost more than
+// the whole op at V = 8.
+template <class S, class T>
+int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c, PartState& st) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  alignas(64) float x[kSmallV + 16];
+  const int64_t nv = std::max<int64_t>(1, (v + W - 1) / W);
+  std::fill(x, x + nv * W, kNegInf);
+  for (int64_t j = 0; j < v; ++j) x[j] = to_f32(row[j]);
+  V mx = S::load(x);
+  for (int64_t u = 1; u < nv; ++u) mx = S::max(mx, S::load(x + u * W));
+  const float m = S::hmax(mx);  // a NaN lane may hide here; the sum below is NaN then
+  if (m == kNegInf) {
+    st = PartState{};
+    return 0;
+  }
+  const V vm = S::set1(m), vs2 = S::set1(scale * 1.44269504088896341f);
+  DoubleAcc<S> acc;
+  for (int64_t u = 0; u < nv; ++u) acc.add(exp2_nonpos<S>(S::mul(S::sub(S::load(x + u * W), vm), vs2)));
+  st = PartState{m, acc.sum()};
+  if (std::isnan(st.s)) return 0;
+  constexpr unsigned kLanes = W >= 32 ? ~0u : (1u << W) - 1;
+  // A taken logit leaves by a vector min with -inf in its lane (no NaN is
+  // left here): a scalar store into a vector that is loaded next would stall
+  // the load (no store-to-load forwarding from a narrower store).
+  alignas(64) float pat[2 * W];
+  std::fill(pat, pat + 2 * W, -kNegInf);
+  pat[W] = kNegInf;  // pat + W - l: -inf in lane l only
+  int64_t n = 0;
+  for (; n < k; ++n) {
+    V b = S::load(x);
+    for (int64_t u = 1; u < nv; ++u) b = S::max(b, S::load(x + u * W));
+    const float bm = S::hmax(b);
+    if (bm == kNegInf) break;  // only -inf left: finish_row adds the lowest -inf indices
+    const V vb = S::set1(bm);
+    for (int64_t u = 0;; ++u) {  // lanes >= bm hold bm: the first is the lowest index
+      const unsigned eq = ~S::gt_mask(vb, S::load(x + u * W)) & kLanes;
+      if (eq) {
+        const int l = __builtin_ctz(eq);
+        c[n] = Cand{bm, int32_t(u * W + l)};
+        S::store(x + u * W, S::min(S::load(x + u * W), S::load(pat + W - l)));
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+template <class S>
+int64_t small_row(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st) {
+  switch (dtype) {
+    case DType::f16: return small_row_typed<S>(static_cast<const f16*>(row), v, k, scale, c, st);
+    case DType::bf16: return small_row_typed<S>(static_cast<const bf16*>(row), v, k, scale, c, st);
+    default: return small_row_typed<S>(static_cast<const float*>(row), v, k, scale, c, st);
+  }
+}
+
 template <class S>
 void scan(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
   switch (dtype) {

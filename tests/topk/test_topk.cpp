@@ -155,6 +155,52 @@ TEST(SoftmaxTopk, SpecialRows) {
   }
 }
 
+// Rows of V <= topk::kSmallV with K <= 16 (MoE routing) take their own path
+// (small_row): V around the vector widths and around the path's bound (513
+// takes the scan), rows of every kind in one batch (normal, ties with -0/+0
+// and -inf, mostly -inf, NaN, +inf, all -inf, NaN among -inf, repeated small
+// integers), f32/f16/bf16, every SIMD level, 1 and 3 threads, T = 1 and 0.7.
+template <class T>
+void check_small_rows(const std::vector<int64_t>& vs) {
+  for (int64_t v : vs) {
+    const int64_t rows = 9;
+    auto xf = random_logits<float>(rows, v, v, 300 + v);
+    const auto tied = tied_logits<float>(1, v, 400 + v);
+    for (int64_t j = 0; j < v; ++j) {
+      xf[1 * v + j] = tied[j];
+      if (j % 3) xf[2 * v + j] = -INFINITY;
+      xf[5 * v + j] = -INFINITY;
+      xf[6 * v + j] = j == v / 3 ? NAN : -INFINITY;
+      xf[7 * v + j] = float(j % 5);
+    }
+    xf[3 * v + v / 2] = NAN;
+    xf[4 * v + v - 1] = INFINITY;
+    std::vector<T> x(xf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<T>(xf[i]);
+    const auto view = TensorView::matrix(x.data(), dtype_of<T>(), rows, v);
+    for (float temp : {1.0f, 0.7f}) {
+      const auto ref = run_ref(view, std::min<int64_t>(v, 16), temp);
+      for (SimdLevel lvl : simd_levels()) {
+        ScopedSimdLimit lim(lvl);
+        for (int threads : {1, 3}) {
+          ThreadScope ts(threads);
+          for (int64_t k : {1, 2, 3, 4, 8, 16})
+            if (k <= v)
+              EXPECT_TRUE(same_topk(run_fused(view, k, temp), ref, rows,
+                                    std::string(dtype_name(dtype_of<T>())) + " " + simd_name(lvl) + " V " +
+                                        std::to_string(v) + " K " + std::to_string(k)));
+        }
+      }
+    }
+  }
+}
+TEST(SoftmaxTopk, SmallRowsPath) {
+  static_assert(topk::kSmallV == 512, "the V list straddles the small-row bound");
+  check_small_rows<float>({1, 2, 3, 7, 8, 9, 15, 16, 17, 33, 64, 100, 255, 256, 257, 511, 512, 513});
+  check_small_rows<f16>({1, 8, 17, 256, 512});
+  check_small_rows<bf16>({1, 8, 17, 256, 512});
+}
+
 template <class T>
 void check_half_type() {
   for (int64_t v : {7, 1025, 50257}) {
