@@ -75,17 +75,24 @@ def row(op, shape, seconds, tokens, steps):
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
 
 
-clear()
-t = time.perf_counter()
-decode(ids[:plen], list(range(plen)), [0] * plen, [i == plen - 1 for i in range(plen)])
-row("prefill", f"{plen}", time.perf_counter() - t, plen, 1)
+def prompt_then_decode(n_prompt, n_decode):
+    """Prefills ids[:n_prompt] as one sequence, then times n_decode greedy steps;
+    returns (prefill seconds, decode seconds)."""
+    clear()
+    t = time.perf_counter()
+    decode(ids[:n_prompt], list(range(n_prompt)), [0] * n_prompt, [i == n_prompt - 1 for i in range(n_prompt)])
+    t_prefill = time.perf_counter() - t
+    tok, pos = argmax(n_prompt - 1), n_prompt
+    t = time.perf_counter()
+    for _ in range(n_decode):
+        decode([tok], [pos], [0], [True])
+        tok, pos = argmax(0), pos + 1
+    return t_prefill, time.perf_counter() - t
 
-tok, pos = argmax(plen - 1), plen
-t = time.perf_counter()
-for _ in range(dn):
-    decode([tok], [pos], [0], [True])
-    tok, pos = argmax(0), pos + 1
-row("decode_b1", f"1x{dn}", time.perf_counter() - t, dn, dn)
+
+t_prefill, t_decode = prompt_then_decode(plen, dn)
+row("prefill", f"{plen}", t_prefill, plen, 1)
+row("decode_b1", f"1x{dn}", t_decode, dn, dn)
 
 for b in batches:
     clear()
@@ -103,14 +110,8 @@ for b in batches:
     row(f"decode_b{b}", f"{b}x{bn}", time.perf_counter() - t, b * bn, bn)
 
 if lplen > 0:
-    clear()
-    decode(ids[:lplen], list(range(lplen)), [0] * lplen, [i == lplen - 1 for i in range(lplen)])
-    tok, pos = argmax(lplen - 1), lplen
-    t = time.perf_counter()
-    for _ in range(ln):
-        decode([tok], [pos], [0], [True])
-        tok, pos = argmax(0), pos + 1
-    row("decode_b1_long", f"1x{ln}@{lplen}", time.perf_counter() - t, ln, ln)
+    _, t_decode = prompt_then_decode(lplen, ln)
+    row("decode_b1_long", f"1x{ln}@{lplen}", t_decode, ln, ln)
 
 L.llama_batch_free(batch)
 L.llama_free(ctx)
