@@ -4,7 +4,8 @@
 // framework runs it), and the STREAM triad of this machine, side by side on
 // the same data. Bytes are the minimum traffic: fwd reads x and writes y
 // (2*N*D*s), bwd reads x and dy and writes dx (3*N*D*s); the N-sized stats and
-// the D-sized weights are not counted.
+// the D-sized weights are not counted. Three rounds (one with --quick) of the
+// in-process rows then the torch peer; each row is its median round.
 #include <omp.h>
 
 #include <algorithm>
@@ -173,40 +174,49 @@ int run(const Options& opt) {
               double(triad_bytes) / (triad * 1e6), triad, {}});
 
   std::string shape_list;
-  for (const auto& [N, D] : shapes) {
-    const std::string shape = shape_str({N, D});
-    shape_list += (shape_list.empty() ? "" : ",") + shape;
-    Data d(N, D);
-    const double fb = 2.0 * double(d.bytes()), bb = 3.0 * double(d.bytes());
-    auto add = [&](const char* impl, const char* op, double ms, double bytes) {
-      Row r{"layernorm", impl, op, shape, "f32", ms, bytes / (ms * 1e6), {}};
-      r.extra["x_triad"] = std::to_string(r.gbps / triad);
-      rep.add(r);
-    };
-    llmk_fwd(d);  // stats for every backward below
-    add("llmk", "fwd", median_ms([&] { llmk_fwd(d); }, 5, min_s), fb);
-    add("llmk", "bwd", median_ms([&] { llmk_bwd(d); }, 5, min_s), bb);
+  for (const auto& [N, D] : shapes) shape_list += (shape_list.empty() ? "" : ",") + shape_str({N, D});
+  // Rounds: llmk, oneDNN and naive over every shape, then the torch peer, in
+  // turn (3 rounds, 1 with --quick); each row reports its median round.
+  const int rounds = opt.quick ? 1 : 3;
+  std::vector<std::vector<Row>> all;
+  std::string why;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<Row> rows;
+    for (const auto& [N, D] : shapes) {
+      const std::string shape = shape_str({N, D});
+      Data d(N, D);
+      const double fb = 2.0 * double(d.bytes()), bb = 3.0 * double(d.bytes());
+      auto add = [&](const char* impl, const char* op, double ms, double bytes) {
+        rows.push_back(Row{"layernorm", impl, op, shape, "f32", ms, bytes / (ms * 1e6), {}});
+      };
+      llmk_fwd(d);  // stats for every backward below
+      add("llmk", "fwd", median_ms([&] { llmk_fwd(d); }, 5, min_s), fb);
+      add("llmk", "bwd", median_ms([&] { llmk_bwd(d); }, 5, min_s), bb);
 #ifdef LLMK_HAVE_DNNL
-    Dnnl dn(d);
-    add("onednn", "fwd", median_ms([&] { dn.run_fwd(); }, 5, min_s), fb);
-    add("onednn", "bwd", median_ms([&] { dn.run_bwd(); }, 5, min_s), bb);
+      Dnnl dn(d);
+      add("onednn", "fwd", median_ms([&] { dn.run_fwd(); }, 5, min_s), fb);
+      add("onednn", "bwd", median_ms([&] { dn.run_bwd(); }, 5, min_s), bb);
 #endif
-    add("naive", "fwd", median_ms([&] { naive_fwd(d); }, 5, min_s), fb);
-    add("naive", "bwd", median_ms([&] { naive_bwd(d); }, 5, min_s), bb);
+      add("naive", "fwd", median_ms([&] { naive_fwd(d); }, 5, min_s), fb);
+      add("naive", "bwd", median_ms([&] { naive_bwd(d); }, 5, min_s), bb);
+    }
+    all.push_back(std::move(rows));
+    if (why.empty()) {  // a peer that failed once is not retried
+      auto peer = run_python_peer("bench/norm/peer_torch.py",
+                                  {"--shapes", shape_list, "--dtype", "f32", "--threads", std::to_string(threads),
+                                   "--min-seconds", opt.quick ? "0.02" : "0.3"},
+                                  &why);
+      if (!peer.empty()) all.push_back(std::move(peer));
+    }
   }
 #ifndef LLMK_HAVE_DNNL
   rep.note("onednn skipped: not found at build time (apt-get install libdnnl-dev)");
 #endif
-  std::string why;
-  const auto peer = run_python_peer("bench/norm/peer_torch.py",
-                                    {"--shapes", shape_list, "--dtype", "f32", "--threads", std::to_string(threads),
-                                     "--min-seconds", opt.quick ? "0.02" : "0.3"},
-                                    &why);
-  for (Row r : peer) {
+  if (!why.empty()) rep.note("torch skipped: " + why);
+  for (Row r : median_rounds(all)) {
     r.extra["x_triad"] = std::to_string(r.gbps / triad);
     rep.add(r);
   }
-  if (peer.empty()) rep.note("torch skipped: " + why);
   rep.ratios("llmk", {"onednn", "torch", "naive"});
   return 0;
 }
