@@ -75,19 +75,26 @@ struct Spread {
   }
 };
 
+// Rows of the quantized queries: R rounded up to a multiple of 4, so the
+// 4-row integer dots (qdots4) also serve the last rows of an item (the padding
+// rows are zero; their lanes are never stored).
+inline int quant_rows(int R) { return (R + 3) / 4 * 4; }
+
 // Scratch floats attend<S>() needs: the scores, the rescaling factors, the P.V
-// weights and int4 min terms, and the quantized queries (R rows of
-// groups_of(D) x 32 int8, their scales and sums).
+// weights and int4 min terms (R rows each), and the quantized queries
+// (quant_rows(R) rows of groups_of(D) x 32 int8, their scales and sums).
 inline int64_t scratch_floats(int64_t D, int R) {
-  return int64_t(R) * (kTile + 1 + kTile * groups_of(D) + groups_of(D) * (1 + kKvGroup / 4 + 2)) +
-         2 * groups_of(D) * kTile;
+  const int64_t ng = groups_of(D);
+  return int64_t(R) * (kTile + 1 + kTile * ng + ng) + int64_t(quant_rows(R)) * ng * (kKvGroup / 4 + 2) +
+         2 * ng * kTile;
 }
 
 // The queries of an item quantized for the integer dots against int8/int4 K:
 // row r, group g: q8[(r * ng + g) * 32 + j] = round(q / dq) in [-127, 127] with
 // dq[g * R + r] = amax / 127 (f32; 0 for an all-zero group), so
 // |q - q8 * dq| <= dq / 2 (plus f32 rounding of q / dq, < 2^-23 * 127 * dq);
-// qsum = dq * sum_j q8 (int4's min term). Values past D in the last group are 0.
+// qsum = dq * sum_j q8 (int4's min term). Values past D in the last group are
+// 0. R here is quant_rows(item rows): the rows past the item's are all zero.
 struct QuantQ {
   int8_t* q8 = nullptr;   // [R][ng][32]
   float* dq = nullptr;    // [ng][R]
@@ -96,33 +103,33 @@ struct QuantQ {
 };
 
 inline void quantize_queries(const float* q, int R, int64_t D, QuantQ& qq) {
-  for (int r = 0; r < R; ++r)
+  for (int64_t r = 0; r < qq.R; ++r)
     for (int64_t g = 0; g < qq.ng; ++g) {
+      int8_t* o = qq.q8 + (r * qq.ng + g) * kKvGroup;
+      if (r >= R) {  // padding row
+        std::fill(o, o + kKvGroup, int8_t(0));
+        qq.dq[g * qq.R + r] = qq.qsum[g * qq.R + r] = 0.0f;
+        continue;
+      }
       const float* x = q + r * D + g * kKvGroup;
       const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
       float amax = 0.0f;
       for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
       const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-      int8_t* o = qq.q8 + (r * qq.ng + g) * kKvGroup;
       int32_t sum = 0;
       for (int64_t j = 0; j < kKvGroup; ++j) {
         o[j] = j < n ? int8_t(std::clamp(std::nearbyint(x[j] * id), -127.0f, 127.0f)) : int8_t(0);
         sum += o[j];
       }
-      qq.dq[g * R + r] = d;
-      qq.qsum[g * R + r] = d * float(sum);
+      qq.dq[g * qq.R + r] = d;
+      qq.qsum[g * qq.R + r] = d * float(sum);
     }
 }
 
-// Scores of one quantized K row (T = int8 | int4) against query rows r0..r0+NR:
-// out[i * kTile] = sum_g (d_k d_q) idot + [m_k qsum]. One vector chain per row.
-template <class S, KvType T, int NR>
-void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
-  if constexpr (NR == 4 && S::kWidth > 1) {  // the 4 rows' dots reduced together (attn_simd.hpp)
-    qdots4<S, T == KvType::int4>(krow, qq.q8 + int64_t(r0) * qq.ng * kKvGroup, qq.dq + r0, qq.qsum + r0, qq.ng, qq.R,
-                                 out, kTile);
-    return;
-  }
+// The scalar path's quantized-K scores of rows r0..r0+NR (see qdots): one chain per row.
+template <KvType T, int NR>
+void qdots_scalar(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
+  using S = Scalar;
   typename S::V a[NR];
   float mins[NR] = {};
   for (int i = 0; i < NR; ++i) a[i] = S::zero();
@@ -146,6 +153,21 @@ void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
   for (int i = 0; i < NR; ++i) out[i * kTile] = S::hsum(a[i]) + mins[i];
 }
 
+// Scores of one quantized K row (T = int8 | int4) against query rows r0..r0+NR:
+// out[i * kTile] = sum_g (d_k d_q) idot + [m_k qsum]. Vector ISAs: the dots of 4
+// rows reduced together (qdots4, attn_simd.hpp; rows past NR are QuantQ's zero
+// padding), so every row of an item, the last ones too, gets the same
+// arithmetic. Scalar: one chain per row.
+template <class S, KvType T, int NR>
+void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
+  if constexpr (S::kWidth > 1) {
+    qdots4<S, T == KvType::int4>(krow, qq.q8 + int64_t(r0) * qq.ng * kKvGroup, qq.dq + r0, qq.qsum + r0, qq.ng, qq.R,
+                                 out, kTile, NR);
+  } else {
+    qdots_scalar<T, NR>(krow, qq, r0, out);
+  }
+}
+
 // Scores of the n keys at kp (row stride kr) against all R rows: s[r * kTile + t].
 // Two keys at a time where the ISA has 128-bit lanes: each 4-row block of both
 // in one qdots4x2 (the same bits as two qdots4).
@@ -166,9 +188,10 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
       int r = 0;
       for (; r + 4 <= R; r += 4)
         qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup,
-                                       qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile);
-      tail(t, r);
-      tail(t + 1, r);
+                                       qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, 4);
+      if (r < R)  // the last 1..3 rows, with the zero padding rows of QuantQ
+        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup,
+                                       qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, R - r);
     }
   for (; t < n; ++t) {
     pf.part();
@@ -377,10 +400,10 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   float* dm = msum + int64_t(it.R) * ng;         // [2][ng][kTile] V scales and mins of a tile
   QuantQ qq;
   if (kv_type_quantized(kv.k_type)) {
-    qq.ng = ng, qq.R = it.R;
+    qq.ng = ng, qq.R = quant_rows(it.R);
     qq.dq = dm + 2 * ng * kTile;
-    qq.qsum = qq.dq + it.R * ng;
-    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + it.R * ng);
+    qq.qsum = qq.dq + qq.R * ng;
+    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + qq.R * ng);
     quantize_queries(it.q, it.R, D, qq);
   }
   auto tile_at = [&](int64_t p0, int64_t* row0) {  // tokens of the tile starting at p0; its first pool row

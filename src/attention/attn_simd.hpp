@@ -41,26 +41,28 @@ template <class S> typename S::V load_u4(const uint8_t* p, int shift);
 template <class S> void load_u4x2(const uint8_t* qs, int j0, typename S::V* x);
 template <class S> typename S::V exp_v(typename S::V x);
 template <class S> float h2f(uint16_t h);
-// Lanes summing to sum_j q[j] * k[j], j < 32 (q, k int8; q in [-127, 127]).
+// sum_j q[j] * k[j], j < 32 (q, k int8; q in [-127, 127]), and
+// sum_{j<16} q[j] * (nib[j] & 15) + q[j+16] * (nib[j] >> 4): the scalar path's
+// integer dots (the vector ISAs use qdots4 / qdots4x2 below).
 template <class S> typename S::V idot_q8(const int8_t* q, const int8_t* k);
-// Lanes summing to sum_{j<16} q[j] * (nib[j] & 15) + q[j+16] * (nib[j] >> 4).
 template <class S> typename S::V idot_q4(const int8_t* q, const uint8_t* nib);
 // Scores of one int8 (Q4 = false) or int4 (Q4 = true) K row of ng groups against
 // 4 quantized query rows q8 + i * ng * 32 (32 int8 per group), scales dq[g * R + i]
 // and Q4_1 min factors qsum[g * R + i]:
 // out[i * ostride] = sum_g (dk_g dq) idot_g [+ mk_g qsum]. The 4 integer dots of a
 // group are reduced together (hadd tree) and scaled with one 4-lane FMA; only
-// where the ISA has 128-bit lanes (not Scalar).
+// where the ISA has 128-bit lanes (not Scalar). The 4 rows must exist (the
+// caller pads with zero rows); only the first nrows (1..4) results are stored.
 template <class S, bool Q4>
 void qdots4(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng, int64_t R,
-            float* out, int ostride);
+            float* out, int ostride, int nrows);
 // qdots4 for two K rows a and b at once (out[i * ostride] for a, out[i *
 // ostride + 1] for b): the query loads are shared and the 8 dots of a group
 // are reduced and scaled as one 8-lane vector. Every lane does the arithmetic
 // of qdots4 in the same order: the same bits.
 template <class S, bool Q4>
 void qdots4x2(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum, int64_t ng,
-              int64_t R, float* out, int ostride);
+              int64_t R, float* out, int ostride, int nrows);
 
 template <> inline float load_i8<Scalar>(const int8_t* p) { return float(*p); }
 template <> inline float load_u4<Scalar>(const uint8_t* p, int shift) { return float((*p >> shift) & 15); }
@@ -98,28 +100,13 @@ template <> inline void load_u4x2<simd::Avx2>(const uint8_t* qs, int j0, __m256*
 }
 template <> inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::exp<simd::Avx2>(x); }
 template <> inline float h2f<simd::Avx2>(uint16_t h) { return _cvtsh_ss(h); }
-// 32 bytes -> 8 lanes of i32 pair-sums of u8 x i8 products (maddubs: one unsigned operand), as f32.
-inline __m256 idot_u8i8_avx2(__m256i u, __m256i s) {
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-}
-template <> inline __m256 idot_q8<simd::Avx2>(const int8_t* q, const int8_t* k) {
-  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k));
-  // |k| (as u8, 128 too) times q with k's sign; a pair sum is <= 2*128*127 < 2^15: no saturation
-  return idot_u8i8_avx2(_mm256_sign_epi8(b, b), _mm256_sign_epi8(a, b));
-}
-template <> inline __m256 idot_q4<simd::Avx2>(const int8_t* q, const uint8_t* nib) {
-  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib)), m = _mm_set1_epi8(15);
-  const __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
-  return idot_u8i8_avx2(n, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-}
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // The AVX2 body of qdots4, shared by AVX-512 (the 32-value groups fill 256 bits).
 template <bool Q4>
 inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng,
-                       int64_t R, float* out, int ostride) {
+                       int64_t R, float* out, int ostride, int nrows) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m128 acc = _mm_setzero_ps();
   for (int64_t g = 0; g < ng; ++g) {
@@ -136,7 +123,8 @@ inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, c
     } else {
       const BlockQ8& b = reinterpret_cast<const BlockQ8*>(krow)[g];
       const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-      u = _mm256_sign_epi8(k, k);  // |k| as u8; q takes k's sign (see idot_q8)
+      // |k| as u8 (128 too) and q with k's sign: a maddubs pair sum is <= 2 * 128 * 127 < 2^15, no saturation
+      u = _mm256_sign_epi8(k, k);
       for (int i = 0; i < 4; ++i)
         sgn[i] = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * ng * kKvGroup)), k);
       dk = _cvtsh_ss(b.d);
@@ -150,11 +138,11 @@ inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, c
   }
   alignas(16) float o[4];
   _mm_store_ps(o, acc);
-  for (int i = 0; i < 4; ++i) out[i * ostride] = o[i];
+  for (int i = 0; i < nrows; ++i) out[i * ostride] = o[i];
 }
 template <bool Q4>
 inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum,
-                         int64_t ng, int64_t R, float* out, int ostride) {
+                         int64_t ng, int64_t R, float* out, int ostride, int nrows) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();  // lanes 0-3: rows 0-3 against a; 4-7: against b
   for (int64_t g = 0; g < ng; ++g) {
@@ -197,23 +185,23 @@ inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8,
   }
   alignas(32) float o[8];
   _mm256_store_ps(o, acc);
-  for (int i = 0; i < 4; ++i) out[i * ostride] = o[i], out[i * ostride + 1] = o[4 + i];
+  for (int i = 0; i < nrows; ++i) out[i * ostride] = o[i], out[i * ostride + 1] = o[4 + i];
 }
 template <> inline void qdots4<simd::Avx2, false>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
-                                                  int64_t ng, int64_t R, float* out, int os) {
-  qdots4_x86<false>(k, q, dq, qs, ng, R, out, os);
+                                                  int64_t ng, int64_t R, float* out, int os, int nr) {
+  qdots4_x86<false>(k, q, dq, qs, ng, R, out, os, nr);
 }
 template <> inline void qdots4<simd::Avx2, true>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
-                                                 int64_t ng, int64_t R, float* out, int os) {
-  qdots4_x86<true>(k, q, dq, qs, ng, R, out, os);
+                                                 int64_t ng, int64_t R, float* out, int os, int nr) {
+  qdots4_x86<true>(k, q, dq, qs, ng, R, out, os, nr);
 }
 template <> inline void qdots4x2<simd::Avx2, false>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
-                                                    const float* qs, int64_t ng, int64_t R, float* out, int os) {
-  qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os);
+                                                    const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+  qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
 template <> inline void qdots4x2<simd::Avx2, true>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
-                                                   const float* qs, int64_t ng, int64_t R, float* out, int os) {
-  qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os);
+                                                   const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+  qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
 #endif
 
@@ -234,38 +222,22 @@ template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* 
 template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::exp<simd::Avx512>(x); }
 template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
 template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq,
-                                                    const float* qs, int64_t ng, int64_t R, float* out, int os) {
-  qdots4_x86<false>(k, q, dq, qs, ng, R, out, os);
+                                                    const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+  qdots4_x86<false>(k, q, dq, qs, ng, R, out, os, nr);
 }
 template <> inline void qdots4<simd::Avx512, true>(const uint8_t* k, const int8_t* q, const float* dq,
-                                                   const float* qs, int64_t ng, int64_t R, float* out, int os) {
-  qdots4_x86<true>(k, q, dq, qs, ng, R, out, os);
+                                                   const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+  qdots4_x86<true>(k, q, dq, qs, ng, R, out, os, nr);
 }
 template <> inline void qdots4x2<simd::Avx512, false>(const uint8_t* a, const uint8_t* b, const int8_t* q,
                                                       const float* dq, const float* qs, int64_t ng, int64_t R,
-                                                      float* out, int os) {
-  qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os);
+                                                      float* out, int os, int nr) {
+  qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
 template <> inline void qdots4x2<simd::Avx512, true>(const uint8_t* a, const uint8_t* b, const int8_t* q,
                                                      const float* dq, const float* qs, int64_t ng, int64_t R,
-                                                     float* out, int os) {
-  qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os);
-}
-// One 32-value group fills 256 bits: the AVX-512 path does the AVX2 dot (VL forms) and
-// zero-extends, so its lanes 8..15 are 0.
-inline __m512 idot_u8i8_avx512(__m256i u, __m256i s) {
-  const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-  return _mm512_insertf32x8(_mm512_setzero_ps(), d, 0);
-}
-template <> inline __m512 idot_q8<simd::Avx512>(const int8_t* q, const int8_t* k) {
-  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k));
-  return idot_u8i8_avx512(_mm256_sign_epi8(b, b), _mm256_sign_epi8(a, b));
-}
-template <> inline __m512 idot_q4<simd::Avx512>(const int8_t* q, const uint8_t* nib) {
-  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib)), m = _mm_set1_epi8(15);
-  const __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
-  return idot_u8i8_avx512(n, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+                                                     float* out, int os, int nr) {
+  qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
 #endif
 
