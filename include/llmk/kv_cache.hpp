@@ -146,9 +146,10 @@ class KvBlockManager {
   int64_t next_seq_ = 0;
 };
 
-// Host memory for KV pools: 2 MiB aligned (the size rounded up to 2 MiB) and,
-// on Linux, advised for transparent huge pages before it is first touched, so
-// every page of it can be a huge one. Pools read in shuffled 16-token blocks
+// Host memory for KV pools: from 2 MiB on, 2 MiB aligned (the size rounded up
+// to 2 MiB) and, on Linux, advised for transparent huge pages before it is
+// first touched, so every page of it can be a huge one; smaller pools are
+// plain 64-byte aligned buffers. Pools read in shuffled 16-token blocks
 // otherwise pay a TLB miss per block (measured: 64-byte aligned pools got
 // huge pages for only part of their range, and paged f16 decode ran 1.3x the
 // contiguous time).

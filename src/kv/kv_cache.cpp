@@ -38,9 +38,10 @@ double kv_bytes_per_token(const KvCacheConfig& c) { return double(kv_block_bytes
 
 Buffer kv_pool_buffer(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
+  if (bytes < kHuge) return Buffer(bytes);  // too small for a huge page: no 2 MiB rounding
   Buffer b(bytes, kHuge);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes > 0) madvise(b.data(), (bytes + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);  // advice: failure is harmless
+  madvise(b.data(), (bytes + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);  // advice: failure is harmless
 #endif
   return b;
 }

@@ -24,6 +24,9 @@ TEST(KvCache, PoolBufferIsHugePageAligned) {  // so transparent huge pages can b
   const llmk::Buffer b = llmk::kv_pool_buffer((size_t(5) << 20) + 3);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (size_t(2) << 20), 0u);
   EXPECT_EQ(b.bytes(), (size_t(5) << 20) + 3);
+  const llmk::Buffer small = llmk::kv_pool_buffer(1000);  // below a huge page: 64-byte aligned only
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  EXPECT_EQ(small.bytes(), 1000u);
 }
 
 TEST(KvBlockManager, AppendGivesSlotsAndPageTable) {
