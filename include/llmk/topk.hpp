@@ -21,9 +21,11 @@
 //      a NaN anywhere in the row     -> row_max = NaN,  lse = NaN;
 //      +inf (and no NaN)             -> row_max = +inf, lse = +inf;
 //      every logit -inf              -> row_max = -inf, lse = -inf.
-//    So `std::isfinite(row_max[b])` is the per-row status flag.
+//    So `std::isfinite(row_max[b])` is the per-row status flag, unless
+//    max / T itself overflows f32 (|max| / T > 3.4e38: a T near 1e-38, or
+//    logits near FLT_MAX); such a row has row_max = +-inf but finite probs.
 //  - Arguments: 1 <= K <= V, V <= 2^31 - 1 (int32 indices; offsets are 64-bit),
-//    T > 0 finite with 1/T finite; on CUDA also K <= 1024 when V > 1024.
+//    T > 0 finite with log2(e)/T finite in f32 (T >= 4.2e-39); on CUDA also K <= 1024 when V > 1024.
 //    Anything else throws llmk::InvalidArgument naming the argument. Outputs
 //    live on the logits' device.
 //  - Temperature: the scale is 1/T rounded to f32, applied inside the pass.

@@ -21,8 +21,8 @@ void check_params(const char* fn, const SamplingParams& p, int64_t row) {
   const std::string at = " (row " + std::to_string(row) + ")";
   LLMK_CHECK_ARG(std::isfinite(p.temperature) && p.temperature >= 0, fn, "temperature" + at, p.temperature,
                  "must be finite and >= 0 (0 = greedy)");
-  LLMK_CHECK_ARG(p.temperature == 0 || std::isfinite(1.0f / p.temperature), fn, "temperature" + at, p.temperature,
-                 "1/T must be finite");
+  LLMK_CHECK_ARG(p.temperature == 0 || std::isfinite((1.0f / p.temperature) * 1.44269504088896341f), fn,
+                 "temperature" + at, p.temperature, "log2(e)/T must be finite in f32 (softmax_topk's scale)");
   LLMK_CHECK_ARG(p.top_k >= 0, fn, "top_k" + at, p.top_k, "must be >= 0 (0 = off)");
   LLMK_CHECK_ARG(p.top_p > 0 && p.top_p <= 1, fn, "top_p" + at, p.top_p, "must be in (0, 1]");
   LLMK_CHECK_ARG(p.min_p >= 0 && p.min_p < 1, fn, "min_p" + at, p.min_p, "must be in [0, 1)");

@@ -36,8 +36,10 @@ void validate(const char* fn, const TensorView& logits, int64_t k, float tempera
   LLMK_CHECK_ARG(!cpu_only || logits.device == Device::cpu, fn, "logits", logits.describe(), "must be on the CPU");
   LLMK_CHECK_ARG(k >= 1, fn, "k", k, "must be >= 1");
   LLMK_CHECK_ARG(k <= logits.cols(), fn, "k", k, "must be <= V = " + std::to_string(logits.cols()));
-  LLMK_CHECK_ARG(std::isfinite(temperature) && temperature > 0 && std::isfinite(1.0f / temperature), fn,
-                 "temperature", temperature, "must be > 0 and finite with 1/T finite (greedy is k = 1)");
+  // The kernels scale by log2(e) / T in f32 (2^x exps): that must be finite too, or
+  // (x - max) * inf turns the max's own term into NaN (T in [2.9e-39, 4.2e-39)).
+  LLMK_CHECK_ARG(std::isfinite(temperature) && temperature > 0 && std::isfinite((1.0f / temperature) * kLog2e), fn,
+                 "temperature", temperature, "must be > 0 and finite with log2(e)/T finite in f32 (greedy is k = 1)");
   LLMK_CHECK_ARG(logits.rows() == 0 || out.probs != nullptr, fn, "out.probs", out.probs, "must not be null");
   LLMK_CHECK_ARG(logits.rows() == 0 || out.indices != nullptr, fn, "out.indices", out.indices, "must not be null");
 }

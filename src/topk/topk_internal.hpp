@@ -16,6 +16,7 @@
 namespace llmk::topk {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+inline constexpr float kLog2e = 1.44269504088896341f;  // the kernels' exp(x / T) = 2^(x * (1/T) * kLog2e)
 
 // A candidate: a logit (converted to f32) and its index in the row.
 struct Cand {

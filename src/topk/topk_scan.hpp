@@ -174,7 +174,7 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   constexpr int kBlock = 4;
   constexpr int kBlockElems = kBlock * W;
   static_assert(kChunk % kBlockElems == 0, "a full chunk is whole blocks");
-  const float s2 = scale * 1.44269504088896341f;  // exp(d * scale) = 2^(d * scale * log2(e))
+  const float s2 = scale * kLog2e;  // exp(d * scale) = 2^(d * scale * log2(e))
   const V vs2 = S::set1(s2);
   float m = m0;  // reference max: every logit > -inf seen so far is <= m, and thr <= m
   V vm = S::set1(m), vthr = S::set1(b.thr);
@@ -293,7 +293,7 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
     st = PartState{};
     return 0;
   }
-  const V vm = S::set1(m), vs2 = S::set1(scale * 1.44269504088896341f);
+  const V vm = S::set1(m), vs2 = S::set1(scale * kLog2e);
   DoubleAcc<S> acc;
   for (int64_t u = 0; u < nv; ++u) acc.add(exp2_nonpos<S>(S::mul(S::sub(S::load(x + u * W), vm), vs2)));
   st = PartState{m, acc.sum()};

@@ -226,6 +226,8 @@ TEST(Sample, BadArguments) {
   SamplingParams p;
   p.temperature = -1;
   EXPECT_NE(msg(p).find("temperature"), std::string::npos);
+  p.temperature = 3e-39f;  // 1/T is finite, log2(e)/T is not
+  EXPECT_NE(msg(p).find("log2(e)/T"), std::string::npos);
   p = {};
   p.top_p = 0;
   EXPECT_NE(msg(p).find("top_p"), std::string::npos);
