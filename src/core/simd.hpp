@@ -57,6 +57,7 @@ struct Avx2 {
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }  // a*b + c
+  static V fmsub(V a, V b, V c) { return _mm256_fmsub_ps(a, b, c); }  // a*b - c, one rounding
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
   static V min(V a, V b) { return _mm256_min_ps(a, b); }
   // Bit i set when lane i of a > b (ordered: NaN compares false).
@@ -79,10 +80,9 @@ struct Avx2 {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_castsi256_ps(e);
   }
-  // 2^n for z = n + 1.5 * 2^23, n an integer in [-127, 127] (z's low mantissa bits hold n).
-  static V pow2i_shifted(V z) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(z), _mm256_set1_epi32(127)), 23));
-  }
+  // 2^n for z = n + 127 + 1.5 * 2^23 as a float, n an integer in [-127, 128]:
+  // z's low mantissa bits hold the biased exponent n + 127, the bits above shift out.
+  static V pow2i_biased(V z) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(z), 23)); }
   static V round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V select(V mask_src_a, V b, V mask) { return _mm256_blendv_ps(mask_src_a, b, mask); }
   static V cmp_lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
@@ -132,6 +132,7 @@ struct Avx512 {
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V fmsub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static V min(V a, V b) { return _mm512_min_ps(a, b); }
   static unsigned gt_mask(V a, V b) { return unsigned(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
@@ -142,9 +143,7 @@ struct Avx512 {
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_castsi512_ps(e);
   }
-  static V pow2i_shifted(V z) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(z), _mm512_set1_epi32(127)), 23));
-  }
+  static V pow2i_biased(V z) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(z), 23)); }
   static V round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // Masks are carried as V with all-ones lanes, like AVX2, so templates stay ISA-neutral.
   static V select(V a, V b, V mask) {
@@ -188,6 +187,7 @@ struct Scalar {
   static V sub(V a, V b) { return a - b; }
   static V mul(V a, V b) { return a * b; }
   static V fmadd(V a, V b, V c) { return a * b + c; }
+  static V fmsub(V a, V b, V c) { return a * b - c; }
   static V max(V a, V b) { return a > b ? a : b; }
   static V min(V a, V b) { return a < b ? a : b; }
   static unsigned gt_mask(V a, V b) { return a > b ? 1u : 0u; }
@@ -196,36 +196,69 @@ struct Scalar {
 };
 }  // namespace
 
+// 1.5 * 2^23 + 127: t + kExp2Shifter rounds t to an integer n (the sum's ulp
+// is 1) and holds the biased exponent n + 127 in its low mantissa bits.
+inline constexpr float kExp2Shifter = 12583039.0f;
+
+// 2^(n + r) from r in [-1/2, 1/2] and z = n + kExp2Shifter, n in [-127, 1]:
+// the degree-5 polynomial of exp2_nonpos times 2^n from z's bits.
+template <class S>
+inline typename S::V exp2_reduced(typename S::V r, typename S::V z) {
+  using V = typename S::V;
+  V p = S::set1(1.326472731e-03f);
+  p = S::fmadd(p, r, S::set1(9.671512991e-03f));
+  p = S::fmadd(p, r, S::set1(5.550733581e-02f));
+  p = S::fmadd(p, r, S::set1(2.402224243e-01f));
+  p = S::fmadd(p, r, S::set1(6.931470037e-01f));
+  p = S::fmadd(p, r, S::set1(1.0f));
+  return S::mul(p, S::pow2i_biased(z));
+}
+
 // 2^t for t <= 0 (the terms of a softmax sum, t = (x - max) * log2(e) / T),
-// relative error below 1.5e-7 for t >= -125, exactly 0 for t < -126.5 and for
+// relative error below 2e-7 for t >= -125, exactly 0 for t < -126.5 and for
 // t = -inf, NaN stays NaN. t = n + r with n = round(t) and r in [-1/2, 1/2]
-// exact; 2^r by a degree-6 minimax polynomial (coefficients fitted by Remez
-// for relative error, 1.6e-8 after rounding them to f32; Horner with FMA adds
-// under 2 ulp = 1.2e-7); 2^n from the exponent bits, which are 0 for n = -127,
-// so t is clamped to -127 first (2^t < 2^-126.5 then flushes to 0, an absolute
-// error below 2^-126). A NaN t survives the clamp (max returns its second
-// operand on NaN) and makes p NaN. 13 vector ops (7 of them FMA or mul), no branches, about half of
-// exp<S> below, which handles the whole f32 range.
+// exact; 2^r by a degree-5 polynomial with p(0) = 1 exactly (Lawson-weighted
+// fit for relative error; over every f32 r in [-1/2, 1/2], with its
+// coefficients rounded to f32 and FMA Horner, the error is at most 1.72e-7,
+// 5.4e-9 on average: tests/core/test_simd.cpp); 2^n from the exponent bits,
+// which are 0 for n = -127, so t is clamped to -127 first (2^t < 2^-126.5 then
+// flushes to 0, an absolute error below 2^-126). A NaN t survives the clamp
+// (max returns its second operand on NaN) and makes p NaN. 11 vector ops (6 of
+// them FMA or mul), no branches, about half of exp<S> below, which handles the
+// whole f32 range. The softmax sum needs no more (its budget is 1e-6
+// relative, docs/softmax_topk.md); the degree-6 polynomial this replaced
+// (7.9e-8) took one FMA more an element.
 template <class S>
 inline typename S::V exp2_nonpos(typename S::V t) {
   using V = typename S::V;
   t = S::max(S::set1(-127.0f), t);
-  // n = round(t), nearest even, by adding 1.5 * 2^23 (the sum's ulp is 1, and
-  // the shifter is even, so an even sum is an even n): two adds instead of a
-  // round and a float -> int conversion, and z carries n for pow2i_shifted.
-  const V shifter = S::set1(12582912.0f);
+  // n = round(t) by two adds instead of a round and a float -> int conversion.
+  const V shifter = S::set1(kExp2Shifter);
   const V z = S::add(t, shifter);
-  const V n = S::sub(z, shifter);
-  const V r = S::sub(t, n);
-  V p = S::set1(1.5347320004366338e-04f);
-  p = S::fmadd(p, r, S::set1(1.340015442110598e-03f));
-  p = S::fmadd(p, r, S::set1(9.618484415113926e-03f));
-  p = S::fmadd(p, r, S::set1(5.5503278970718384e-02f));
-  p = S::fmadd(p, r, S::set1(2.4022646248340607e-01f));
-  p = S::fmadd(p, r, S::set1(6.931471824645996e-01f));
-  p = S::fmadd(p, r, S::set1(1.0f));
-  return S::mul(p, S::pow2i_shifted(z));
+  return exp2_reduced<S>(S::sub(t, S::sub(z, shifter)), z);
 }
+
+// 2^(d * s) for d <= 0 and s >= 2^-100 (d = x - max, s = log2(e) / T), with
+// lo = -127 / s rounded to f32 (Exp2Scaled holds both): exp2_nonpos(d * s)
+// with the product folded into the reduction, one vector op fewer. d is
+// clamped to lo (so d * s >= -127 up to rounding, and -inf gives 0), n =
+// round(d * s) by one FMA with the shifter, and r = d * s - n by another, so r
+// is the exact product minus n rounded once (exp2_nonpos rounds d * s first).
+// Same bounds as exp2_nonpos; s < 2^-100 would make lo overflow, so the caller
+// uses exp2_nonpos(d * s) there.
+template <class S>
+struct Exp2Scaled {
+  using V = typename S::V;
+  static constexpr float kMinScale = 0x1p-100f;
+  V s, lo;
+  explicit Exp2Scaled(float scale) : s(S::set1(scale)), lo(S::set1(-127.0f / scale)) {}
+  V operator()(V d) const {
+    d = S::max(lo, d);  // NaN d stays NaN
+    const V shifter = S::set1(kExp2Shifter);
+    const V z = S::fmadd(d, s, shifter);
+    return exp2_reduced<S>(S::fmsub(d, s, S::sub(z, shifter)), z);
+  }
+};
 
 // exp(x) for every lane, relative error below 2 ulp over the whole f32 range:
 // exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN, underflow flushes to 0 below

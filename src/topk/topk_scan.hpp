@@ -14,7 +14,7 @@
 //     holds a logit above m, m rises to it and acc is multiplied by
 //     2^((m_old - m_new) * s2). thr <= m always, so every logit above m is
 //     seen here, and t = (x - m) * s2 <= 0 for every term;
-//  3. 2^t of every element (simd::exp2_nonpos), the kBlock vectors summed by a
+//  3. 2^t of every element (Terms: simd::Exp2Scaled), the kBlock vectors summed by a
 //     tree in f32 and widened into acc.
 // This is the online normalizer of Milakov & Gimelshein 2018, rescaled when the
 // max rises (a few dozen times in a row of random order; at worst once a
@@ -82,15 +82,27 @@ struct DoubleAcc<simd::Avx512> {
 };
 #endif
 
-// 2^t for t <= 0: simd::exp2_nonpos (error bound stated there), std::exp2 on
-// the scalar path.
+// The terms 2^(d * s2), d = x - m <= 0 (error bounds in core/simd.hpp). With
+// kFold (vector ISAs, s2 >= 2^-100, i.e. T <= 1.8e30) the product is folded
+// into the exp's reduction (simd::Exp2Scaled, one vector op fewer of about
+// 16 an element); otherwise it is rounded first: simd::exp2_nonpos, or
+// std::exp2 on the scalar path.
+template <class S, bool kFold>
+struct Terms {
+  using V = typename S::V;
+  explicit Terms(float s2) : vs2(S::set1(s2)) {}
+  V operator()(V d) const {
+    if constexpr (std::is_same_v<S, Scalar>)
+      return std::exp2(d * vs2);
+    else
+      return simd::exp2_nonpos<S>(S::mul(d, vs2));
+  }
+  V vs2;
+};
 template <class S>
-typename S::V exp2_nonpos(typename S::V t) {
-  if constexpr (std::is_same_v<S, Scalar>)
-    return std::exp2(t);
-  else
-    return simd::exp2_nonpos<S>(t);
-}
+struct Terms<S, true> : simd::Exp2Scaled<S> {
+  using simd::Exp2Scaled<S>::Exp2Scaled;
+};
 
 // Adds candidate x (x.x > b.thr; x has a higher index than every held
 // candidate, since a part is scanned in order). Small k (MoE routing, greedy):
@@ -140,7 +152,17 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
   float top[kMaxSampleRank];  // top[0, r): the sample's best r so far, descending
   std::fill(top, top + r, kNegInf);
   V vt = S::set1(kNegInf);
+  // The runs are far apart, so the hardware prefetcher does not follow them:
+  // run i + kSampleAhead is asked for while run i is read, so a few runs' DRAM
+  // latencies overlap (asking for all 64 at once filled the miss buffers).
+  constexpr int64_t kSampleAhead = 4;
+  const auto ask = [&](int64_t i) {
+    const char* q = reinterpret_cast<const char*>(row + sample_run(lo, hi, i));
+    for (size_t o = 0; o < kSampleRun * sizeof(T); o += 64) __builtin_prefetch(q + o);
+  };
+  for (int64_t i = 0; i < kSampleAhead; ++i) ask(i);
   for (int64_t i = 0; i < kSampleRuns; ++i) {
+    if (i + kSampleAhead < kSampleRuns) ask(i + kSampleAhead);
     const T* run = row + sample_run(lo, hi, i);
     for (int j = 0; j < kSampleRun; j += W) {  // as the scan: one compare a vector, lanes above top[r - 1] inserted
       const V x = S::load(run + j);
@@ -164,31 +186,35 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
 
 // One pass over [lo, hi) into b (empty, b.thr its starting threshold) from the
 // reference max m0 >= b.thr (-FLT_MAX, or the sample's max): returns the part's state.
-template <class S, class T>
+template <class S, bool kFold, class T>
 PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   // Vectors a block: independent exps (ILP), summed by a tree in f32 (each
-  // lane a sum of 4 terms, 2 roundings, so below 2 * 2^-24 relative for these
+  // lane a sum of 8 terms, 3 roundings, so below 3 * 2^-24 relative for these
   // positive terms); only the block sum is widened into double lanes.
-  constexpr int kBlock = 4;
+  constexpr int kBlock = 8;
   constexpr int kBlockElems = kBlock * W;
   static_assert(kChunk % kBlockElems == 0, "a full chunk is whole blocks");
   const float s2 = scale * kLog2e;  // exp(d * scale) = 2^(d * scale * log2(e))
-  const V vs2 = S::set1(s2);
+  const Terms<S, kFold> terms(s2);
   float m = m0;  // reference max: every logit > -inf seen so far is <= m, and thr <= m
   V vm = S::set1(m), vthr = S::set1(b.thr);
   DoubleAcc<S> acc;
-  // The vectors x[0, nv) (nv = kBlock, or 1 in the part's tail), lane 0 of x[0] being element j.
-  const auto block = [&](const V* x, int nv, int64_t j) {
-    V bmax = x[0];
-    for (int u = 1; u < nv; ++u) bmax = S::max(bmax, x[u]);
-    if (S::gt_mask(bmax, vthr)) {  // rare: candidates, and maybe a new max
+  // The nv vectors at src (nv = kBlock, or 1 in the part's tail), element j
+  // first, loaded from src wherever they are used (GCC keeps them in registers
+  // or reloads them from L1): an array of loaded vectors handed to this lambda
+  // made GCC store every block's vectors to the stack.
+  const auto block = [&](const auto* src, int nv, int64_t j) {
+    V bmax = S::load(src);
+    for (int u = 1; u < nv; ++u) bmax = S::max(bmax, S::load(src + u * W));
+    if (S::gt_mask(bmax, vthr)) [[unlikely]] {  // rare: candidates, and maybe a new max
       for (int u = 0; u < nv; ++u) {
-        unsigned mask = S::gt_mask(x[u], vthr);
+        const V xu = S::load(src + u * W);
+        unsigned mask = S::gt_mask(xu, vthr);
         if (!mask) continue;
         alignas(64) float lane[W];
-        S::store(lane, x[u]);
+        S::store(lane, xu);
         do {
           const int l = __builtin_ctz(mask);
           add_cand(b, Cand{lane[l], int32_t(j + u * W + l)});
@@ -208,11 +234,15 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
         vm = S::set1(m);
       }
     }
-    V e[kBlock];
-    for (int u = 0; u < nv; ++u) e[u] = exp2_nonpos<S>(S::mul(S::sub(x[u], vm), vs2));
-    for (int h = nv / 2; h > 0; h /= 2)  // the tree (nv a power of 2)
-      for (int u = 0; u < h; ++u) e[u] = S::add(e[u], e[u + h]);
-    acc.add(e[0]);
+    // The terms, summed by a pairwise tree in source order (at most
+    // log2(kBlock) partial sums live).
+    const auto term = [&](int u) { return terms(S::sub(S::load(src + u * W), vm)); };
+    if (nv == 1) return acc.add(term(0));
+    const auto tree = [&](auto&& self, int u0, int n) -> V {
+      if (n == 1) return term(u0);
+      return S::add(self(self, u0, n / 2), self(self, u0 + n / 2, n / 2));
+    };
+    acc.add(tree(tree, 0, kBlock));
   };
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
     const int64_t c1 = std::min(hi, c0 + kChunk);
@@ -225,20 +255,12 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
       vthr = S::set1(b.thr);
     }
     int64_t j = c0;
-    for (; j + kBlockElems <= c1; j += kBlockElems) {
-      V x[kBlock];
-      for (int u = 0; u < kBlock; ++u) x[u] = S::load(row + j + u * W);
-      block(x, kBlock, j);
-    }
-    for (; j + W <= c1; j += W) {  // the part's tail: single vectors
-      const V x = S::load(row + j);
-      block(&x, 1, j);
-    }
+    for (; j + kBlockElems <= c1; j += kBlockElems) block(row + j, kBlock, j);
+    for (; j + W <= c1; j += W) block(row + j, 1, j);  // the part's tail: single vectors
     if (j < c1) {  // and its last < W elements, padded with -inf (never a candidate, 2^-inf = 0)
       alignas(64) float pad[W];
       for (int i = 0; i < W; ++i) pad[i] = j + i < c1 ? to_f32(row[j + i]) : kNegInf;
-      const V x = S::load(pad);
-      block(&x, 1, j);
+      block(static_cast<const float*>(pad), 1, j);
     }
   }
   // The term of the element at m is 2^0 = 1, so sum > 0 unless every element
@@ -258,15 +280,18 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
 // depend on thr (only its rounding on where m starts).
 template <class S, class T>
 void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
+  auto pass = scan_pass<S, false, T>;
+  if constexpr (!std::is_same_v<S, Scalar>)
+    if (scale * kLog2e >= simd::Exp2Scaled<S>::kMinScale) pass = scan_pass<S, true, T>;
   const Guess g = b.k > kInsertK && b.n == 0 && b.thr == kNegInf ? sample_guess<S>(row, lo, hi, b.k) : Guess{};
   if (g.thr > kNegInf) {
     b.thr = g.thr;
-    const PartState p = scan_pass<S>(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX));
+    const PartState p = pass(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX));
     if (b.n >= b.k) return merge_state(st, p, scale);
     b.n = 0;  // unsafe guess
     b.thr = kNegInf;
   }
-  merge_state(st, scan_pass<S>(row, lo, hi, scale, b, -FLT_MAX), scale);
+  merge_state(st, pass(row, lo, hi, scale, b, -FLT_MAX), scale);
 }
 
 // A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn): copied to
@@ -293,9 +318,10 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
     st = PartState{};
     return 0;
   }
-  const V vm = S::set1(m), vs2 = S::set1(scale * kLog2e);
+  const V vm = S::set1(m);
+  const Terms<S, false> terms(scale * kLog2e);
   DoubleAcc<S> acc;
-  for (int64_t u = 0; u < nv; ++u) acc.add(exp2_nonpos<S>(S::mul(S::sub(S::load(x + u * W), vm), vs2)));
+  for (int64_t u = 0; u < nv; ++u) acc.add(terms(S::sub(S::load(x + u * W), vm)));
   st = PartState{m, acc.sum()};
   if (std::isnan(st.s)) return 0;
   constexpr unsigned kLanes = W >= 32 ? ~0u : (1u << W) - 1;

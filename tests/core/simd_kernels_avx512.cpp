@@ -11,6 +11,11 @@ void exp2_nonpos_avx512(const float* x, float* y, int n) {
   using S = simd::Avx512;
   for (int i = 0; i < n; i += S::kWidth) S::store(y + i, simd::exp2_nonpos<S>(S::load(x + i)));
 }
+void exp2_scaled_avx512(const float* d, float scale, float* y, int n) {
+  using S = simd::Avx512;
+  const simd::Exp2Scaled<S> e(scale);
+  for (int i = 0; i < n; i += S::kWidth) S::store(y + i, e(S::load(d + i)));
+}
 void bf16_roundtrip_avx512(const float* x, bf16* y, int n) {
   using S = simd::Avx512;
   for (int i = 0; i < n; i += S::kWidth) S::store(y + i, S::load(x + i));

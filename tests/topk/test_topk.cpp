@@ -250,6 +250,21 @@ TEST(SoftmaxTopk, Temperature) {
   const auto r = run_fused(view, 2, 1e-3f);
   EXPECT_EQ(r.probs[0], 1.0f);
   EXPECT_EQ(r.probs[1], 0.0f);
+  // Huge T with logits of the same order: log2(e)/T around 2^-100, where the
+  // vector scan stops folding the scale into the exp (its clamp -127 / s
+  // would overflow), on both sides; -inf logits must still get 0.
+  auto big = x;
+  for (size_t i = 0; i < big.size(); ++i) big[i] = i % 97 == 5 ? -std::numeric_limits<float>::infinity() : big[i] * 1e30f;
+  const auto bview = TensorView::matrix(big.data(), DType::f32, 2, v);
+  for (float t : {1e30f, 1.8e30f, 1.9e30f, 4e31f, 1e37f, std::numeric_limits<float>::max()}) {
+    for (int64_t k : {8, 50}) {
+      const auto ref = run_ref(bview, k, t);
+      for (SimdLevel lvl : simd_levels()) {
+        ScopedSimdLimit lim(lvl);
+        EXPECT_TRUE(same_topk(run_fused(bview, k, t), ref, 2, "huge T " + std::to_string(t)));
+      }
+    }
+  }
 }
 
 // The fused scan sums 2^((x - m) s2) relative to the running max m and
