@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "llmk/cpu_features.hpp"
@@ -49,6 +50,12 @@ void flush(CandBuf& b) {
   std::nth_element(b.c, b.c + (b.k - 1), b.c + b.n, better);
   b.thr = b.c[b.k - 1].x;
   b.n = b.k;
+}
+
+void rth_largest(float* v, int64_t n, int64_t r, float& rth, float& max) {
+  std::nth_element(v, v + (r - 1), v + n, std::greater<float>());
+  rth = v[r - 1];
+  max = *std::max_element(v, v + r);
 }
 
 void write_special_row(const void* row, DType t, int64_t v, int64_t k, const SoftmaxTopkOut& out, int64_t b) {

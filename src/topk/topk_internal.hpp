@@ -92,6 +92,10 @@ void validate(const char* fn, const TensorView& logits, int64_t k, float tempera
 // Keeps the best min(n, k) candidates (unordered) and raises thr to the k-th.
 void flush(CandBuf& b);
 
+// The r-th largest of v[0, n) (1 <= r <= n, no NaN) into rth and the largest
+// into max; reorders v. For the sampled threshold (topk_scan.hpp).
+void rth_largest(float* v, int64_t n, int64_t r, float& rth, float& max);
+
 // Per-ISA scan of elements [lo, hi) of one row (T = float, f16 or bf16 given
 // by dtype): updates st and appends candidates > b.thr, flushing as needed.
 using ScanFn = void (*)(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b,

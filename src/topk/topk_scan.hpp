@@ -125,21 +125,23 @@ inline void add_cand(CandBuf& b, Cand x) {
 
 // A starting threshold from a sample (K > kInsertK, parts of >= kSampleMinPart
 // elements): kSampleRuns runs of kSampleRun contiguous elements spread over
-// the part (sample_run; S = 4096 elements, ~3% of a 128K row's bytes, read
-// with one vector compare a vector as in the scan). The guess is the sample's
-// r-th best, r = ceil(2 K S / n) + 2: about twice the rank the part's K-th
-// best has in the sample, so a few K elements of the part lie above it,
-// instead of a first chunk that is all candidates and the ~K ln(n / K) a
-// running threshold from -inf admits. It is unsafe only when the sample holds
-// >= r of the part's top K (for K = 50, V = 128256 in random order: Poisson
-// mean 1.6 reaching 6, ~0.6% of rows); scan_typed then rescans. thr = -inf:
-// no guess (a short part, r > kMaxSampleRank, or fewer than r logits > -inf
-// in the sample). An ascending part is always rescanned (its last run holds
-// its top): correct, twice the reads.
+// the part (sample_run; S = 4096 elements, ~3% of a 128K row's bytes). The
+// guess is the r-th best of the runs' maxima, r = ceil(2 K S / n) + 2: about
+// twice the rank the part's K-th best has in the sample, so a few K elements
+// of the part lie above it, instead of a first chunk that is all candidates
+// and the ~K ln(n / K) a running threshold from -inf admits. (It is the
+// sample's r-th best when those lie in distinct runs, else lower: more
+// candidates, the same result; a vector max a vector and one selection of 64
+// cost less than inserting the sample's lanes into a sorted top r.) It is unsafe only when >= r runs hold one of the part's
+// top K each (for K = 50, V = 128256 in random order: Poisson mean 1.6
+// reaching 6, ~0.6% of rows); scan_typed then rescans. thr = -inf: no guess
+// (a short part, r > kMaxSampleRank, or fewer than r runs with a logit > -inf).
+// An ascending part is always rescanned (its last run holds its top):
+// correct, twice the reads.
 struct Guess {
   float thr = kNegInf, max = kNegInf;  // the sample's r-th best and its max
 };
-inline constexpr int64_t kMaxSampleRank = 64;
+inline constexpr int64_t kMaxSampleRank = kSampleRuns;
 template <class S, class T>
 Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
   using V = typename S::V;
@@ -149,9 +151,6 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
   if (n < kSampleMinPart) return {};
   const int64_t r = (2 * k * s + n - 1) / n + 2;
   if (r > kMaxSampleRank) return {};
-  float top[kMaxSampleRank];  // top[0, r): the sample's best r so far, descending
-  std::fill(top, top + r, kNegInf);
-  V vt = S::set1(kNegInf);
   // The runs are far apart, so the hardware prefetcher does not follow them:
   // run i + kSampleAhead is asked for while run i is read, so a few runs' DRAM
   // latencies overlap (asking for all 64 at once filled the miss buffers).
@@ -161,27 +160,18 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
     for (size_t o = 0; o < kSampleRun * sizeof(T); o += 64) __builtin_prefetch(q + o);
   };
   for (int64_t i = 0; i < kSampleAhead; ++i) ask(i);
+  float best[kSampleRuns];  // each run's max (a NaN run: -inf; its row is special anyway)
   for (int64_t i = 0; i < kSampleRuns; ++i) {
     if (i + kSampleAhead < kSampleRuns) ask(i + kSampleAhead);
     const T* run = row + sample_run(lo, hi, i);
-    for (int j = 0; j < kSampleRun; j += W) {  // as the scan: one compare a vector, lanes above top[r - 1] inserted
-      const V x = S::load(run + j);
-      unsigned mask = S::gt_mask(x, vt);
-      if (!mask) continue;
-      alignas(64) float lane[W];
-      S::store(lane, x);
-      do {
-        const float y = lane[__builtin_ctz(mask)];
-        mask &= mask - 1;
-        if (!(y > top[r - 1])) continue;
-        int64_t q = r - 1;
-        for (; q > 0 && y > top[q - 1]; --q) top[q] = top[q - 1];
-        top[q] = y;
-      } while (mask);
-      vt = S::set1(top[r - 1]);
-    }
+    V mx = S::load(run);
+    for (int j = W; j < kSampleRun; j += W) mx = S::max(mx, S::load(run + j));
+    const float v = S::hmax(mx);
+    best[i] = v == v ? v : kNegInf;
   }
-  return {top[r - 1], top[0]};
+  Guess g;
+  rth_largest(best, kSampleRuns, r, g.thr, g.max);
+  return g.thr == kNegInf ? Guess{} : g;
 }
 
 // One pass over [lo, hi) into b (empty, b.thr its starting threshold) from the
