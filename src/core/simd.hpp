@@ -87,6 +87,7 @@ struct Avx2 {
   static V select(V mask_src_a, V b, V mask) { return _mm256_blendv_ps(mask_src_a, b, mask); }
   static V cmp_lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
   static V cmp_gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+  static V cmp_ge(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
   static V cmp_unord(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
   static unsigned mask_bits(V m) { return unsigned(_mm256_movemask_ps(m)); }
 
@@ -151,6 +152,7 @@ struct Avx512 {
   }
   static V cmp_lt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)); }
   static V cmp_gt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
+  static V cmp_ge(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)); }
   static V cmp_unord(V a) { return mask_to_v(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)); }
   static unsigned mask_bits(V m) { return unsigned(_mm512_movepi32_mask(_mm512_castps_si512(m))); }
 

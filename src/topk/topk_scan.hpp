@@ -314,6 +314,30 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
   for (int64_t u = 0; u < nv; ++u) acc.add(terms(S::sub(S::load(x + u * W), vm)));
   st = PartState{m, acc.sum()};
   if (std::isnan(st.s)) return 0;
+  if constexpr (!std::is_same_v<S, Scalar>) {
+    if (nv == 1) {
+      // One vector: every element's rank in the op's order at once, rank_i =
+      // #{j : x_j > x_i, or x_j == x_i and j < i}, and element i goes to slot
+      // rank_i; no branch depends on the data (the rounds below are a chain
+      // of dependent horizontal maxima). -inf logits rank after every finite
+      // one, in index order, as finish_row would add them; the -inf padding
+      // never beats a logit (its indices are higher) and ranks >= v.
+      const V xv = S::load(x), one = S::set1(1.0f), zero = S::zero();
+      alignas(64) float iota[W];
+      for (int i = 0; i < W; ++i) iota[i] = float(i);
+      const V lane = S::load(iota);
+      V rank = zero;
+      for (int j = 0; j < W; ++j) {
+        const V xj = S::set1(x[j]);
+        const V beats = S::select(S::cmp_gt(xj, xv), S::cmp_ge(xj, xv), S::cmp_gt(lane, S::set1(float(j))));
+        rank = S::add(rank, S::select(zero, one, beats));
+      }
+      alignas(64) float rk[W];
+      S::store(rk, rank);
+      for (int64_t i = 0; i < v; ++i) c[int64_t(rk[i])] = Cand{x[i], int32_t(i)};  // c holds >= W
+      return k;
+    }
+  }
   constexpr unsigned kLanes = W >= 32 ? ~0u : (1u << W) - 1;
   // A taken logit leaves by a vector min with -inf in its lane (no NaN is
   // left here): a scalar store into a vector that is loaded next would stall
