@@ -128,6 +128,7 @@ class KvBlockManager {
   struct Seq {
     std::vector<int32_t> blocks;
     std::vector<int32_t> tokens;
+    std::vector<uint64_t> hashes;  // hashes[i]: chained hash of full block i (parent hashes[i - 1], 0 for i = 0)
   };
   Seq& seq_ref(int64_t seq, const char* fn);
   const Seq& seq_ref(int64_t seq, const char* fn) const;
@@ -135,7 +136,6 @@ class KvBlockManager {
   void release(int32_t b);
   void unhash(int32_t b);
   void register_full(Seq& s, int64_t block_index);
-  uint64_t parent_hash(const Seq& s, int64_t block_index) const;
 
   int64_t block_tokens_;
   std::vector<Block> blocks_;

@@ -2,6 +2,7 @@
 // blocks, reference counts, copy-on-write, prefix hashes and LRU eviction.
 // It never touches K/V data; the storage applies the copies it returns.
 #include <algorithm>
+#include <stdexcept>
 
 #include "llmk/error.hpp"
 #include "llmk/kv_cache.hpp"
@@ -83,24 +84,20 @@ void KvBlockManager::release(int32_t b) {
   }
 }
 
-uint64_t KvBlockManager::parent_hash(const Seq& s, int64_t i) const {
-  if (i == 0) return 0;
-  const Block& p = blocks_[size_t(s.blocks[size_t(i - 1)])];
-  // The parent is full, so it was registered when it filled, unless its hash
-  // was already taken by an identical block: recompute from the tokens then.
-  if (p.hashed) return p.hash;
-  uint64_t h = 0;
-  for (int64_t j = 0; j < i; ++j)
-    h = block_hash(h, std::span(s.tokens).subspan(size_t(j * block_tokens_), size_t(block_tokens_)));
-  return h;
-}
-
 void KvBlockManager::register_full(Seq& s, int64_t i) {
   const int32_t b = s.blocks[size_t(i)];
   Block& m = blocks_[size_t(b)];
   const auto toks = std::span(s.tokens).subspan(size_t(i * block_tokens_), size_t(block_tokens_));
-  m.parent = parent_hash(s, i);
+  // Blocks fill in order, reuse_prefix() records the blocks it reuses and
+  // truncate() drops the hashes of the blocks it cuts, so s.hashes holds
+  // blocks 0 .. i-1 here: the parent's hash in O(1), also when the parent is
+  // not in the cache (an identical block was cached first; recomputing the
+  // chain from the first block then made n identical sequences cost O(n *
+  // length^2 / 16)).
+  if (s.hashes.size() != size_t(i)) throw std::logic_error("KvBlockManager: block hashes out of step with blocks");
+  m.parent = i == 0 ? 0 : s.hashes[size_t(i - 1)];
   m.hash = block_hash(m.parent, toks);
+  s.hashes.push_back(m.hash);
   if (by_hash_.count(m.hash)) return;  // an identical block is cached already: keep this one private
   m.hashed = true;
   m.tokens.assign(toks.begin(), toks.end());
@@ -122,6 +119,7 @@ int64_t KvBlockManager::reuse_prefix(int64_t seq, std::span<const int32_t> token
     if (m.ref++ == 0) lru_.erase(m.lru);
     s.blocks.push_back(it->second);
     s.tokens.insert(s.tokens.end(), toks.begin(), toks.end());
+    s.hashes.push_back(h);
     parent = h;
   }
   return int64_t(s.tokens.size());
@@ -174,6 +172,7 @@ void KvBlockManager::truncate(int64_t seq, int64_t length) {
     s.blocks.pop_back();
   }
   s.tokens.resize(size_t(length));
+  s.hashes.resize(size_t(std::min<int64_t>(int64_t(s.hashes.size()), length / block_tokens_)));
   // A full block that becomes partial will be written again: if this sequence
   // owns it alone, it leaves the prefix cache; if shared, the write copies it.
   if (length % block_tokens_ != 0 && blocks_[size_t(s.blocks.back())].ref == 1) unhash(s.blocks.back());

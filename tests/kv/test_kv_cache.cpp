@@ -169,6 +169,38 @@ TEST(KvBlockManager, RewrittenBlockLeavesThePrefixCache) {
   EXPECT_EQ(m.reuse_prefix(b, prompt), 0);  // must not match the old content
 }
 
+// The chained hash of a block whose parent is not in the cache (an identical
+// block was cached first, so the parent stayed private), after a truncate and
+// rewrite, and in a fork: the blocks registered then must still be found by a
+// later reuse_prefix of the same tokens, so their parent hashes were right.
+TEST(KvBlockManager, ChainedHashWithPrivateParentsTruncateAndFork) {
+  KvBlockManager m(16, 4);
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  const auto prompt = iota_tokens(12);  // 3 full blocks
+  const int64_t a = m.add_sequence(), b = m.add_sequence();
+  ASSERT_EQ(m.append(a, prompt, &slots, &copies), KvStatus::ok);
+  ASSERT_EQ(m.append(b, prompt, &slots, &copies), KvStatus::ok);  // identical: b's blocks stay private
+  m.free_sequence(a);
+  m.truncate(b, 6);
+  const auto x = iota_tokens(6, 700);
+  ASSERT_EQ(m.append(b, x, &slots, &copies), KvStatus::ok);  // blocks 1 and 2 rewritten, registered
+  const int64_t d = m.fork(b);
+  const auto z = iota_tokens(4, 900);
+  ASSERT_EQ(m.append(d, z, &slots, &copies), KvStatus::ok);  // block 3, its parent from the copied chain
+  std::vector<int32_t> want(prompt.begin(), prompt.begin() + 6);
+  want.insert(want.end(), x.begin(), x.end());
+  const int64_t c = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(c, want), 12);
+  EXPECT_NE(m.blocks(c)[0], m.blocks(b)[0]);  // a's cached block 0; b's identical one stayed private
+  EXPECT_EQ(m.blocks(c)[1], m.blocks(b)[1]);
+  EXPECT_EQ(m.blocks(c)[2], m.blocks(b)[2]);
+  want.insert(want.end(), z.begin(), z.end());
+  const int64_t e = m.add_sequence();
+  EXPECT_EQ(m.reuse_prefix(e, want), 16);
+  EXPECT_EQ(m.blocks(e)[3], m.blocks(d)[3]);
+}
+
 TEST(KvBlockManager, BadArguments) {
   EXPECT_THROW(KvBlockManager(0, 16), InvalidArgument);
   EXPECT_THROW(KvBlockManager(4, 0), InvalidArgument);
