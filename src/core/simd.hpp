@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 
 #include "llmk/dtype.hpp"
@@ -83,6 +84,13 @@ struct Avx2 {
   // 2^n for z = n + 127 + 1.5 * 2^23 as a float, n an integer in [-127, 128]:
   // z's low mantissa bits hold the biased exponent n + 127, the bits above shift out.
   static V pow2i_biased(V z) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(z), 23)); }
+  // Lane i of `table` picked by the low 3 bits of lane i of idx's bits.
+  static V permute(V table, V idx) { return _mm256_permutevar8x32_ps(table, _mm256_castps_si256(idx)); }
+  // The bits of a plus the bits of b shifted left by N, as 32-bit integers.
+  template <int N>
+  static V add_shifted_bits(V a, V b) {
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_slli_epi32(_mm256_castps_si256(b), N)));
+  }
   static V round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V select(V mask_src_a, V b, V mask) { return _mm256_blendv_ps(mask_src_a, b, mask); }
   static V cmp_lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
@@ -145,6 +153,11 @@ struct Avx512 {
     return _mm512_castsi512_ps(e);
   }
   static V pow2i_biased(V z) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(z), 23)); }
+  static V permute(V table, V idx) { return _mm512_permutexvar_ps(_mm512_castps_si512(idx), table); }  // low 4 bits
+  template <int N>
+  static V add_shifted_bits(V a, V b) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_slli_epi32(_mm512_castps_si512(b), N)));
+  }
   static V round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // Masks are carried as V with all-ones lanes, like AVX2, so templates stay ISA-neutral.
   static V select(V a, V b, V mask) {
@@ -240,25 +253,51 @@ inline typename S::V exp2_nonpos(typename S::V t) {
   return exp2_reduced<S>(S::sub(t, S::sub(z, shifter)), z);
 }
 
-// 2^(d * s) for d <= 0 and s >= 2^-100 (d = x - max, s = log2(e) / T), with
-// lo = -127 / s rounded to f32 (Exp2Scaled holds both): exp2_nonpos(d * s)
-// with the product folded into the reduction, one vector op fewer. d is
-// clamped to lo (so d * s >= -127 up to rounding, and -inf gives 0), n =
-// round(d * s) by one FMA with the shifter, and r = d * s - n by another, so r
-// is the exact product minus n rounded once (exp2_nonpos rounds d * s first).
-// Same bounds as exp2_nonpos; s < 2^-100 would make lo overflow, so the caller
-// uses exp2_nonpos(d * s) there.
+// 2^(d * s) for d <= 0 and s >= 2^-100 (d = x - max, s = log2(e) / T), the
+// softmax terms of the topk scan and of attention: the product folded into
+// the reduction and a table of the 8 values 2^(j / 8) held in one register,
+// so the polynomial is of degree 3. d is clamped to lo = -127 / s (so d * s
+// >= -127 up to rounding, and -inf gives exactly 0); z = d * s + 1.5 * 2^20 +
+// 127 by one FMA (the sum's ulp is 1/8, so z's low mantissa bits hold q =
+// round(8 (d * s + 127)) = 8 (n + 127) + j, j in [0, 8)); r = d * s - (z -
+// shifter) by a second FMA, |r| <= 1/16, the exact product minus q / 8
+// rounded once. Then 2^(d s) = p(r) * 2^(j / 8) * 2^n: the table entry is
+// picked by j (the permute reads the low bits of z) and stored as its
+// mantissa bits minus j << 20, so adding q << 20 gives the bits of
+// 2^(j / 8) * 2^n in one integer add; one multiply by p(r) (a degree-3 Lawson
+// fit, p(0) = 1, 2.5e-8 on [-1/16, 1/16]). 12 vector ops, 6 of them on the FMA
+// pipes (exp2_nonpos: 8). Bounds, tested in tests/core/test_simd.cpp: 1.9e-7
+// relative against the exact product for d * s >= -126; below, the exponent
+// field may be 0 (a subnormal without the implicit one), an absolute error
+// under 2^-126; NaN stays NaN (the multiply by p(NaN)).
+// s < 2^-100 would make lo overflow: the caller uses exp2_nonpos(d * s) there.
 template <class S>
 struct Exp2Scaled {
   using V = typename S::V;
   static constexpr float kMinScale = 0x1p-100f;
-  V s, lo;
-  explicit Exp2Scaled(float scale) : s(S::set1(scale)), lo(S::set1(-127.0f / scale)) {}
+  static constexpr int kBits = 3;  // 8 entries; AVX-512's 16 lanes hold them twice (its permute reads 4 bits)
+  static_assert(S::kWidth % 8 == 0, "the table fills whole lanes");
+  V s, lo, table;
+  explicit Exp2Scaled(float scale) : s(S::set1(scale)), lo(S::set1(-127.0f / scale)) {
+    // Mantissa bits of 2^(j / 8) rounded to f32.
+    static constexpr uint32_t kM[8] = {0x000000u, 0x0b95c2u, 0x1837f0u, 0x25fed7u,
+                                       0x3504f3u, 0x45672au, 0x5744fdu, 0x6ac0c7u};
+    alignas(64) uint32_t t[S::kWidth];
+    for (int i = 0; i < S::kWidth; ++i) t[i] = kM[i % 8] - (uint32_t(i % 8) << (23 - kBits));
+    alignas(64) float tf[S::kWidth];
+    std::memcpy(tf, t, sizeof(t));
+    table = S::load(tf);
+  }
   V operator()(V d) const {
     d = S::max(lo, d);  // NaN d stays NaN
-    const V shifter = S::set1(kExp2Shifter);
+    const V shifter = S::set1(1.5f * float(1 << (23 - kBits)) + 127.0f);
     const V z = S::fmadd(d, s, shifter);
-    return exp2_reduced<S>(S::fmsub(d, s, S::sub(z, shifter)), z);
+    const V r = S::fmsub(d, s, S::sub(z, shifter));
+    V p = S::set1(5.549622327e-02f);
+    p = S::fmadd(p, r, S::set1(2.402576357e-01f));
+    p = S::fmadd(p, r, S::set1(6.931472421e-01f));
+    p = S::fmadd(p, r, S::set1(1.0f));
+    return S::mul(p, S::template add_shifted_bits<23 - kBits>(S::permute(table, z), z));
   }
 };
 
