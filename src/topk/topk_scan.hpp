@@ -83,9 +83,9 @@ struct DoubleAcc<simd::Avx512> {
 #endif
 
 // The terms 2^(d * s2), d = x - m <= 0 (error bounds in core/simd.hpp). With
-// kFold (vector ISAs, s2 >= 2^-100, i.e. T <= 1.8e30) the product is folded
-// into the exp's reduction (simd::Exp2Scaled, one vector op fewer of about
-// 16 an element); otherwise it is rounded first: simd::exp2_nonpos, or
+// kFold (vector ISAs, s2 >= 2^-100, i.e. T <= 1.8e30) simd::Exp2Scaled: the
+// product folded into the reduction, 2^(j/8) from a table, 6 FMA-pipe ops a
+// vector; otherwise the product is rounded first: simd::exp2_nonpos (8), or
 // std::exp2 on the scalar path.
 template <class S, bool kFold>
 struct Terms {

@@ -72,8 +72,8 @@ TEST(Simd, ExpWithinTwoUlpEverywhere) {
 }
 
 // exp2_nonpos's stated bound: |y - 2^t| <= 1.75e-7 * 2^t + 2^-150 for t >
-// -126.5 (1.75e-7: the degree-5 polynomial's 1.72e-7 over every f32 r in
-// [-1/2, 1/2], f32 coefficients and FMA Horner included; 2^-150: half the
+// -126.5 (1.75e-7: the degree-5 polynomial's fit with f32 coefficients and
+// FMA Horner; the worst seen is printed, 1.66e-7 with AVX2; 2^-150: half the
 // subnormal spacing, where p * 2^-126 rounds to a subnormal), exactly 0 from
 // -126.5 down and for -inf, 1 at -0, NaN for NaN. The polynomial sees only r =
 // t - round(t), so every 61st f32 bit pattern from -0 to -128 (18.5 million t,
@@ -125,7 +125,7 @@ TEST(Simd, Exp2NonposWithinBoundOnEveryNonpositiveInput) {
 }
 
 // Exp2Scaled (2^(d * s): the product folded into the reduction, a table of
-// 2^(j / W) and a degree-3 polynomial): |y - 2^(d s)| <= 1.9e-7 * 2^(d s) +
+// 2^(j / 8) and a degree-3 polynomial): |y - 2^(d s)| <= 1.9e-7 * 2^(d s) +
 // 2^-150 against the exact product in double when d * s >= -126 (the table
 // entry's share 3.2e-8, the polynomial's 2.5e-8, its FMA rounding and the
 // final multiply's one ulp each, the rounding of r: every term below 6e-8);
