@@ -265,11 +265,12 @@ inline typename S::V exp2_nonpos(typename S::V t) {
 // picked by j (the permute reads the low bits of z) and stored as its
 // mantissa bits minus j << 20, so adding q << 20 gives the bits of
 // 2^(j / 8) * 2^n in one integer add; one multiply by p(r) (a degree-3 Lawson
-// fit, p(0) = 1, 2.5e-8 on [-1/16, 1/16]). 12 vector ops, 6 of them on the FMA
-// pipes (exp2_nonpos: 8). Bounds, tested in tests/core/test_simd.cpp: 1.9e-7
-// relative against the exact product for d * s >= -126; below, the exponent
-// field may be 0 (a subnormal without the implicit one), an absolute error
-// under 2^-126; NaN stays NaN (the multiply by p(NaN)).
+// fit, p(0) = 1, 2.5e-8 on [-1/16, 1/16]). 11 vector ops, 6 of them on the FMA
+// pipes (the same fold with exp2_nonpos's degree-5 polynomial: 8). Bounds,
+// tested in tests/core/test_simd.cpp: 1.9e-7 relative against the exact
+// product for d * s >= -126; below, the exponent field may be 0 (a subnormal
+// without the implicit one), an absolute error under 2^-126; NaN stays NaN
+// (the multiply by p(NaN)).
 // s < 2^-100 would make lo overflow: the caller uses exp2_nonpos(d * s) there.
 template <class S>
 struct Exp2Scaled {
