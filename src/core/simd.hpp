@@ -211,23 +211,8 @@ struct Scalar {
 };
 }  // namespace
 
-// 1.5 * 2^23 + 127: t + kExp2Shifter rounds t to an integer n (the sum's ulp
-// is 1) and holds the biased exponent n + 127 in its low mantissa bits.
-inline constexpr float kExp2Shifter = 12583039.0f;
-
-// 2^(n + r) from r in [-1/2, 1/2] and z = n + kExp2Shifter, n in [-127, 1]:
-// the degree-5 polynomial of exp2_nonpos times 2^n from z's bits.
-template <class S>
-inline typename S::V exp2_reduced(typename S::V r, typename S::V z) {
-  using V = typename S::V;
-  V p = S::set1(1.326472731e-03f);
-  p = S::fmadd(p, r, S::set1(9.671512991e-03f));
-  p = S::fmadd(p, r, S::set1(5.550733581e-02f));
-  p = S::fmadd(p, r, S::set1(2.402224243e-01f));
-  p = S::fmadd(p, r, S::set1(6.931470037e-01f));
-  p = S::fmadd(p, r, S::set1(1.0f));
-  return S::mul(p, S::pow2i_biased(z));
-}
+// log2(e) in f32: exp(x) = 2^(x * kLog2e).
+inline constexpr float kLog2e = 1.44269504088896341f;
 
 // 2^t for t <= 0 (the terms of a softmax sum, t = (x - max) * log2(e) / T),
 // relative error below 2e-7 for t >= -125, exactly 0 for t < -126.5 and for
@@ -247,10 +232,19 @@ template <class S>
 inline typename S::V exp2_nonpos(typename S::V t) {
   using V = typename S::V;
   t = S::max(S::set1(-127.0f), t);
-  // n = round(t) by two adds instead of a round and a float -> int conversion.
-  const V shifter = S::set1(kExp2Shifter);
+  // n = round(t) by adding 1.5 * 2^23 + 127 (the sum's ulp is 1): two adds
+  // instead of a round and a float -> int conversion, and z's low mantissa
+  // bits hold the biased exponent n + 127 for pow2i_biased.
+  const V shifter = S::set1(12583039.0f);
   const V z = S::add(t, shifter);
-  return exp2_reduced<S>(S::sub(t, S::sub(z, shifter)), z);
+  const V r = S::sub(t, S::sub(z, shifter));
+  V p = S::set1(1.326472731e-03f);
+  p = S::fmadd(p, r, S::set1(9.671512991e-03f));
+  p = S::fmadd(p, r, S::set1(5.550733581e-02f));
+  p = S::fmadd(p, r, S::set1(2.402224243e-01f));
+  p = S::fmadd(p, r, S::set1(6.931470037e-01f));
+  p = S::fmadd(p, r, S::set1(1.0f));
+  return S::mul(p, S::pow2i_biased(z));
 }
 
 // 2^(d * s) for d <= 0 and s >= 2^-100 (d = x - max, s = log2(e) / T), the
@@ -313,7 +307,7 @@ inline typename S::V exp(typename S::V x) {
   const V nan = S::cmp_unord(x);
   const V over = S::cmp_gt(x, hi), under = S::cmp_lt(x, lo);
   V xc = S::min(S::max(x, S::set1(-87.0f)), hi);  // keep 2^n normal; under/over fixed below
-  const V n = S::round(S::mul(xc, S::set1(1.44269504088896341f)));
+  const V n = S::round(S::mul(xc, S::set1(kLog2e)));
   V r = S::fmadd(n, S::set1(-0.693359375f), xc);  // ln2 split in two for exact n*ln2_hi
   r = S::fmadd(n, S::set1(2.12194440e-4f), r);
   V p = S::set1(1.0f / 5040.0f);
@@ -331,7 +325,7 @@ inline typename S::V exp(typename S::V x) {
   const V sub = S::cmp_lt(x, S::set1(-87.0f));
   if (S::mask_bits(sub)) {
     const V xs = S::add(S::max(x, lo), S::set1(40.0f));  // exp(x) = exp(x + 40) * exp(-40)
-    const V ns = S::round(S::mul(xs, S::set1(1.44269504088896341f)));
+    const V ns = S::round(S::mul(xs, S::set1(kLog2e)));
     V rs = S::fmadd(ns, S::set1(-0.693359375f), xs);
     rs = S::fmadd(ns, S::set1(2.12194440e-4f), rs);
     V q = S::set1(1.0f / 5040.0f);
