@@ -64,23 +64,33 @@ Pools make_pools(const Model& m, KvType t, int64_t nblocks, int64_t bt) {
 }
 
 // Reads every K and V row the decode kernel reads, in its order (threads over
-// (sequence, kv head), each walking its blocks in table order), and does
-// nothing else: how fast this machine's memory serves the layout's access
-// pattern, with no arithmetic to hide it. The "read" rows; paged against
-// contiguous they separate what the block layout costs the memory system from
-// what it costs the kernel.
+// its items, each walking its blocks in table order and, in each tile, the
+// item's kv heads in turn: attention_decode_heads_per_item), and does nothing
+// else: how fast this machine's memory serves the layout's access pattern,
+// with no arithmetic to hide it. The "read" rows; paged against contiguous
+// they separate what the block layout costs the memory system from what it
+// costs the kernel.
 uint64_t read_rows(const Pools& p, const PageTable& pt, const Model& m) {
   const KvLayerView& kv = p.view;
-  const int64_t B = pt.view().num_seqs, words = kv.block_tokens * kv_row_bytes(kv.k_type, m.D) / 8;
+  const PageTableView pv = pt.view();
+  const int64_t B = pv.num_seqs, bt = kv.block_tokens, rw = kv_row_bytes(kv.k_type, m.D) / 8;  // words a row
+  const int64_t len = bt * (pv.indptr[1] - pv.indptr[0]);  // every sequence: whole blocks
+  const int64_t nh = attention_decode_heads_per_item(kv), hg = m.Hkv / nh, tile = 16;
+  const int64_t ns = attention_decode_splits(kv, pv, len);
+  const int64_t chunk = ((len + ns - 1) / ns + tile - 1) / tile * tile;  // as attention_decode
   uint64_t x = 0;
 #pragma omp parallel for num_threads(num_threads()) schedule(static, 1) reduction(^ : x)
-  for (int64_t bh = 0; bh < B * m.Hkv; ++bh) {
-    const int64_t b = bh / m.Hkv, h = bh % m.Hkv;
-    for (int64_t j = pt.indptr[size_t(b)]; j < pt.indptr[size_t(b) + 1]; ++j) {
-      const size_t off = size_t((int64_t(pt.indices[size_t(j)]) * m.Hkv + h) * words);
-      const uint64_t* k = static_cast<const uint64_t*>(kv.k) + off;
-      const uint64_t* v = static_cast<const uint64_t*>(kv.v) + off;
-      for (int64_t w = 0; w < words; ++w) x ^= k[w] ^ v[w];
+  for (int64_t i = 0; i < B * hg * ns; ++i) {
+    const int64_t b = i / (hg * ns), h0 = i / ns % hg * nh, s = i % ns;
+    for (int64_t p0 = s * chunk; p0 < std::min(len, (s + 1) * chunk);) {
+      const int64_t n = std::min({tile, len - p0, bt - p0 % bt});
+      for (int64_t h = h0; h < h0 + nh; ++h) {
+        const size_t off = size_t(((int64_t(pv.indices[pv.indptr[b] + p0 / bt]) * m.Hkv + h) * bt + p0 % bt) * rw);
+        const uint64_t* k = static_cast<const uint64_t*>(kv.k) + off;
+        const uint64_t* v = static_cast<const uint64_t*>(kv.v) + off;
+        for (int64_t w = 0; w < n * rw; ++w) x ^= k[w] ^ v[w];
+      }
+      p0 += n;
     }
   }
   return x;

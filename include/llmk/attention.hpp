@@ -25,15 +25,18 @@
 // result of a query depends only on its own q and the cached rows it sees, not
 // on the batch around it (prefill never splits the context), so a prefill over
 // a cached prefix is bitwise equal to a cold prefill of the whole prompt.
-// Decode splits the context (split-K, exact log-sum-exp merge) when sequences
-// x kv-heads are too few to occupy the threads / SMs.
+// Decode splits the context (split-K, exact log-sum-exp merge) when there
+// are too few sequences (CPU) or sequences x kv-heads (CUDA) to occupy the
+// threads / SMs.
 //
 // With kv.k_rotated (KvCacheConfig::k_rotate: K rows stored Hadamard-rotated,
 // llmk/kv_quant.hpp), q is rotated the same way into a scratch copy at entry,
 // CPU and CUDA alike (q itself is never written); V is not rotated, so out
 // needs no inverse rotation.
 //
-// CPU (Device::cpu views): threads over (sequence, kv-head[, split | query tile]),
+// CPU (Device::cpu views): decode threads over (sequence, split), each item
+// walking the sequence's blocks once for all its kv heads; prefill threads over
+// (sequence, kv-head, query tile);
 // scalar / AVX2 / AVX-512 by llmk::simd_level(). CUDA (Device::cuda views,
 // all pointers on the device): decode, prefill (attention_prefill with
 // opt.num_tokens = qo_indptr[B] calls attention_prefill_cuda()), and
@@ -48,7 +51,7 @@
 namespace llmk {
 
 struct AttentionOptions {
-  int splits = 0;           // decode: context splits per (sequence, kv-head); 0 = choose
+  int splits = 0;           // decode: context splits per sequence (CUDA: per (sequence, kv-head)); 0 = choose
   int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
   int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host reads no device table)
   Stream stream = nullptr;  // CUDA
@@ -62,6 +65,9 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
 
 // The split count attention_decode picks for this batch (CPU: threads; CUDA: SMs).
 int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len);
+// The kv heads one CPU decode work item holds (every head of a sequence, or
+// one): a whole block read as one run when a head's run of block_tokens rows is short.
+int64_t attention_decode_heads_per_item(const KvLayerView& kv);
 
 // The oracle, in double, over a DENSE cache as in llama2.c:
 //   k, v [kv_indptr[B], Hkv, D] f32: sequence b's tokens are rows kv_indptr[b] ..;

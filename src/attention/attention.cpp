@@ -1,5 +1,6 @@
 // attention_decode / attention_prefill: validation at the API boundary, work
-// items over (sequence, kv-head, split | query tile), OpenMP over the items,
+// items (decode: sequence and split, every kv head; prefill: sequence, kv head
+// and query tile), OpenMP over the items,
 // the exact log-sum-exp merge of decode splits, and the rotation of the
 // queries against a Hadamard-rotated K (a copy; llmk/kv_quant.hpp). The kernel
 // itself is attention_kernel.hpp, instantiated here for the scalar path.
@@ -18,7 +19,6 @@
 
 namespace llmk {
 namespace attn {
-template void attend<Scalar>(const KvLayerView&, const Item&, float*);
 #ifdef LLMK_HAVE_CUDA
 void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads, float scale,
                  float* out, int splits, Stream stream);
@@ -96,44 +96,54 @@ AttendFn pick_attend() {
   }
 }
 
-struct Work {  // one item: sequence b, kv head h, query tokens [t0, t0+nq), positions [k0, k1)
-  int64_t b, h, t0, nq, pos0, k0, k1, split;
+// One item: sequence b, kv heads [h, h + nh), query tokens [t0, t0 + nq),
+// positions [k0, k1). Decode items hold every kv head of their sequence (the
+// kernel then reads each block as one run: attention_kernel.hpp); prefill
+// items one head each.
+struct Work {
+  int64_t b, h, nh, t0, nq, pos0, k0, k1;
 };
 
-// Runs every item; writes (m, l, acc) of item i, row r to part + (i * R + r) * (D + 2).
+// Runs every item; writes (m, l, acc) of item i, head h + j, row r to
+// part + ((i * nh + j) * R + r) * (D + 2), R = maxq * G rows a head (every item
+// has the same nh).
 void run_items(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale,
                const std::vector<Work>& work, int64_t maxq, float* part) {
-  const int64_t D = kv.head_dim, G = Hq / kv.n_kv_heads;
+  if (work.empty()) return;
+  const int64_t D = kv.head_dim, G = Hq / kv.n_kv_heads, NH = work[0].nh;
   const AttendFn fn = pick_attend();
 #pragma omp parallel num_threads(num_threads())
   {
     const int64_t R = maxq * G;
-    const size_t nr = size_t(R), nrd = size_t(R * D), ns = size_t(attn::scratch_floats(D, int(R)));
+    const size_t nr = size_t(NH * R), nrd = size_t(NH * R * D), ns = size_t(attn::scratch_floats(D, int(R), int(NH)));
     std::vector<float> qs(nrd), m(nr), l(nr), acc(nrd), scratch(ns);
-    std::vector<int64_t> limit(nr);
+    std::vector<int64_t> limit(static_cast<size_t>(R));
 #pragma omp for schedule(static, 1)
     for (int64_t i = 0; i < int64_t(work.size()); ++i) {
       const Work& w = work[size_t(i)];
-      const int64_t rows = w.nq * G;
-      for (int64_t j = 0; j < w.nq; ++j)
-        for (int64_t g = 0; g < G; ++g) {
-          const float* src = q + ((w.t0 + j) * Hq + w.h * G + g) * D;
-          float* dst = qs.data() + (j * G + g) * D;
-          for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
-          limit[size_t(j * G + g)] = w.pos0 + j;
-        }
-      std::fill(m.begin(), m.begin() + rows, -INFINITY);
-      std::fill(l.begin(), l.begin() + rows, 0.0f);
-      std::fill(acc.begin(), acc.begin() + rows * D, 0.0f);
-      Item it{qs.data(), limit.data(), int(rows), w.k0, w.k1, p.indices + p.indptr[w.b], w.h, m.data(), l.data(),
-              acc.data()};
+      const int64_t rows = w.nq * G;  // a head; the item's arrays hold head j at j * rows (Item)
+      for (int64_t t = 0; t < w.nq; ++t)
+        for (int64_t g = 0; g < G; ++g) limit[size_t(t * G + g)] = w.pos0 + t;
+      for (int64_t j = 0; j < NH; ++j)
+        for (int64_t t = 0; t < w.nq; ++t)
+          for (int64_t g = 0; g < G; ++g) {
+            const float* src = q + ((w.t0 + t) * Hq + (w.h + j) * G + g) * D;
+            float* dst = qs.data() + (j * rows + t * G + g) * D;
+            for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
+          }
+      std::fill(m.begin(), m.begin() + NH * rows, -INFINITY);
+      std::fill(l.begin(), l.begin() + NH * rows, 0.0f);
+      std::fill(acc.begin(), acc.begin() + NH * rows * D, 0.0f);
+      Item it{qs.data(), limit.data(), int(rows), w.k0, w.k1, p.indices + p.indptr[w.b], w.h, int(NH), m.data(),
+              l.data(), acc.data()};
       fn(kv, it, scratch.data());
-      for (int64_t r = 0; r < rows; ++r) {
-        float* o = part + (i * R + r) * (D + 2);
-        o[0] = m[size_t(r)];
-        o[1] = l[size_t(r)];
-        std::copy(acc.begin() + r * D, acc.begin() + (r + 1) * D, o + 2);
-      }
+      for (int64_t j = 0; j < NH; ++j)
+        for (int64_t r = 0; r < rows; ++r) {
+          float* o = part + ((i * NH + j) * R + r) * (D + 2);
+          o[0] = m[size_t(j * rows + r)];
+          o[1] = l[size_t(j * rows + r)];
+          std::copy(acc.begin() + (j * rows + r) * D, acc.begin() + (j * rows + r + 1) * D, o + 2);
+        }
     }
   }
 }
@@ -161,11 +171,25 @@ int cpu_splits(int64_t work, int64_t max_len) {
 }
 }  // namespace
 
+// The kv heads of one decode item. A head's rows of a block are one run of
+// block_tokens rows, and a block's heads are stored one after another, so an
+// item that holds every head of its sequence reads each block as one run
+// (attention_kernel.hpp). That pays when a head's run is short (a 16-token
+// block of f32 Llama-3-8B rows: 8 KiB): `llmk bench attention --only
+// llama3,B1,ctx8192` (paged f32 decode and its "read" row). With long runs
+// (a contiguous cache, blocks of hundreds of tokens) items of one head read
+// one long run each, which measured faster than nh runs in turn.
+int64_t attention_decode_heads_per_item(const KvLayerView& kv) {
+  constexpr int64_t kShortRun = int64_t(64) << 10;
+  const int64_t run = kv.block_tokens * std::max(kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim));
+  return run < kShortRun ? kv.n_kv_heads : 1;
+}
+
 int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len) {
 #ifdef LLMK_HAVE_CUDA
   if (kv.device == Device::cuda) return attn::decode_cuda_splits(pages.num_seqs * kv.n_kv_heads, max_kv_len);
 #endif
-  return cpu_splits(pages.num_seqs * kv.n_kv_heads, max_kv_len);
+  return cpu_splits(pages.num_seqs * kv.n_kv_heads / attention_decode_heads_per_item(kv), max_kv_len);
 }
 
 void attention_decode(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale,
@@ -189,22 +213,26 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
     LLMK_CHECK_ARG(kv_len_of(p, b, kv.block_tokens) >= 1, fn, "pages", "sequence " + std::to_string(b) + " empty",
                    "every decoded sequence needs >= 1 cached token (append the new token first)");
   const int64_t H = kv.n_kv_heads, G = Hq / H, D = kv.head_dim;
-  const int64_t ns = opt.splits ? opt.splits : cpu_splits(p.num_seqs * H, max_len);
-  std::vector<Work> work;
+  const int64_t nh = attention_decode_heads_per_item(kv), HG = H / nh;  // HG head groups a sequence
+  const int64_t ns = opt.splits ? opt.splits : cpu_splits(p.num_seqs * HG, max_len);
+  std::vector<Work> work;  // (b, head group c, split s) at (b * HG + c) * ns + s
   for (int64_t b = 0; b < p.num_seqs; ++b) {
     const int64_t len = kv_len_of(p, b, kv.block_tokens);
     const int64_t chunk = ((len + ns - 1) / ns + kTile - 1) / kTile * kTile;  // tile-aligned split length
-    for (int64_t h = 0; h < H; ++h)
+    for (int64_t c = 0; c < HG; ++c)
       for (int64_t s = 0; s < ns; ++s)
-        work.push_back({b, h, b, 1, len - 1, std::min(len, s * chunk), std::min(len, (s + 1) * chunk), s});
+        work.push_back({b, c * nh, nh, b, 1, len - 1, std::min(len, s * chunk), std::min(len, (s + 1) * chunk)});
   }
-  std::vector<float> part(work.size() * size_t(G * (D + 2))), qrot;
+  std::vector<float> part(work.size() * size_t(nh * G * (D + 2))), qrot;
   run_items(rotated_queries(q, p.num_seqs * Hq, kv, qrot), kv, p, Hq, scale, work, 1, part.data());
-  // work item (b, h, s) is at index (b * H + h) * ns + s; its row g is head h * G + g
+  // query head hq = h * G + g (h = c * nh + j) of sequence b, split s: part row
+  // (((b * HG + c) * ns + s) * nh + j) * G + g; the splits of one head are nh * G rows apart
 #pragma omp parallel for num_threads(num_threads()) schedule(static)
-  for (int64_t bh = 0; bh < p.num_seqs * H; ++bh)
-    for (int64_t g = 0; g < G; ++g)
-      merge(part.data() + (bh * ns * G + g) * (D + 2), ns, G * (D + 2), D, out + (bh * G + g) * D);
+  for (int64_t bq = 0; bq < p.num_seqs * Hq; ++bq) {
+    const int64_t b = bq / Hq, h = bq % Hq / G, g = bq % G, c = h / nh, j = h % nh;
+    const int64_t row = (((b * HG + c) * ns) * nh + j) * G + g;
+    merge(part.data() + row * (D + 2), ns, nh * G * (D + 2), D, out + bq * D);
+  }
 }
 
 void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerView& kv, const PageTableView& p,
@@ -234,7 +262,7 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < qo; i += attn::kQTile) {
         const int64_t nq = std::min<int64_t>(attn::kQTile, qo - i), pos0 = len - qo + i;
-        work.push_back({b, h, qo_indptr[b] + i, nq, pos0, 0, pos0 + nq, 0});
+        work.push_back({b, h, 1, qo_indptr[b] + i, nq, pos0, 0, pos0 + nq});
       }
   }
   const int64_t R = attn::kQTile * G;

@@ -2,21 +2,27 @@
 // simd::Avx2, simd::Avx512) and instantiated in attention.cpp,
 // attention_avx2.cpp and attention_avx512.cpp.
 //
-// One work item = R query rows that share a KV head (the G heads of a GQA
-// group, times the query tokens of a prefill tile) against kv positions
-// [k0, k1) of one sequence, each row r also capped causally at limit[r].
-// Positions are walked in tiles of at most kTile tokens that never cross a
-// block (so a tile's rows are contiguous); the next tile's K and V rows are
+// One work item = R query rows per KV head (the G heads of a GQA group, times
+// the query tokens of a prefill tile) for nh consecutive KV heads, against kv
+// positions [k0, k1) of one sequence, each row r also capped causally at
+// limit[r]. Positions are walked in tiles of at most kTile tokens that never
+// cross a block (so a tile's rows are contiguous), and each tile is done for
+// the item's heads in turn before the next tile: the pool stores a block's
+// heads one after another ([block][head][token]), so decode items, which hold
+// every head of the sequence, read each block as one run of nh * kTile rows
+// instead of nh runs far apart (an item per head read 16-token runs of 8 KiB,
+// f32 Llama-3-8B, scattered over the pool: twice the time of a contiguous
+// read on this machine; whole blocks: within 20% of it). The next (tile, head)'s K and V rows are
 // prefetched into L2 a little at a time while this one is computed (Spread).
-// Per tile: the scores of the
-// tile's K rows against all R queries (f16/bf16 rows converted in registers);
+// Per tile and head: the scores of the
+// tile's K rows against the head's R queries (f16/bf16 rows converted in registers);
 // an online-softmax step per row (running max m, sum l, rescale alpha); then
 // P.V: the V rows are read once per 4 query rows and dequantized in registers
 // (int8/int4: the per-32 scale folded into the weight p * d, the int4 min into
 // one term per row and group), accumulated into 4 x 2 register vectors of acc
 // that also take the rescale. Nothing is dequantized to memory. A row's
 // arithmetic depends only on its own q, its limit and the positions, never on
-// the other rows of the item (a block of 4 rows runs to its longest visible
+// the other rows or heads of the item (a block of 4 rows runs to its longest visible
 // count: the others' extra terms have p = 0 exactly and add exact zeros).
 //
 // Quantized K (int8, int4) is not dequantized: each query row is quantized
@@ -36,20 +42,28 @@
 
 namespace llmk::attn {
 
-inline constexpr int kTile = 16;   // kv tokens per softmax step
-inline constexpr int kQTile = 8;   // prefill query tokens per work item
-
 struct Item {
-  const float* q = nullptr;        // [R][D] queries, already multiplied by the softmax scale
-  const int64_t* limit = nullptr;  // [R] last position (inclusive) row r may see
-  int R = 0;
+  const float* q = nullptr;        // [nh][R][D] queries, already multiplied by the softmax scale
+  const int64_t* limit = nullptr;  // [R] last position (inclusive) row r may see (every head)
+  int R = 0;                       // rows per head
   int64_t k0 = 0, k1 = 0;          // kv positions to visit
   const int32_t* blocks = nullptr; // the sequence's block ids
-  int64_t h = 0;                   // kv head
-  float* m = nullptr;              // [R] running max (in: -inf)
-  float* l = nullptr;              // [R] running sum (in: 0)
-  float* acc = nullptr;            // [R][D] unnormalized output (in: 0)
+  int64_t h = 0;                   // first kv head
+  int nh = 1;                      // kv heads h .. h + nh
+  float* m = nullptr;              // [nh][R] running max (in: -inf)
+  float* l = nullptr;              // [nh][R] running sum (in: 0)
+  float* acc = nullptr;            // [nh][R][D] unnormalized output (in: 0)
 };
+
+// Everything else is defined in every translation unit that includes this
+// header (attention.cpp for the scalar path, attention_avx2.cpp,
+// attention_avx512.cpp), each compiled with its own ISA flags, hence the
+// unnamed namespace: each keeps its own copies, so the linker can never hand
+// one path a helper compiled for another (tests/core/check_isa_leaks.py).
+namespace {
+
+inline constexpr int kTile = 16;   // kv tokens per softmax step
+inline constexpr int kQTile = 8;   // prefill query tokens per work item
 
 inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
 
@@ -80,13 +94,14 @@ struct Spread {
 // rows are zero; their lanes are never stored).
 inline int quant_rows(int R) { return (R + 3) / 4 * 4; }
 
-// Scratch floats attend<S>() needs: the scores, the rescaling factors, the P.V
-// weights and int4 min terms (R rows each), and the quantized queries
+// Scratch floats attend<S>() needs for R rows a head and nh heads: the
+// scores, the rescaling factors, the P.V weights and int4 min terms (R rows
+// each, reused head after head), and each head's quantized queries
 // (quant_rows(R) rows of groups_of(D) x 32 int8, their scales and sums).
-inline int64_t scratch_floats(int64_t D, int R) {
+inline int64_t scratch_floats(int64_t D, int R, int nh) {
   const int64_t ng = groups_of(D);
-  return int64_t(R) * (kTile + 1 + kTile * ng + ng) + int64_t(quant_rows(R)) * ng * (kKvGroup / 4 + 2) +
-         2 * ng * kTile;
+  return int64_t(R) * (kTile + 1 + kTile * ng + ng) + 2 * ng * kTile +
+         int64_t(nh) * quant_rows(R) * ng * (kKvGroup / 4 + 2);
 }
 
 // The queries of an item quantized for the integer dots against int8/int4 K:
@@ -391,83 +406,102 @@ template <class S>
 void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
-  const int64_t D = kv.head_dim, bt = kv.block_tokens, H = kv.n_kv_heads, ng = groups_of(D);
+  const int64_t D = kv.head_dim, bt = kv.block_tokens, H = kv.n_kv_heads, ng = groups_of(D), R = it.R;
   const int64_t kr = kv_row_bytes(kv.k_type, D), vr = kv_row_bytes(kv.v_type, D);
-  float* s = scratch;                        // [R][kTile] scores, then probabilities
-  float* alpha = s + int64_t(it.R) * kTile;  // [R] this tile's rescaling of acc
-  float* w = alpha + it.R;                   // [R][kTile][ng] P.V weights (int8/int4 V)
-  float* msum = w + int64_t(it.R) * kTile * ng;  // [R][ng] int4 V min terms
-  float* dm = msum + int64_t(it.R) * ng;         // [2][ng][kTile] V scales and mins of a tile
-  QuantQ qq;
-  if (kv_type_quantized(kv.k_type)) {
-    qq.ng = ng, qq.R = quant_rows(it.R);
-    qq.dq = dm + 2 * ng * kTile;
-    qq.qsum = qq.dq + qq.R * ng;
-    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + qq.R * ng);
-    quantize_queries(it.q, it.R, D, qq);
-  }
-  auto tile_at = [&](int64_t p0, int64_t* row0) {  // tokens of the tile starting at p0; its first pool row
-    const int64_t off = p0 % bt;
-    *row0 = (int64_t(it.blocks[p0 / bt]) * H + it.h) * bt + off;
-    return int(std::min<int64_t>({kTile, it.k1 - p0, bt - off}));
+  float* s = scratch;                     // [R][kTile] scores, then probabilities
+  float* alpha = s + R * kTile;           // [R] this tile's rescaling of acc
+  float* w = alpha + R;                   // [R][kTile][ng] P.V weights (int8/int4 V)
+  float* msum = w + R * kTile * ng;       // [R][ng] int4 V min terms
+  float* dm = msum + R * ng;              // [2][ng][kTile] V scales and mins of a tile
+  float* qscratch = dm + 2 * ng * kTile;  // nh x QuantQ
+  const bool kq = kv_type_quantized(kv.k_type);
+  const int64_t QR = quant_rows(it.R), qfloats = QR * ng * (kKvGroup / 4 + 2);
+  const auto quant_of = [&](int hi) {  // head hi's quantized queries
+    QuantQ qq;
+    qq.ng = ng, qq.R = QR;
+    qq.dq = qscratch + hi * qfloats;
+    qq.qsum = qq.dq + QR * ng;
+    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + QR * ng);
+    return qq;
+  };
+  if (kq)
+    for (int hi = 0; hi < it.nh; ++hi) {
+      QuantQ qq = quant_of(hi);
+      quantize_queries(it.q + hi * R * D, it.R, D, qq);
+    }
+  const auto tile_len = [&](int64_t p0) { return int(std::min<int64_t>({kTile, it.k1 - p0, bt - p0 % bt})); };
+  const auto row_of = [&](int64_t p0, int hi) {  // pool row of position p0, head h + hi
+    return (int64_t(it.blocks[p0 / bt]) * H + it.h + hi) * bt + p0 % bt;
   };
   const uint8_t* k = static_cast<const uint8_t*>(kv.k);
   const uint8_t* v = static_cast<const uint8_t*>(kv.v);
-  int64_t row0 = 0;
-  int n = it.k0 < it.k1 ? tile_at(it.k0, &row0) : 0;
   for (int64_t p0 = it.k0; p0 < it.k1;) {
-    const uint8_t* kp = k + row0 * kr;
-    const uint8_t* vp = v + row0 * vr;
-    // The next tile is usually in another block, somewhere else in the pool
-    // (and the blocks interleave the kv heads): the hardware prefetcher only
-    // follows the current block's run of rows, so the next tile's K rows are
-    // asked for while this tile's scores are computed, its V rows during P.V
-    // (Spread). Into L2 (locality 2): into L1 or two tiles ahead measured slower.
-    int64_t next_row0 = 0;
-    const int next_n = p0 + n < it.k1 ? tile_at(p0 + n, &next_row0) : 0;
-    Spread kpf(k + next_row0 * kr, next_n * kr, std::max(n, 1)), vpf(v + next_row0 * vr, next_n * vr, std::max<int64_t>(1, D / (2 * W)));
-    switch (kv.k_type) {  // scores: integer dots for int8/int4 K, else f32 FMAs on the converted rows
-      case KvType::f32: score_float<S, KvType::f32>(kp, kr, n, it.q, it.R, D, s, kpf); break;
-      case KvType::f16: score_float<S, KvType::f16>(kp, kr, n, it.q, it.R, D, s, kpf); break;
-      case KvType::bf16: score_float<S, KvType::bf16>(kp, kr, n, it.q, it.R, D, s, kpf); break;
-      case KvType::int8: score_quantized<S, KvType::int8>(kp, kr, n, qq, it.R, s, kpf); break;
-      case KvType::int4: score_quantized<S, KvType::int4>(kp, kr, n, qq, it.R, s, kpf); break;
-    }
-    kpf.rest();
-    // online softmax step per row over its v visible tokens of the tile
-    for (int r = 0; r < it.R; ++r) {
-      float* sr = s + r * kTile;
-      const int nv = visible(it, r, p0, n);
-      alpha[r] = 1.0f;
-      if (nv == 0) {
-        std::fill(sr, sr + kTile, 0.0f);
-        continue;
+    const int n = tile_len(p0);
+    for (int hi = 0; hi < it.nh; ++hi) {
+      const int64_t row0 = row_of(p0, hi);
+      const uint8_t* kp = k + row0 * kr;
+      const uint8_t* vp = v + row0 * vr;
+      const float* q = it.q + hi * R * D;
+      float *m = it.m + hi * R, *l = it.l + hi * R, *acc = it.acc + hi * R * D;
+      // The next (tile, head): the same tile of the next head, right after
+      // this one in the block, or the next tile's first head, usually in
+      // another block somewhere else in the pool. Its K rows are asked for
+      // while this one's scores are computed, its V rows during P.V (Spread):
+      // the hardware prefetcher does not follow a jump to another block. Into
+      // L2 (locality 2): into L1 or two tiles ahead measured slower.
+      int64_t next_row0 = 0;
+      int next_n = 0;
+      if (hi + 1 < it.nh) {
+        next_row0 = row_of(p0, hi + 1), next_n = n;
+      } else if (p0 + n < it.k1) {
+        next_row0 = row_of(p0 + n, 0), next_n = tile_len(p0 + n);
       }
-      for (int t = nv; t < kTile; ++t) sr[t] = -INFINITY;
-      V mx = S::load(sr);
-      for (int t = W; t < kTile; t += W) mx = S::max(mx, S::load(sr + t));
-      const float mn = std::max(it.m[r], S::hmax(mx));
-      alpha[r] = mn == it.m[r] ? 1.0f : std::exp(it.m[r] - mn);  // exp(0) = 1: skip the call
-      V sum = S::zero();
-      for (int t = 0; t < kTile; t += W) {
-        const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
-        S::store(sr + t, e);
-        sum = S::add(sum, e);
+      Spread kpf(k + next_row0 * kr, next_n * kr, std::max(n, 1)),
+          vpf(v + next_row0 * vr, next_n * vr, std::max<int64_t>(1, D / (2 * W)));
+      const QuantQ qq = kq ? quant_of(hi) : QuantQ{};
+      switch (kv.k_type) {  // scores: integer dots for int8/int4 K, else f32 FMAs on the converted rows
+        case KvType::f32: score_float<S, KvType::f32>(kp, kr, n, q, it.R, D, s, kpf); break;
+        case KvType::f16: score_float<S, KvType::f16>(kp, kr, n, q, it.R, D, s, kpf); break;
+        case KvType::bf16: score_float<S, KvType::bf16>(kp, kr, n, q, it.R, D, s, kpf); break;
+        case KvType::int8: score_quantized<S, KvType::int8>(kp, kr, n, qq, it.R, s, kpf); break;
+        case KvType::int4: score_quantized<S, KvType::int4>(kp, kr, n, qq, it.R, s, kpf); break;
       }
-      it.l[r] = it.l[r] * alpha[r] + S::hsum(sum);
-      it.m[r] = mn;
+      kpf.rest();
+      // online softmax step per row over its v visible tokens of the tile
+      for (int r = 0; r < it.R; ++r) {
+        float* sr = s + r * kTile;
+        const int nv = visible(it, r, p0, n);
+        alpha[r] = 1.0f;
+        if (nv == 0) {
+          std::fill(sr, sr + kTile, 0.0f);
+          continue;
+        }
+        for (int t = nv; t < kTile; ++t) sr[t] = -INFINITY;
+        V mx = S::load(sr);
+        for (int t = W; t < kTile; t += W) mx = S::max(mx, S::load(sr + t));
+        const float mn = std::max(m[r], S::hmax(mx));
+        alpha[r] = mn == m[r] ? 1.0f : std::exp(m[r] - mn);  // exp(0) = 1: skip the call
+        V sum = S::zero();
+        for (int t = 0; t < kTile; t += W) {
+          const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
+          S::store(sr + t, e);
+          sum = S::add(sum, e);
+        }
+        l[r] = l[r] * alpha[r] + S::hsum(sum);
+        m[r] = mn;
+      }
+      switch (kv.v_type) {  // values, dequantized in registers
+        case KvType::f32: pv_tile<S, KvType::f32>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
+        case KvType::f16: pv_tile<S, KvType::f16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
+        case KvType::bf16: pv_tile<S, KvType::bf16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
+        case KvType::int8: pv_tile<S, KvType::int8>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
+        case KvType::int4: pv_tile<S, KvType::int4>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
+      }
+      vpf.rest();
     }
-    switch (kv.v_type) {  // values, dequantized in registers
-      case KvType::f32: pv_tile<S, KvType::f32>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-      case KvType::f16: pv_tile<S, KvType::f16>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-      case KvType::bf16: pv_tile<S, KvType::bf16>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-      case KvType::int8: pv_tile<S, KvType::int8>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-      case KvType::int4: pv_tile<S, KvType::int4>(it.acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-    }
-    vpf.rest();
     p0 += n;
-    row0 = next_row0, n = next_n;
   }
 }
 
+}  // namespace
 }  // namespace llmk::attn

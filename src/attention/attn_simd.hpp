@@ -14,6 +14,7 @@
 #include "llmk/kv_quant.hpp"
 
 namespace llmk::attn {
+namespace {  // per translation unit, as in attention_kernel.hpp
 
 struct Scalar {
   using V = float;
@@ -244,4 +245,5 @@ template <> inline void qdots4x2<simd::Avx512, true>(const uint8_t* a, const uin
 }
 #endif
 
+}  // namespace
 }  // namespace llmk::attn

@@ -195,6 +195,46 @@ TEST(Attention, EveryVTypeGroupAndBlockSize) {
   }
 }
 
+// Decode items hold every kv head of a sequence when a head's run of a block is
+// short (16-token blocks), one head when it is long (blocks of 1024 tokens of
+// 1 KiB f32 rows): both item shapes against the oracle, and bitwise equal to
+// each other for the same splits (tiles of 16 align in both layouts, and a
+// head's arithmetic never depends on the other heads of its item).
+TEST(Attention, DecodeItemsOfEveryHeadAndOfOneHeadAgree) {
+  const Shape s{6, 3, 256};
+  for (KvType t : {KvType::f32, KvType::int8}) {
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = cfg.v_type = t;
+    const std::vector<int64_t> lens = {1, 300, 1000};
+    cfg.block_tokens = 16;
+    const Filled paged = test::make_filled(cfg, lens, 77);
+    cfg.block_tokens = 1024;
+    const Filled dense = test::make_filled(cfg, lens, 77);
+    ASSERT_EQ(attention_decode_heads_per_item(paged.cache->layer(0)), s.Hkv);
+    ASSERT_EQ(attention_decode_heads_per_item(dense.cache->layer(0)), 1);
+    const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
+    const float scale = float(1 / std::sqrt(double(s.D)));
+    std::vector<float> q(static_cast<size_t>(n));
+    test::fill_normal(q.data(), q.size(), 5);
+    const auto qk = kv_type_quantized(t) ? test::quantized_queries(q.data(), B * s.Hq, s.D, scale) : q;
+    const auto want = decode_oracle(paged, qk.data(), s, true);
+    for (int threads : {1, 2})
+      for (int splits : {1, 3}) {
+        ThreadCount tc(threads);
+        AttentionOptions opt;
+        opt.splits = splits;
+        test::Guarded<float> a(static_cast<size_t>(n)), c(static_cast<size_t>(n));
+        attention_decode(q.data(), paged.cache->layer(0), paged.pages.view(), s.Hq, scale, a.data(), opt);
+        attention_decode(q.data(), dense.cache->layer(0), dense.pages.view(), s.Hq, scale, c.data(), opt);
+        ASSERT_TRUE(a.guard_intact() && c.guard_intact());
+        const std::string what = std::string(kv_type_name(t)) + " splits=" + std::to_string(splits);
+        ASSERT_TRUE(test::all_close(a.data(), want.data(), size_t(n), kTol, kTol, "every head " + what));
+        ASSERT_TRUE(test::all_close(c.data(), want.data(), size_t(n), kTol, kTol, "one head " + what));
+        ASSERT_EQ(0, std::memcmp(a.data(), c.data(), size_t(n) * 4)) << what;
+      }
+  }
+}
+
 // Many decode steps with random block placement: the paged cache against the
 // recomputed oracle over the whole prefix (1e-5) and against a dense
 // contiguous cache (one max-length block per sequence, as in llama2.c) run

@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""Checks that no AVX2/AVX-512 instruction leaks into code the scalar path can run.
+"""Checks that no AVX2/AVX-512 instruction leaks into code a lower ISA path can run.
 
 Only *_avx2.cpp / *_avx512.cpp files are compiled with ISA flags. If such a file
 instantiates an inline function or template that a baseline file also uses
 (std::vector<float>::resize, an inline helper from a header), the linker keeps
 ONE copy, possibly the AVX one, and a CPU without AVX2 then dies with SIGILL in
-"scalar" code. This check disassembles a linked binary and fails if any function
-whose name does not say avx2/avx512 (the ISA structs simd::Avx2/Avx512 are in
-the template arguments of every ISA kernel) contains a VEX/EVEX-encoded
-instruction (mnemonic v*, or a ymm/zmm register).
+"scalar" code. The same holds one level up: an *_avx512.cpp file also sees the
+AVX2 code (simd::Avx2, its AVX2 kernels), and the copy the linker keeps of an
+AVX2 function may be the one compiled with AVX-512 flags, which an AVX2-only
+CPU cannot run. This check disassembles a linked binary and fails if
+ - a function whose name does not say avx2/avx512/f16c (the ISA structs
+   simd::Avx2/Avx512 are in the template arguments of every ISA kernel)
+   contains a VEX/EVEX-encoded instruction (mnemonic v*, or a ymm/zmm register);
+ - a function whose name says avx2 but not avx512 contains an instruction only
+   AVX-512 has: a zmm register, xmm/ymm 16-31, a mask register %k, masking or
+   embedded broadcast ({...}), or an AVX-512-only mnemonic.
 
 usage: check_isa_leaks.py BINARY [BINARY ...]"""
 import re
@@ -17,6 +23,13 @@ import sys
 
 HEADER = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 ALLOWED = ("avx2", "avx512", "f16c")
+EVEX_OPERAND = re.compile(r"%zmm|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|%k[0-7]\b|\{")
+EVEX_MNEMONIC = re.compile(
+    r"^(k[a-z]+|vpternlog[dq]|vperm[it]2[a-z]+|vcompress|vexpand|vfixupimm|vgetexp|vgetmant|vrndscale|vscalef|"
+    r"vrcp14|vrsqrt14|vrange|vreduce|vfpclass|vpconflict|vplzcnt|vpopcnt|vpshl?d|vpshrd|vpermb|vpermw|vpmovm2|"
+    r"vpmov[bwdq]2m|vpmov(s|us)?(qd|qw|qb|dw|db|wb)\b|v(extract|insert)[fi](32x4|32x8|64x2|64x4)|"
+    r"vbroadcast[fi](32x[248]|64x[24])|vpbroadcastm|vcvt[a-z]*[qu]q|vcvtu|vpmullq|vpabsq|vp(max|min)[su]q|vpsraq|"
+    r"vpro[lr]|vpsllvw|vpsrlvw|vpsravw|vdbpsadbw|vpmadd52|vpdpbusd|vpdpwssd)")
 
 
 def leaks(path):
@@ -28,13 +41,22 @@ def leaks(path):
         if m:
             fn = m.group(1)
             continue
-        if fn is None or any(t in fn.lower() for t in ALLOWED):
+        if fn is None:
             continue
+        name = fn.lower()
         parts = line.split("\t")
         if len(parts) < 2:
             continue
-        insn = parts[-1].strip()
+        insn = parts[-1].split("#")[0].strip()  # not objdump's "# addr <symbol>" note
         mnem = insn.split(" ")[0]
+        if "avx512" in name:
+            continue
+        if "avx2" in name:  # AVX2 code: no AVX-512 encoding
+            if EVEX_OPERAND.search(insn) or EVEX_MNEMONIC.match(mnem):
+                bad.setdefault(fn, insn)
+            continue
+        if any(t in name for t in ALLOWED):
+            continue
         if (mnem.startswith("v") and mnem not in ("verr", "verw")) or "%ymm" in insn or "%zmm" in insn:
             bad.setdefault(fn, insn)
     return bad
@@ -48,9 +70,9 @@ def main(paths):
             print(f"{p}: {fn[:160]}: {insn}")
         if bad:
             failed = True
-            print(f"{p}: {len(bad)} baseline function(s) contain AVX instructions")
+            print(f"{p}: {len(bad)} function(s) contain instructions of a higher ISA than their path")
         else:
-            print(f"{p}: no AVX instruction outside avx2/avx512 code")
+            print(f"{p}: no AVX instruction outside avx2/avx512 code, no AVX-512 instruction in avx2 code")
     return 1 if failed else 0
 
 
