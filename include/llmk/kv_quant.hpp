@@ -17,6 +17,11 @@
 //   int4: d/2 + 3 * 2^-11 * amax        (d = f16((max-min)/15), m = f16(min))
 // with amax the group's largest |x|: half a quantization step, plus the f16
 // rounding of the scale (and min), plus nothing else. kv_error_bound() returns it.
+// A group holding a NaN or an infinity cannot be represented: its scale (and
+// min) are stored as a quiet f16 NaN (0x7e00) and its quants as 0, so every
+// value of that group reads back as NaN (the other groups are unaffected), and
+// attention over it gives NaN, as over an f32 cache holding a NaN. The CUDA
+// append (kv_append_cuda) stores the same bits.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "attention/attn_simd.hpp"
 #include "llmk/kv_cache.hpp"
@@ -95,12 +96,12 @@ struct Spread {
 inline int quant_rows(int R) { return (R + 3) / 4 * 4; }
 
 // Scratch floats attend<S>() needs for R rows a head and nh heads: the
-// scores, the rescaling factors, the P.V weights and int4 min terms (R rows
-// each, reused head after head), and each head's quantized queries
+// scores, the rescaling factors, the P.V weights, int4 min terms and visible
+// counts (R rows each, reused head after head), and each head's quantized queries
 // (quant_rows(R) rows of groups_of(D) x 32 int8, their scales and sums).
 inline int64_t scratch_floats(int64_t D, int R, int nh) {
   const int64_t ng = groups_of(D);
-  return int64_t(R) * (kTile + 1 + kTile * ng + ng) + 2 * ng * kTile +
+  return int64_t(R) * (kTile + 1 + kTile * ng + ng + 1) + 2 * ng * kTile +
          int64_t(nh) * quant_rows(R) * ng * (kKvGroup / 4 + 2);
 }
 
@@ -128,6 +129,13 @@ inline void quantize_queries(const float* q, int R, int64_t D, QuantQ& qq) {
       }
       const float* x = q + r * D + g * kKvGroup;
       const int64_t n = std::min<int64_t>(kKvGroup, D - g * kKvGroup);
+      bool finite = true;
+      for (int64_t j = 0; j < n; ++j) finite &= std::isfinite(x[j]);
+      if (!finite) {  // a NaN or inf query: NaN scale, so its scores are NaN as with f32 K
+        std::fill(o, o + kKvGroup, int8_t(0));
+        qq.dq[g * qq.R + r] = qq.qsum[g * qq.R + r] = std::numeric_limits<float>::quiet_NaN();
+        continue;
+      }
       float amax = 0.0f;
       for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
       const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
@@ -285,12 +293,14 @@ void score_float(const uint8_t* kp, int64_t kr, int n, const float* q, int R, in
 // P.V weights of a tile. For int8/int4 V, v_tc = d_tg q_tc [+ m_tg], so
 // sum_t p_rt v_tc = sum_t (p_rt d_tg) q_tc [+ sum_t p_rt m_tg]: the scale is
 // folded into the weight w[(r * ng + g) * kTile + t] = p_rt d_tg and the int4
-// min into one term per (row, group), msum[r * ng + g] = sum_t p_rt m_tg. The
-// float types use p itself (ng = 1). p_rt = 0 where row r may not see t, and
-// the scales of the n..kTile positions past the tile are 0. dm: [2][ng][kTile] scratch.
+// min into one term per (row, group), msum[r * ng + g] = sum_t p_rt m_tg over
+// the positions t < nvis[r] row r may see (a position it may not see is never
+// touched, not even times p = 0: its V may hold a NaN, llmk/kv_quant.hpp). The
+// float types use p itself (ng = 1). The scales of the n..kTile positions past
+// the tile are 0. dm: [2][ng][kTile] scratch.
 template <class S, KvType T>
-void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, int64_t ng, float* dm, float* w,
-                float* msum) {
+void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, const int* nvis, int64_t ng, float* dm,
+                float* w, float* msum) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   float* dt = dm;              // [ng][kTile] scales
@@ -318,21 +328,33 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, int
         S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
         if constexpr (T == KvType::int4) m = S::fmadd(pt, S::load(mt + g * kTile + t), m);
       }
-      if constexpr (T == KvType::int4) msum[r * ng + g] = S::hsum(m);
+      if constexpr (T == KvType::int4) {
+        float ms = S::hsum(m);
+        if (nvis[r] < n) {  // a causal edge: only the positions the row sees
+          ms = 0.0f;
+          for (int t = 0; t < nvis[r]; ++t) ms += p[r * kTile + t] * mt[g * kTile + t];
+        }
+        msum[r * ng + g] = ms;
+      }
     }
 }
 
 // Rows r < NR (acc row stride D), elements [c, c + NV * W) of one group:
-// acc = acc * alpha_r [+ msum_rg] + sum_{t<n} w_rtg * v_t[c..], the V row
+// acc = acc * alpha_r [+ msum_rg] + sum_{t<nv[r]} w_rtg * v_t[c..], the V row
 // dequantized in registers once and shared by the NR rows; NR * NV
-// accumulators stay in registers across the tile. Each acc element is one
-// chain over t in order, whatever NR: a row's bits never depend on the others.
+// accumulators stay in registers across the tile. Positions every row sees
+// (t < the smallest nv) need no test; the rest (a causal edge in prefill) are
+// added only to the rows that see them: a position a row may not see is never
+// multiplied in, not even by p = 0 (its V may be NaN or inf). Each acc element
+// is one chain over t in order, whatever NR: a row's bits never depend on the others.
 template <class S, KvType T, int NR, int NV>
-[[gnu::always_inline]] inline void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int n, const float* w,
-              int64_t ng, const float* msum, int64_t c) {
+[[gnu::always_inline]] inline void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr,
+                                            const int* nv, const float* w, int64_t ng, const float* msum, int64_t c) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   const int64_t g = ng > 1 ? c / kKvGroup : 0;
+  int n0 = nv[0], n1 = nv[0];
+  for (int i = 1; i < NR; ++i) n0 = std::min(n0, nv[i]), n1 = std::max(n1, nv[i]);
   V a[NR][NV];
   for (int i = 0; i < NR; ++i) {
     const V al = S::set1(alpha[i]);
@@ -342,16 +364,28 @@ template <class S, KvType T, int NR, int NV>
       for (int j = 0; j < NV; ++j) a[i][j] = S::add(a[i][j], ms);
     }
   }
-  for (int t = 0; t < n; ++t) {
-    V x[NV];
+  const auto load_v = [&](int t, V* x) {
     if constexpr (T == KvType::int4 && NV == 2)
       load_u4x2<S>(reinterpret_cast<const BlockQ4*>(vp + t * vr)[g].qs, int(c % kKvGroup), x);
     else
       for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(vp + t * vr, c + j * W);
+  };
+  for (int t = 0; t < n0; ++t) {
+    V x[NV];
+    load_v(t, x);
     for (int i = 0; i < NR; ++i) {
       const V wt = S::set1(w[(i * ng + g) * kTile + t]);
       for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
     }
+  }
+  for (int t = n0; t < n1; ++t) {
+    V x[NV];
+    load_v(t, x);
+    for (int i = 0; i < NR; ++i)
+      if (t < nv[i]) {
+        const V wt = S::set1(w[(i * ng + g) * kTile + t]);
+        for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
+      }
   }
   for (int i = 0; i < NR; ++i)
     for (int j = 0; j < NV; ++j) S::store(acc + i * D + c + j * W, a[i][j]);
@@ -360,15 +394,15 @@ template <class S, KvType T, int NR, int NV>
 // pv_chunk over the whole row for NR rows: chunks of 2 vectors (16 or 32
 // values: one group or half of one), then single vectors (head_dim 80 on AVX-512).
 template <class S, KvType T, int NR>
-void pv_rows(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int n, const float* w,
+void pv_rows(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const int* nv, const float* w,
              int64_t ng, const float* msum, Spread& pf) {
   constexpr int W = S::kWidth;
   int64_t c = 0;
   for (; c + 2 * W <= D; c += 2 * W) {
     pf.part();
-    pv_chunk<S, T, NR, 2>(acc, D, alpha, vp, vr, n, w, ng, msum, c);
+    pv_chunk<S, T, NR, 2>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
   }
-  for (; c < D; c += W) pv_chunk<S, T, NR, 1>(acc, D, alpha, vp, vr, n, w, ng, msum, c);
+  for (; c < D; c += W) pv_chunk<S, T, NR, 1>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
 }
 
 // Positions of the tile [p0, p0 + n) that row r may see: the first visible(..) ones.
@@ -376,27 +410,28 @@ inline int visible(const Item& it, int r, int64_t p0, int n) {
   return int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
 }
 
-// acc_r = acc_r * alpha_r + sum_t p_rt v_t for all R rows, 4 rows at a time
-// (a row block runs to the longest visible count in it; the others' p are 0).
+// acc_r = acc_r * alpha_r + sum_{t visible to r} p_rt v_t for all R rows, 4
+// rows at a time (nvis: [R] scratch for the rows' visible counts).
 template <class S, KvType T>
 void pv_tile(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const Item& it, int64_t p0,
-             int n, const float* p, float* dm, float* w, float* msum, Spread& pf) {
+             int n, const float* p, float* dm, float* w, float* msum, int* nvis, Spread& pf) {
   constexpr bool Q = T == KvType::int8 || T == KvType::int4;
   const int64_t ng = Q ? groups_of(D) : 1;
-  if constexpr (Q) pv_weights<S, T>(vp, vr, n, p, it.R, ng, dm, w, msum);
+  for (int r = 0; r < it.R; ++r) nvis[r] = visible(it, r, p0, n);
+  if constexpr (Q) pv_weights<S, T>(vp, vr, n, p, it.R, nvis, ng, dm, w, msum);
   const float* wt = Q ? w : p;
   for (int r = 0; r < it.R;) {
     const int nr = std::min(4, it.R - r);
     int nb = 0;
-    for (int i = r; i < r + nr; ++i) nb = std::max(nb, visible(it, i, p0, n));
+    for (int i = r; i < r + nr; ++i) nb = std::max(nb, nvis[i]);
     float* a = acc + r * D;
     const float* wr = wt + int64_t(r) * kTile * ng;
     const float* mr = msum + int64_t(r) * ng;
     if (nb > 0) switch (nr) {
-        case 4: pv_rows<S, T, 4>(a, D, alpha + r, vp, vr, nb, wr, ng, mr, pf); break;
-        case 3: pv_rows<S, T, 3>(a, D, alpha + r, vp, vr, nb, wr, ng, mr, pf); break;
-        case 2: pv_rows<S, T, 2>(a, D, alpha + r, vp, vr, nb, wr, ng, mr, pf); break;
-        case 1: pv_rows<S, T, 1>(a, D, alpha + r, vp, vr, nb, wr, ng, mr, pf); break;
+        case 4: pv_rows<S, T, 4>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 3: pv_rows<S, T, 3>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 2: pv_rows<S, T, 2>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 1: pv_rows<S, T, 1>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
       }
     r += nr;
   }
@@ -413,7 +448,8 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   float* w = alpha + R;                   // [R][kTile][ng] P.V weights (int8/int4 V)
   float* msum = w + R * kTile * ng;       // [R][ng] int4 V min terms
   float* dm = msum + R * ng;              // [2][ng][kTile] V scales and mins of a tile
-  float* qscratch = dm + 2 * ng * kTile;  // nh x QuantQ
+  int* nvis = reinterpret_cast<int*>(dm + 2 * ng * kTile);  // [R] visible positions of the tile a row
+  float* qscratch = dm + 2 * ng * kTile + R;  // nh x QuantQ
   const bool kq = kv_type_quantized(kv.k_type);
   const int64_t QR = quant_rows(it.R), qfloats = QR * ng * (kKvGroup / 4 + 2);
   const auto quant_of = [&](int hi) {  // head hi's quantized queries
@@ -491,11 +527,11 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
         m[r] = mn;
       }
       switch (kv.v_type) {  // values, dequantized in registers
-        case KvType::f32: pv_tile<S, KvType::f32>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-        case KvType::f16: pv_tile<S, KvType::f16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-        case KvType::bf16: pv_tile<S, KvType::bf16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-        case KvType::int8: pv_tile<S, KvType::int8>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
-        case KvType::int4: pv_tile<S, KvType::int4>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, vpf); break;
+        case KvType::f32: pv_tile<S, KvType::f32>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::f16: pv_tile<S, KvType::f16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::bf16: pv_tile<S, KvType::bf16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::int8: pv_tile<S, KvType::int8>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::int4: pv_tile<S, KvType::int4>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
       }
       vpf.rest();
     }

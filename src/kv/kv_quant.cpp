@@ -43,7 +43,21 @@ int64_t kv_row_bytes(KvType t, int64_t n) {
 }
 
 namespace {
+constexpr uint16_t kF16QuietNan = 0x7e00;
+
+// A group with a NaN or an infinity: NaN scale (and min), quants 0 (llmk/kv_quant.hpp).
+bool all_finite(const float* x, int n) {
+  bool ok = true;
+  for (int j = 0; j < n; ++j) ok &= std::isfinite(x[j]);
+  return ok;
+}
+
 void quantize_q8(const float* x, int n, BlockQ8* b) {
+  if (!all_finite(x, n)) {
+    b->d = kF16QuietNan;
+    std::memset(b->qs, 0, sizeof b->qs);
+    return;
+  }
   float amax = 0;
   for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
   b->d = f32_to_f16_bits(amax / 127.0f);
@@ -54,6 +68,11 @@ void quantize_q8(const float* x, int n, BlockQ8* b) {
 }
 
 void quantize_q4(const float* x, int n, BlockQ4* b) {
+  if (!all_finite(x, n)) {
+    b->d = b->m = kF16QuietNan;
+    std::memset(b->qs, 0, sizeof b->qs);
+    return;
+  }
   float lo = x[0], hi = x[0];
   for (int j = 1; j < n; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
   b->d = f32_to_f16_bits((hi - lo) / 15.0f);

@@ -57,7 +57,8 @@ inline std::vector<float> quantized_queries(const float* q, int64_t rows, int64_
 // shape_k, when given, reshapes the N(0, 1) K rows [total * Hkv][D] before they
 // are written (e.g. outlier channels).
 inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, uint64_t seed,
-                          const std::function<void(std::vector<float>&)>& shape_k = {}) {
+                          const std::function<void(std::vector<float>&)>& shape_k = {},
+                          const std::function<void(std::vector<float>&)>& shape_v = {}) {
   Filled f;
   const int64_t H = cfg.n_kv_heads, D = cfg.head_dim, bt = cfg.block_tokens;
   int64_t need = 0;
@@ -94,6 +95,7 @@ inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, u
   fill_normal(f.k.data(), f.k.size(), seed + 1);
   fill_normal(f.v.data(), f.v.size(), seed + 2);
   if (shape_k) shape_k(f.k);
+  if (shape_v) shape_v(f.v);
   // interleaved chunks of random size
   std::vector<int64_t> done(lens.size(), 0);
   for (bool more = true; more;) {

@@ -235,6 +235,68 @@ TEST(Attention, DecodeItemsOfEveryHeadAndOfOneHeadAgree) {
   }
 }
 
+// A NaN in one cached K or V row (sequence 1, kv head 1, one token) makes
+// exactly the outputs that attend to it NaN (decode and prefill, every storage
+// type, split or not): the query heads of that kv head in sequence 1, from the
+// token's position on. Every other output is bitwise equal to a run without
+// the NaN, so a NaN never crosses into another sequence, head or earlier
+// position (a row that may not see a position must not even multiply its V by 0).
+TEST(Attention, NanInOneKvRowReachesOnlyTheRowsThatSeeIt) {
+  for (bool in_v : {false, true}) {
+  SCOPED_TRACE(in_v ? "NaN in V" : "NaN in K");
+  const Shape s{6, 3, 64};
+  const std::vector<int64_t> lens = {40, 50, 30};
+  const int64_t nan_tok = 21, nan_head = 1, G = s.Hq / s.Hkv;  // rows of positions 20 and 21 share a 4-row block
+  for (KvType t : {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4}) {
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = cfg.v_type = t;
+    const Filled clean = test::make_filled(cfg, lens, 41);
+    const auto poison = [&](std::vector<float>& x) { x[size_t(((lens[0] + nan_tok) * s.Hkv + nan_head) * s.D + 5)] = NAN; };
+    const Filled dirty = in_v ? test::make_filled(cfg, lens, 41, {}, poison) : test::make_filled(cfg, lens, 41, poison);
+    // NaN in K: every element of a row that sees the token; in V: element 5
+    // (float types) or its whole 32-group (int8/int4: the group reads back NaN)
+    const auto nan_expected = [&](int64_t b, int64_t h, int64_t pos, int64_t d) {
+      return b == 1 && h / G == nan_head && pos >= nan_tok && (!in_v || (kv_type_quantized(t) ? d / 32 == 0 : d == 5));
+    };
+    const int64_t B = 3, T = 90;  // prefill: the last 30, 40, 20 tokens of each sequence
+    const std::vector<int64_t> qo = {0, 30, 70, 90};
+    std::vector<float> q(static_cast<size_t>(T * s.Hq * s.D));
+    test::fill_normal(q.data(), q.size(), 8);
+    const float scale = 0.125f;
+    for (int splits : {1, 2}) {
+      AttentionOptions opt;
+      opt.splits = splits;
+      std::vector<float> a(static_cast<size_t>(B * s.Hq * s.D)), c(a.size());
+      attention_decode(q.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data(), opt);
+      attention_decode(q.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data(), opt);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < s.Hq; ++h)
+          for (int64_t d = 0; d < s.D; ++d) {
+            const size_t i = size_t((b * s.Hq + h) * s.D + d);
+            const std::string what = std::string(kv_type_name(t)) + " decode b=" + std::to_string(b) +
+                                     " h=" + std::to_string(h) + " splits=" + std::to_string(splits);
+            if (nan_expected(b, h, lens[size_t(b)] - 1, d)) ASSERT_TRUE(std::isnan(c[i])) << what;
+            else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
+          }
+    }
+    std::vector<float> a(q.size()), c(q.size());
+    attention_prefill(q.data(), qo.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data());
+    attention_prefill(q.data(), qo.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data());
+    for (int64_t r = 0; r < T; ++r) {
+      const int64_t b = r < 30 ? 0 : r < 70 ? 1 : 2, pos = lens[size_t(b)] - (qo[size_t(b) + 1] - qo[size_t(b)]) + (r - qo[size_t(b)]);
+      for (int64_t h = 0; h < s.Hq; ++h)
+        for (int64_t d = 0; d < s.D; ++d) {
+          const size_t i = size_t((r * s.Hq + h) * s.D + d);
+          const std::string what = std::string(kv_type_name(t)) + " prefill row " + std::to_string(r) +
+                                   " pos " + std::to_string(pos) + " h=" + std::to_string(h);
+          if (nan_expected(b, h, pos, d)) ASSERT_TRUE(std::isnan(c[i])) << what;
+          else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
+        }
+    }
+  }
+  }
+}
+
 // Many decode steps with random block placement: the paged cache against the
 // recomputed oracle over the whole prefix (1e-5) and against a dense
 // contiguous cache (one max-length block per sequence, as in llama2.c) run

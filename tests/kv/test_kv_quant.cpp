@@ -2,6 +2,8 @@
 // round trip within the analytic bound of llmk/kv_quant.hpp on every element,
 // including outlier channels, a partial last group (head_dim 80) and constant groups.
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "llmk/kv_quant.hpp"
@@ -79,4 +81,33 @@ TEST(KvQuant, F32IsExact) {
   kv_quantize_row(KvType::f32, x.data(), 64, q.data());
   kv_dequantize_row(KvType::f32, q.data(), 64, y.data());
   EXPECT_EQ(x, y);
+}
+
+// A group holding a NaN or an infinity reads back as NaN in every element
+// (NaN scale, quants 0: the same bits the CUDA append stores); the row's other
+// groups are quantized as usual.
+TEST(KvQuant, NonFiniteGroupReadsBackAsNan) {
+  for (KvType t : {KvType::int8, KvType::int4})
+    for (float bad : {NAN, INFINITY, -INFINITY})
+      for (int pos : {0, 17, 31}) {
+        std::vector<float> x(80), y(80), ref(80);
+        test::fill_normal(x.data(), x.size(), 3);
+        std::vector<uint8_t> q(size_t(kv_row_bytes(t, 80))), r(q.size());
+        kv_quantize_row(t, x.data(), 80, r.data());
+        kv_dequantize_row(t, r.data(), 80, ref.data());
+        x[32 + size_t(pos)] = bad;  // group 1 of 3 (the last one holds 16 values)
+        kv_quantize_row(t, x.data(), 80, q.data());
+        kv_dequantize_row(t, q.data(), 80, y.data());
+        const std::string what = std::string(kv_type_name(t)) + " " + std::to_string(bad) + " at " + std::to_string(pos);
+        for (int j = 0; j < 80; ++j) {
+          if (j >= 32 && j < 64) ASSERT_TRUE(std::isnan(y[size_t(j)])) << what << " element " << j;
+          else ASSERT_EQ(y[size_t(j)], ref[size_t(j)]) << what << " element " << j;
+        }
+        const size_t bb = t == KvType::int8 ? sizeof(BlockQ8) : sizeof(BlockQ4);
+        const uint8_t* g1 = q.data() + bb;
+        uint16_t d;
+        std::memcpy(&d, g1, 2);
+        EXPECT_EQ(d, 0x7e00) << what;
+        for (size_t b = t == KvType::int8 ? 2 : 4; b < bb; ++b) EXPECT_EQ(g1[b], 0) << what << " byte " << b;
+      }
 }
