@@ -4,6 +4,9 @@
 // Hq % Hkv == 0: query head h reads KV head h / (Hq / Hkv), so MHA, GQA and MQA):
 //   decode:  q   [B, Hq, D]  one new token per sequence, already appended to the cache;
 //            out [B, Hq, D]  overwritten. Token b attends to all kv_len(b) cached tokens.
+//            Every sequence needs kv_len >= 1: the CPU path rejects an empty one;
+//            the CUDA path (which does not read the device tables on the host)
+//            writes NaN rows for it.
 //   prefill: q   [T, Hq, D]  the new tokens of B sequences packed without padding;
 //            qo_indptr [B+1] (int64): sequence b owns q rows qo_indptr[b] .. qo_indptr[b+1]-1;
 //            out [T, Hq, D]  overwritten.
@@ -78,7 +81,9 @@ void attention_reference(const float* q, const int64_t* qo_indptr, const float* 
 
 // Quantizes K and V rows [T, Hkv * D] (device f32) into the device pools of kv
 // through slots [T] (device int64), bitwise like KvCache::write (rotating the K
-// rows first when kv.k_rotated; the caller's k is not written).
+// rows first when kv.k_rotated; the caller's k is not written). The host does
+// not read the device slots: a slot outside [0, num_blocks * block_tokens)
+// (such as the -1 of a padding token) is skipped, its rows not written.
 void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const int64_t* slots, int64_t num_tokens,
                     Stream stream = nullptr);
 

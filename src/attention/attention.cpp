@@ -202,6 +202,8 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
     // device tables are not read on the host: the caller states the longest context
     LLMK_CHECK_ARG(opt.max_kv_len >= 0, fn, "opt.max_kv_len", opt.max_kv_len, "must be >= 0");
     const int64_t len = opt.max_kv_len ? opt.max_kv_len : 32768;
+    LLMK_CHECK_ARG(kv.n_kv_heads * ((Hq / kv.n_kv_heads + 7) / 8) <= 65535, fn, "kv.n_kv_heads", kv.n_kv_heads,
+                   "times the CTAs a kv head takes (one per 8 query heads) must be <= 65535 (a grid dimension)");
     const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, len);
     attn::decode_cuda(q, kv, p, Hq, scale, out, ns, opt.stream);
     return;

@@ -197,7 +197,11 @@ __device__ void quantize_group(const float* x, int n, uint8_t* dst, int lane) {
   if constexpr (T == KvType::f32) {
     if (lane < n) reinterpret_cast<float*>(dst)[lane] = v;
   } else if constexpr (T == KvType::f16) {
-    if (lane < n) reinterpret_cast<uint16_t*>(dst)[lane] = __half_as_ushort(__float2half_rn(v));
+    // NaN: sign and payload kept, quiet (as llmk::f32_to_f16_bits; __float2half_rn gives 0x7fff)
+    const uint32_t u = __float_as_uint(v), au = u & 0x7fffffffu;
+    const uint16_t h = au > 0x7f800000u ? uint16_t(((u >> 16) & 0x8000u) | 0x7e00u | ((au >> 13) & 0x3ffu))
+                                        : __half_as_ushort(__float2half_rn(v));
+    if (lane < n) reinterpret_cast<uint16_t*>(dst)[lane] = h;
   } else if constexpr (T == KvType::bf16) {
     // round to nearest even, NaN kept quiet (as llmk::f32_to_bf16_bits)
     uint32_t u = __float_as_uint(v);
@@ -206,6 +210,11 @@ __device__ void quantize_group(const float* x, int n, uint8_t* dst, int lane) {
     if (lane < n) reinterpret_cast<uint16_t*>(dst)[lane] = r;
   } else if constexpr (T == KvType::int8) {
     BlockQ8* b = reinterpret_cast<BlockQ8*>(dst);
+    if (__any_sync(0xffffffffu, lane < n && !isfinite(v))) {  // NaN scale, quants 0 (as the host)
+      b->qs[lane] = 0;
+      if (lane == 0) b->d = 0x7e00;
+      return;
+    }
     const float amax = warp_max(fabsf(v));
     const uint16_t db = __half_as_ushort(__float2half_rn(amax / 127.0f));
     const float d = f16f(db), id = d > 0.0f ? 1.0f / d : 0.0f;
@@ -214,6 +223,11 @@ __device__ void quantize_group(const float* x, int n, uint8_t* dst, int lane) {
     if (lane == 0) b->d = db;
   } else {
     BlockQ4* b = reinterpret_cast<BlockQ4*>(dst);
+    if (__any_sync(0xffffffffu, lane < n && !isfinite(v))) {  // NaN scale and min, quants 0 (as the host)
+      if (lane < 16) b->qs[lane] = 0;
+      if (lane == 0) b->d = b->m = 0x7e00;
+      return;
+    }
     const float lo = warp_min(lane < n ? v : INFINITY), hi = warp_max(lane < n ? v : -INFINITY);
     const uint16_t db = __half_as_ushort(__float2half_rn(__fdiv_rn(__fsub_rn(hi, lo), 15.0f)));
     const uint16_t mb = __half_as_ushort(__float2half_rn(lo));
@@ -227,8 +241,8 @@ __device__ void quantize_group(const float* x, int n, uint8_t* dst, int lane) {
 
 // One warp per (token, kv-head, 32-group, K or V).
 __global__ void kv_append_kernel(const float* k, const float* v, const int64_t* slots, int64_t T, int64_t H,
-                                 int64_t D, int64_t bt, KvType kt, KvType vt, int64_t krow, int64_t vrow,
-                                 uint8_t* kp, uint8_t* vp) {
+                                 int64_t D, int64_t bt, int64_t num_slots, KvType kt, KvType vt, int64_t krow,
+                                 int64_t vrow, uint8_t* kp, uint8_t* vp) {
   const int64_t G = (D + 31) / 32;
   const int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -236,6 +250,7 @@ __global__ void kv_append_kernel(const float* k, const float* v, const int64_t* 
   const int kv = int(w % 2);
   const int64_t g = w / 2 % G, h = w / 2 / G % H, t = w / 2 / G / H;
   const int64_t slot = slots[t];
+  if (slot < 0 || slot >= num_slots) return;  // a padding slot (-1) or out of the pool: skipped (warp-uniform)
   const int64_t row = (slot / bt * H + h) * bt + slot % bt;
   const float* x = (kv ? v : k) + (t * H + h) * D + g * 32;
   const int n = int(min(int64_t(32), D - g * 32));
@@ -338,20 +353,6 @@ int sm_count() {
   return n;
 }
 
-// Workspaces grown on demand (one per slot and process; launches on different
-// streams must not overlap in time: documented limitation). Slots: 0 = split
-// partials, 1 = rotated queries, 2 = rotated K rows of an append.
-template <int Slot>
-float* workspace(size_t floats) {
-  static float* p = nullptr;
-  static size_t have = 0;
-  if (floats > have) {
-    if (p) LLMK_CUDA_CHECK(cudaFree(p));
-    LLMK_CUDA_CHECK(cudaMalloc(&p, floats * sizeof(float)));
-    have = floats;
-  }
-  return p;
-}
 }  // namespace
 
 cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D, cudaStream_t s) {
@@ -366,11 +367,14 @@ cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D
   return cudaGetLastError();
 }
 
-const float* queries_for_cuda(const float* q, const KvLayerView& kv, int64_t rows, cudaStream_t s) {
+size_t rotated_queries_bytes(const KvLayerView& kv, int64_t rows) {
+  return kv.k_rotated ? size_t(rows * kv.head_dim) * sizeof(float) : 0;
+}
+
+const float* queries_for_cuda(const float* q, const KvLayerView& kv, int64_t rows, cudaStream_t s, float* scratch) {
   if (!kv.k_rotated) return q;
-  float* qr = workspace<1>(size_t(rows * kv.head_dim));
-  LLMK_CUDA_CHECK(hadamard_rows_cuda(q, qr, rows, kv.head_dim, s));
-  return qr;
+  LLMK_CUDA_CHECK(hadamard_rows_cuda(q, scratch, rows, kv.head_dim, s));
+  return scratch;
 }
 
 int decode_cuda_splits(int64_t work, int64_t max_kv_len) {
@@ -387,10 +391,16 @@ void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, 
   a.krow = kv_row_bytes(kv.k_type, kv.head_dim), a.vrow = kv_row_bytes(kv.v_type, kv.head_dim);
   a.groups = int((Hq / kv.n_kv_heads + kMaxG - 1) / kMaxG);
   a.splits = splits, a.scale = scale, a.kt = kv.k_type, a.vt = kv.v_type;
-  if (splits > 1) a.part = workspace<0>(size_t(p.num_seqs * Hq * splits * (kv.head_dim + 2)));
-  a.q = queries_for_cuda(q, kv, p.num_seqs * Hq, cudaStream_t(stream));  // H q against rotated K
+  // this launch's scratch: the split partials, then the rotated queries
+  const cudaStream_t s = cudaStream_t(stream);
+  const size_t part_bytes = splits > 1 ? size_t(p.num_seqs * Hq * splits * (kv.head_dim + 2)) * sizeof(float) : 0;
+  const size_t part_aligned = (part_bytes + 255) / 256 * 256;
+  cuda::StreamBuffer ws(part_aligned + rotated_queries_bytes(kv, p.num_seqs * Hq), s);
+  if (splits > 1) a.part = ws.at<float>(0);
+  a.q = queries_for_cuda(q, kv, p.num_seqs * Hq, s, ws.at<float>(int64_t(part_aligned)));  // H q against rotated K
   const size_t smem = size_t(kMaxG * kv.head_dim + kWarps * kMaxG * (kv.head_dim + 2)) * sizeof(float);
-  LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, smem, cudaStream_t(stream)));
+  LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, smem, s));
+  ws.release();
 }
 
 }  // namespace llmk::attn
@@ -403,19 +413,28 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
   LLMK_CHECK_ARG(kv.k && kv.v, fn, "kv", "null pool", "k and v pools must not be null");
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
+  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens",
+                 kv.block_tokens, "must be in [1, 2^20]");
+  LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
+  LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
   LLMK_CHECK_ARG(T >= 0, fn, "num_tokens", T, "must be >= 0");
   LLMK_CHECK_ARG(T == 0 || (k && v && slots), fn, "k/v/slots", "null", "must not be null");
   if (T == 0) return;
-  if (kv.k_rotated) {  // quantize H k: rotate the rows into a workspace first
-    float* kr = attn::workspace<2>(size_t(T * kv.n_kv_heads * kv.head_dim));
+  cuda::StreamBuffer ws(kv.k_rotated ? size_t(T * kv.n_kv_heads * kv.head_dim) * sizeof(float) : 0,
+                        cudaStream_t(stream));
+  if (kv.k_rotated) {  // quantize H k: rotate the rows into this launch's scratch first
+    float* kr = ws.at<float>(0);
     LLMK_CUDA_CHECK(attn::hadamard_rows_cuda(k, kr, T * kv.n_kv_heads, kv.head_dim, cudaStream_t(stream)));
     k = kr;
   }
   const int64_t warps = T * kv.n_kv_heads * ((kv.head_dim + 31) / 32) * 2;
   attn::kv_append_kernel<<<unsigned((warps + 7) / 8), 256, 0, cudaStream_t(stream)>>>(
-      k, v, slots, T, kv.n_kv_heads, kv.head_dim, kv.block_tokens, kv.k_type, kv.v_type,
+      k, v, slots, T, kv.n_kv_heads, kv.head_dim, kv.block_tokens, kv.num_blocks * kv.block_tokens, kv.k_type, kv.v_type,
       kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim),
       static_cast<uint8_t*>(const_cast<void*>(kv.k)), static_cast<uint8_t*>(const_cast<void*>(kv.v)));
   LLMK_CUDA_CHECK(cudaGetLastError());
+  ws.release();
 }
 }  // namespace llmk

@@ -72,9 +72,9 @@ __device__ __forceinline__ float load_elem(KvType t, const uint8_t* row, int i, 
 cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D, cudaStream_t s);
 
 // Queries q [rows, D] as attention must score them against kv: q itself when
-// kv.k_rotated is false, else H q in a workspace owned by attention.cu (one per
-// process, reused by the next call: launches on different streams must not
-// overlap in time). The caller's q is never written.
-const float* queries_for_cuda(const float* q, const KvLayerView& kv, int64_t rows, cudaStream_t s);
+// kv.k_rotated is false, else H q written to `scratch` (rows * D floats of the
+// caller's launch scratch, rotated_queries_bytes). The caller's q is never written.
+size_t rotated_queries_bytes(const KvLayerView& kv, int64_t rows);
+const float* queries_for_cuda(const float* q, const KvLayerView& kv, int64_t rows, cudaStream_t s, float* scratch);
 
 }  // namespace llmk::attn

@@ -308,7 +308,8 @@ void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T,
                  "gives " + std::to_string(slots) + " CTAs per kv head, more than a grid holds");
 
   attn::PrefillArgs a{};
-  a.q = attn::queries_for_cuda(q, kv, T * Hq, cudaStream_t(stream));  // H q against rotated K
+  cuda::StreamBuffer ws(attn::rotated_queries_bytes(kv, T * Hq), cudaStream_t(stream));
+  a.q = attn::queries_for_cuda(q, kv, T * Hq, cudaStream_t(stream), ws.at<float>(0));  // H q against rotated K
   a.qo_indptr = qo_indptr, a.out = out;
   a.k = static_cast<const uint8_t*>(kv.k), a.v = static_cast<const uint8_t*>(kv.v);
   a.indptr = p.indptr, a.indices = p.indices, a.last_len = p.last_len;

@@ -1,4 +1,5 @@
-// Internal CUDA helpers: error checking for launchers and the API layer.
+// Internal CUDA helpers: error checking for launchers and the API layer, and
+// the stream-ordered scratch buffer of the launchers.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,3 +21,38 @@ void throw_on_error(cudaError_t err, const char* what, const char* file, int lin
     cudaError_t _e = (expr);             \
     if (_e != cudaSuccess) return _e;    \
   } while (0)
+
+namespace llmk::cuda {
+
+// Scratch memory of one launch: one cudaMallocAsync on the launch's stream,
+// freed on that stream (cudaFreeAsync) when it goes out of scope, after the
+// kernels queued before, also when an error is thrown in between; release()
+// frees it early and reports a failure. Stream-ordered, so concurrent calls on
+// several streams or devices, from several host threads, and calls captured
+// into a CUDA graph each get their own memory (no process-wide buffer).
+class StreamBuffer {
+ public:
+  StreamBuffer(size_t bytes, cudaStream_t s) : s_(s) {
+    if (bytes > 0) LLMK_CUDA_CHECK(cudaMallocAsync(&p_, bytes, s));
+  }
+  ~StreamBuffer() {
+    if (p_) cudaFreeAsync(p_, s_);
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  template <class T>
+  T* at(int64_t byte_offset) const {
+    return reinterpret_cast<T*>(static_cast<char*>(p_) + byte_offset);
+  }
+  void release() {
+    void* p = p_;
+    p_ = nullptr;
+    if (p) LLMK_CUDA_CHECK(cudaFreeAsync(p, s_));
+  }
+
+ private:
+  void* p_ = nullptr;
+  cudaStream_t s_;
+};
+
+}  // namespace llmk::cuda

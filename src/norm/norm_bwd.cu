@@ -19,7 +19,8 @@ namespace llmk::norm_cuda {
 namespace {
 
 template <class T, bool kRms, bool kVec>
-__global__ void bwd_kernel(BwdArgs a, float* part /* [groups][2][D] */, bool warp_row, bool cache, bool smem_acc) {
+__global__ void __launch_bounds__(1024)
+    bwd_kernel(BwdArgs a, float* part /* [groups][2][D] */, bool warp_row, bool cache, bool smem_acc) {
   using C = Chunk<T, kVec>;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float red[32];

@@ -17,7 +17,7 @@ namespace llmk::norm_cuda {
 namespace {
 
 template <class T, bool kRms, bool kVec>
-__global__ void fwd_kernel(FwdArgs a, bool warp_row, bool cache) {
+__global__ void __launch_bounds__(1024) fwd_kernel(FwdArgs a, bool warp_row, bool cache) {
   using C = Chunk<T, kVec>;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float red[32];

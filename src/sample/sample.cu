@@ -10,7 +10,7 @@
 //     unmodified logits, so a token seen twice writes the same value twice:
 //     each distinct token is penalized once, as on the CPU, without a dedup;
 //  3. softmax_topk_cuda on z (or the logits) per temperature run, with K =
-//     the largest K any row needs, into a workspace (probs, indices, row_max);
+//     the largest K any row needs, into a workspace (probs, indices);
 //  4. select_kernel, one warp per greedy / sorted row: the warp stages the
 //     row's first k candidates in shared memory, lane 0 runs select_sorted()
 //     on them with u = uniform01(seed, step, row);
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kPenaltyThreads)
 // only and the kernel syncs with __syncwarp alone.
 __global__ void __launch_bounds__(kSelectRows * 32)
     select_kernel(int64_t rows_n, int64_t k_all, const float* __restrict__ probs /* [B, k_all] */,
-                  const int32_t* __restrict__ idx /* [B, k_all] */, const float* __restrict__ row_max /* [B] */,
+                  const int32_t* __restrict__ idx /* [B, k_all] */,
                   const DevRow* __restrict__ rows, const int32_t* __restrict__ bad /* [B] or null */, uint64_t seed,
                   uint64_t step, int32_t* __restrict__ tokens /* [B] */) {
   __shared__ float sp[kSelectRows][kSampleTopkCap];
@@ -99,7 +99,11 @@ __global__ void __launch_bounds__(kSelectRows * 32)
     if (lane == 0) tokens[row] = kSampleBadHistory;
     return;
   }
-  if (!isfinite(row_max[row])) {  // NaN, +inf or all -inf (softmax_topk's status flag)
+  // softmax_topk writes NaN probabilities for a row whose softmax is undefined
+  // (a NaN, a +inf, all -inf); any other row's first probability is in
+  // (0, 1]. Not its row_max: max / T can overflow to +-inf for a valid row at a
+  // tiny T (T = 1e-38, max logit 5), whose probabilities are finite.
+  if (probs[row * k_all] != probs[row * k_all]) {
     if (lane == 0) tokens[row] = kSampleRowUndefined;
     return;
   }
@@ -190,31 +194,7 @@ void check_common(const char* fn, const TensorView& logits, const SamplingParams
 
 int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
-// One cudaMallocAsync; freed on the stream when it goes out of scope unless release() ran.
-class Workspace {
- public:
-  Workspace(size_t bytes, cudaStream_t s) : s_(s) {
-    if (bytes > 0) LLMK_CUDA_CHECK(cudaMallocAsync(&p_, bytes, s));
-  }
-  ~Workspace() {
-    if (p_) cudaFreeAsync(p_, s_);
-  }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  template <class T>
-  T* at(int64_t offset) const {
-    return reinterpret_cast<T*>(static_cast<char*>(p_) + offset);
-  }
-  void release() {
-    void* p = p_;
-    p_ = nullptr;
-    if (p) LLMK_CUDA_CHECK(cudaFreeAsync(p, s_));
-  }
-
- private:
-  void* p_ = nullptr;
-  cudaStream_t s_;
-};
+using Workspace = cuda::StreamBuffer;
 
 void upload_rows(const SamplingParams* params, int64_t rows, int64_t v, DevRow* dst, cudaStream_t s) {
   for (int64_t b0 = 0; b0 < rows; b0 += kParamRows) {
@@ -298,14 +278,13 @@ void sample_cuda(const TensorView& logits, const SamplingParams* params, const D
   }
   if (rows == 0) return;
 
-  // Workspace: rows | bad | probs | indices | row_max | z (each 256-byte aligned).
+  // Workspace: rows | bad | probs | indices | z (each 256-byte aligned).
   const bool have_hist = history.indptr != nullptr, copy = have_hist && plan.penalties;
   const int64_t ldz = (v + 3) / 4 * 4;  // 16-byte aligned scratch rows
   const int64_t o_bad = align256(rows * int64_t(sizeof(DevRow)));
   const int64_t o_probs = o_bad + (have_hist ? align256(rows * 4) : 0);
   const int64_t o_idx = o_probs + align256(rows * k * 4);
-  const int64_t o_max = o_idx + align256(rows * k * 4);
-  const int64_t o_z = o_max + (k > 0 ? align256(rows * 4) : 0);
+  const int64_t o_z = o_idx + align256(rows * k * 4);
   const int64_t total = o_z + (copy ? rows * ldz * 4 : 0);
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   Workspace ws(size_t(total), s);
@@ -326,15 +305,14 @@ void sample_cuda(const TensorView& logits, const SamplingParams* params, const D
   if (k > 0) {
     auto* probs = ws.at<float>(o_probs);
     auto* idx = ws.at<int32_t>(o_idx);
-    auto* mx = ws.at<float>(o_max);
     for (size_t r = 0; r < plan.topk_runs.size(); ++r) {
       const auto [first, end] = plan.topk_runs[r];
       softmax_topk_cuda(TensorView::matrix(src + first * ld, DType::f32, end - first, v, ld, Device::cuda), k,
-                        plan.run_temperature[r], {probs + first * k, idx + first * k, mx + first, nullptr}, stream,
+                        plan.run_temperature[r], {probs + first * k, idx + first * k, nullptr, nullptr}, stream,
                         opt.topk_config, opt.topk_splits);
     }
     select_kernel<<<unsigned((rows + kSelectRows - 1) / kSelectRows), kSelectRows * 32, 0, s>>>(
-        rows, k, probs, idx, mx, drows, bad, seed, step, tokens);
+        rows, k, probs, idx, drows, bad, seed, step, tokens);
     LLMK_CUDA_CHECK(cudaGetLastError());
   }
   if (plan.full) {

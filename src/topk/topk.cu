@@ -294,6 +294,9 @@ void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, c
   const char* fn = "softmax_topk";
   topk::validate(fn, logits, k, temperature, out, false);
   LLMK_CHECK_ARG(logits.device == Device::cuda, fn, "logits", logits.describe(), "must be on a CUDA device");
+  // the kernels' 16-byte loads start at a row's first aligned element, which needs whole elements
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(logits.data) % dtype_size(logits.dtype) == 0, fn, "logits",
+                 logits.describe(), "data must be aligned to its element size");
   const int64_t rows = logits.rows(), v = logits.cols();
   LLMK_CHECK_ARG(v <= 1024 || k <= topk::kMaxBlockK, fn, "k", k, "must be <= 1024 on CUDA when V > 1024");
   if (config == TopkCudaConfig::auto_pick) config = softmax_topk_cuda_config(rows, v, k);

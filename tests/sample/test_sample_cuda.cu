@@ -355,6 +355,30 @@ TEST(SampleCudaSanitize, UndefinedRowsAndBadHistory) {
   }
 }
 
+// Tiny temperatures are valid (log2(e) / T finite in f32) and give finite
+// probabilities although max / T overflows softmax_topk's row_max to +-inf:
+// such rows are sampled like on the CPU, not reported undefined. Row 1 is
+// greedy and shares the run of row 0's temperature (sample_cuda_plan).
+TEST(SampleCudaSanitize, TinyTemperatureRowsAreDefined) {
+  LLMK_REQUIRE_CUDA();
+  const int64_t v = 1025;
+  Batch b = make_batch(3, v, v, 12);
+  for (int64_t j = 0; j < v; ++j) b.x[2 * v + j] = -10.0f - float(j % 7);  // all negative: max / T -> -inf
+  b.x[0 * v + 3] = 5.0f, b.x[0 * v + 4] = 5.0f;                           // a tie at the top
+  b.x[1 * v + 700] = 40.0f;
+  const std::vector<SamplingParams> p = {{1e-38f, 50, 1.0f, 0.0f, 1.0f, 0.0f},
+                                         {0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f},
+                                         {1e-37f, 50, 1.0f, 0.0f, 1.0f, 0.0f}};
+  DeviceBatch d(b);
+  const auto got = run_device(b, d, p, 3, 4, {}, false);
+  std::vector<float> scratch;
+  for (int64_t r = 0; r < 3; ++r) {
+    const int32_t want = sample_row(b.x.data() + r * v, v, p[size_t(r)], {}, uniform01(3, 4, uint64_t(r)), scratch);
+    EXPECT_GE(want, 0) << r;
+    EXPECT_EQ(got[size_t(r)], want) << "row " << r;
+  }
+}
+
 TEST(SampleCudaSanitize, BadArguments) {
   LLMK_REQUIRE_CUDA();
   Batch b = make_batch(2, 2000, 2000, 1);
