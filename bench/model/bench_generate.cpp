@@ -1,16 +1,16 @@
 // `llmk bench generate`: the engine against llama.cpp (llama-cpp-python, the same GGUF file,
 // the same thread count, f16 KV cache on both sides, greedy):
-//   prefill  one 512-token prompt (64 with --quick), time to its first logits;
-//   decode_b1, decode_b8, decode_b32: decode steps of 1, 8, 32 concurrent sequences
-//   (16-token prompts prefilled first), aggregate tok/s;
+//   prefill  one 512-token prompt (32 with --quick), time to its first logits;
+//   decode_b1, decode_b8, decode_b32: 64 decode steps (4 with --quick) of one sequence after
+//   that prompt, 32 (2) of 8 and of 32 concurrent sequences after 16-token prompts; aggregate tok/s;
 //   decode_b1_long: 32 decode steps of one sequence after a 2048-token prompt, where
 //   attention over the cache is a visible part of each step (not with --quick);
 //   peak_rss_mb (every row): the process's peak resident set so far (llmk: this process, before
 //   the peer runs; llama.cpp: the peer process).
 // Bytes: the model's weight bytes, read once per forward (so gbps = weight bytes x forwards /
 // time; KV reads are not counted). Default model: scripts/fetch-model; without it a random
-// Llama model of the same shape is run by llmk alone (peer skipped). --quick runs a 4-layer
-// random model of that width, llmk only, in about a second.
+// Llama model of the same shape is run by llmk alone (peer skipped). --quick runs a 2-layer
+// random model of that width (vocabulary 4096), llmk only.
 // median_ms is the time per forward. The rows run in 3 rounds (1 with --quick), llmk's round
 // then the peer's, in turn, and each row reports its median round: on a shared machine whose
 // speed drifts, both sides then see the same mix of quiet and loaded phases.

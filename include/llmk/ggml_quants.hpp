@@ -5,9 +5,12 @@
 //   Q4_1: value j = nibble_j * d + m                        (20 bytes / 32 values)
 // Nibble order: byte qs[j] (j < 16) holds element j in its low nibble and element j + 16 in
 // its high nibble. A row of n elements (n a multiple of 32) is n/32 consecutive blocks.
-// Here are the structs and the scalar reference quantizers and dequantizers (the oracle of
-// every fast matmul on these blocks); quantizers follow ggml's reference rounding, so a row
-// quantized here equals the row ggml's quantize_row_*_ref would write.
+// Here are the structs and the scalar reference quantizers and dequantizers; quantizers
+// follow ggml's reference rounding, so a row quantized here equals the row ggml's
+// quantize_row_*_ref would write. They are used by gguf::dequantize_row and checked by
+// tests/gguf/test_ggml_quants.cpp (golden bytes from the gguf package). The model code
+// (src/model: the matmuls, their oracle matmul_ref.cpp, Model::random) uses only the
+// structs and reads and writes the blocks itself.
 #pragma once
 #include <cstddef>
 #include <cstdint>

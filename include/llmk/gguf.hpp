@@ -53,8 +53,10 @@ int64_t ggml_block_elems(GgmlType t);
 int64_t ggml_block_bytes(GgmlType t);
 
 // Row of n elements (n a multiple of the type's block) stored as `t` -> f32 (overwritten):
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1; InvalidArgument naming the type otherwise. The scalar
-// reference path, e.g. for embedding lookups (one row per token) and tests.
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1; InvalidArgument naming the type otherwise. A scalar
+// reference over the *_ref dequantizers of ggml_quants.hpp, for tests (called only by
+// tests/gguf/test_ggml_quants.cpp); the model's embedding lookups use
+// llmk::dequantize_row(WeightView, ...) (matmul.hpp).
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Metadata value types (the GGUF spec's ids).

@@ -104,7 +104,7 @@ class Model {
   static Model random(const ModelConfig& c, WType t, uint64_t seed);
 
   // Adds this model's metadata and tensors (GGUF names, ggml order) to a
-  // writer, so tests and benches can write a tiny model file.
+  // writer, so tests can write a tiny model file (tests/model/test_forward.cpp).
   void add_to_gguf(gguf::Writer& w) const;
 
   const ModelConfig& config() const { return cfg_; }

@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
 pytestmark = pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
 
-# /work/shared/REFERENCES.md: f16 KV bytes per token = 2 x layers x kv_heads x head_dim x 2.
+# f16 KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x 2, with the shapes of each
+# model's published Hugging Face config.json (worked out in tests/analyze/test_analyze.cpp).
 F16_KIB = {"gpt2-124m": 36, "llama-2-7b": 512, "llama-2-13b": 800, "llama-3-8b": 128, "mistral-7b": 128,
            "llama-3-70b": 320, "smollm2-135m": 22.5}
 

@@ -1,6 +1,9 @@
 // Model::forward: one batch of tokens (any sequences, any positions) through
 // the decoder. Activations are f32 [T, width] rows; the matmuls take all T rows
-// at once; attention runs per (token, KV head) against the KvStore.
+// at once; attention is one KvStore::attend call per layer over the whole batch,
+// split by the store: DenseKv per (token, query head); the engine's PagedKv
+// through attention_prefill, whose CPU items are (sequence, kv head, tile of 8
+// query tokens), decode tokens included (src/attention/attention.cpp).
 #include <omp.h>
 
 #include <algorithm>

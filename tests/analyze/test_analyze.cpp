@@ -1,4 +1,4 @@
-// Capacity analysis: KV sizes against the published per-token table, the
+// Capacity analysis: KV sizes against hand-computed per-token sizes, the
 // shapes against the published parameter counts (exactly), hand-computed
 // capacity and intensity cases, monotonicity, the JSON config reader's errors,
 // and 64-bit overflow checks. Expected values are worked out by hand in the
@@ -18,7 +18,10 @@ namespace {
 
 constexpr int64_t KiB = 1024;
 
-// /work/shared/REFERENCES.md: 2 x layers x kv_heads x head_dim x 2 bytes.
+// f16 KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x 2 bytes, with the
+// shapes of each model's published Hugging Face config.json: GPT-2 2*12*12*64*2 = 36 KiB,
+// Llama-2-7B 2*32*32*128*2 = 512 KiB, 13B 2*40*40*128*2 = 800 KiB, Llama-3-8B and Mistral-7B
+// 2*32*8*128*2 = 128 KiB, Llama-3-70B 2*80*8*128*2 = 320 KiB, SmolLM2-135M 2*30*3*64*2 = 22.5 KiB.
 TEST(AnalyzeKv, PublishedF16PerTokenTable) {
   auto f16 = [](const char* name) { return kv_bytes_per_token(find_model(name), KvType::f16, KvType::f16); };
   EXPECT_EQ(f16("gpt2-124m"), 36 * KiB);
