@@ -6,8 +6,6 @@
 // itself is attention_kernel.hpp, instantiated here for the scalar path.
 #include "llmk/attention.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>

@@ -445,7 +445,7 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   const int64_t kr = kv_row_bytes(kv.k_type, D), vr = kv_row_bytes(kv.v_type, D);
   float* s = scratch;                     // [R][kTile] scores, then probabilities
   float* alpha = s + R * kTile;           // [R] this tile's rescaling of acc
-  float* w = alpha + R;                   // [R][kTile][ng] P.V weights (int8/int4 V)
+  float* w = alpha + R;                   // [R][ng][kTile] P.V weights (int8/int4 V)
   float* msum = w + R * kTile * ng;       // [R][ng] int4 V min terms
   float* dm = msum + R * ng;              // [2][ng][kTile] V scales and mins of a tile
   int* nvis = reinterpret_cast<int*>(dm + 2 * ng * kTile);  // [R] visible positions of the tile a row

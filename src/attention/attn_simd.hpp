@@ -42,7 +42,7 @@ template <class S> typename S::V load_u4(const uint8_t* p, int shift);
 template <class S> void load_u4x2(const uint8_t* qs, int j0, typename S::V* x);
 // exp(x) for x <= 0 (a score minus its row's max; -inf gives 0): 2^(x log2 e)
 // with the product folded into the reduction (simd::Exp2Scaled, relative
-// error below 1.9e-7), half the vector ops of the full-range simd::exp.
+// error below 1.9e-7), for x <= 0 only: no overflow or subnormal handling.
 template <class S> typename S::V exp_v(typename S::V x);
 template <class S> float h2f(uint16_t h);
 // sum_j q[j] * k[j], j < 32 (q, k int8; q in [-127, 127]), and
@@ -102,7 +102,7 @@ template <> inline void load_u4x2<simd::Avx2>(const uint8_t* qs, int j0, __m256*
   x[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
   x[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
 }
-template <> inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::Exp2Scaled<simd::Avx2>(simd::kLog2e)(x); }
+template <> inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::Exp2Scaled<simd::Avx2>(kLog2e)(x); }
 template <> inline float h2f<simd::Avx2>(uint16_t h) { return _cvtsh_ss(h); }
 #endif
 
@@ -223,7 +223,7 @@ template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* 
   x[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, m)));
   x[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), m)));
 }
-template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::Exp2Scaled<simd::Avx512>(simd::kLog2e)(x); }
+template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::Exp2Scaled<simd::Avx512>(kLog2e)(x); }
 template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
 template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq,
                                                     const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {

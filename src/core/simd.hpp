@@ -16,6 +16,7 @@
 #include <cstring>
 #include <cstdint>
 
+#include "core/constants.hpp"
 #include "llmk/dtype.hpp"
 
 namespace llmk::simd {
@@ -49,21 +50,16 @@ struct Avx2 {
     const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(lo, hi));
   }
-  // First n (< kWidth) lanes; the others read as 0 / are not written.
-  static V load_partial(const float* p, int n) { return _mm256_maskload_ps(p, tail_mask(n)); }
-  static void store_partial(float* p, V v, int n) { _mm256_maskstore_ps(p, tail_mask(n), v); }
 
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }  // a*b + c
   static V fmsub(V a, V b, V c) { return _mm256_fmsub_ps(a, b, c); }  // a*b - c, one rounding
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
   static V min(V a, V b) { return _mm256_min_ps(a, b); }
   // Bit i set when lane i of a > b (ordered: NaN compares false).
   static unsigned gt_mask(V a, V b) { return unsigned(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ))); }
-  static unsigned nan_mask(V a) { return unsigned(_mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q))); }
   static float hsum(V v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -76,11 +72,6 @@ struct Avx2 {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
-  // 2^n for integer-valued n in [-126, 127], as floats.
-  static V pow2i(V n) {
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_castsi256_ps(e);
-  }
   // 2^n for z = n + 127 + 1.5 * 2^23 as a float, n an integer in [-127, 128]:
   // z's low mantissa bits hold the biased exponent n + 127, the bits above shift out.
   static V pow2i_biased(V z) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(z), 23)); }
@@ -91,18 +82,9 @@ struct Avx2 {
   static V add_shifted_bits(V a, V b) {
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_slli_epi32(_mm256_castps_si256(b), N)));
   }
-  static V round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V select(V mask_src_a, V b, V mask) { return _mm256_blendv_ps(mask_src_a, b, mask); }
-  static V cmp_lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
   static V cmp_gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
   static V cmp_ge(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
-  static V cmp_unord(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
-  static unsigned mask_bits(V m) { return unsigned(_mm256_movemask_ps(m)); }
-
- private:
-  static __m256i tail_mask(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  }
 };
 #endif
 
@@ -133,44 +115,31 @@ struct Avx512 {
     r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
   }
-  static V load_partial(const float* p, int n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
-  static void store_partial(float* p, V v, int n) { _mm512_mask_storeu_ps(p, tail_mask(n), v); }
 
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V fmsub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static V min(V a, V b) { return _mm512_min_ps(a, b); }
   static unsigned gt_mask(V a, V b) { return unsigned(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
-  static unsigned nan_mask(V a) { return unsigned(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)); }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
   static float hmax(V v) { return _mm512_reduce_max_ps(v); }
-  static V pow2i(V n) {
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_castsi512_ps(e);
-  }
   static V pow2i_biased(V z) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(z), 23)); }
   static V permute(V table, V idx) { return _mm512_permutexvar_ps(_mm512_castps_si512(idx), table); }  // low 4 bits
   template <int N>
   static V add_shifted_bits(V a, V b) {
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_slli_epi32(_mm512_castps_si512(b), N)));
   }
-  static V round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // Masks are carried as V with all-ones lanes, like AVX2, so templates stay ISA-neutral.
   static V select(V a, V b, V mask) {
     return _mm512_mask_mov_ps(a, _mm512_movepi32_mask(_mm512_castps_si512(mask)), b);
   }
-  static V cmp_lt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)); }
   static V cmp_gt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
   static V cmp_ge(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)); }
-  static V cmp_unord(V a) { return mask_to_v(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)); }
-  static unsigned mask_bits(V m) { return unsigned(_mm512_movepi32_mask(_mm512_castps_si512(m))); }
 
  private:
-  static __mmask16 tail_mask(int n) { return __mmask16((1u << n) - 1u); }
   static V mask_to_v(__mmask16 m) { return _mm512_castsi512_ps(_mm512_movm_epi32(m)); }
 };
 #endif
@@ -211,21 +180,18 @@ struct Scalar {
 };
 }  // namespace
 
-// log2(e) in f32: exp(x) = 2^(x * kLog2e).
-inline constexpr float kLog2e = 1.44269504088896341f;
-
 // 2^t for t <= 0 (the terms of a softmax sum, t = (x - max) * log2(e) / T),
 // relative error below 2e-7 for t >= -125, exactly 0 for t < -126.5 and for
 // t = -inf, NaN stays NaN. t = n + r with n = round(t) and r in [-1/2, 1/2]
 // exact; 2^r by a degree-5 polynomial with p(0) = 1 exactly (Lawson-weighted
 // fit for relative error, coefficients rounded to f32, FMA Horner;
-// Simd.Exp2NonposWithinBoundOnEveryNonpositiveInput asserts 1.75e-7 on 18.5
+// Simd.Exp2NonposWithinBoundOnEveryNonpositiveInput asserts 1.75e-7 on 18.4
 // million t and prints the worst it saw, 1.66e-7 with AVX2); 2^n from the exponent bits,
 // which are 0 for n = -127, so t is clamped to -127 first (2^t < 2^-126.5 then
 // flushes to 0, an absolute error below 2^-126). A NaN t survives the clamp
 // (max returns its second operand on NaN) and makes p NaN. 11 vector ops (6 of
-// them FMA or mul), no branches, about half of exp<S> below, which handles the
-// whole f32 range. The softmax sum needs no more (its budget is 1e-6
+// them FMA or mul), no branches, for t <= 0 only (a full-range exp with
+// overflow, underflow and subnormal handling takes about twice that). The softmax sum needs no more (its budget is 1e-6
 // relative, docs/softmax_topk.md); the degree-6 polynomial this replaced
 // (7.9e-8) took one FMA more an element.
 template <class S>
@@ -295,53 +261,5 @@ struct Exp2Scaled {
     return S::mul(p, S::template add_shifted_bits<23 - kBits>(S::permute(table, z), z));
   }
 };
-
-// exp(x) for every lane, relative error below 2 ulp over the whole f32 range:
-// exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN, underflow flushes to 0 below
-// -103.97 and overflow gives inf above 88.72. Cody-Waite reduction
-// x = n ln2 + r with |r| <= ln2/2, then the degree-7 Taylor polynomial (truncation < 5e-9 relative).
-template <class S>
-inline typename S::V exp(typename S::V x) {
-  using V = typename S::V;
-  const V hi = S::set1(88.7228394f), lo = S::set1(-103.972084f);
-  const V nan = S::cmp_unord(x);
-  const V over = S::cmp_gt(x, hi), under = S::cmp_lt(x, lo);
-  V xc = S::min(S::max(x, S::set1(-87.0f)), hi);  // keep 2^n normal; under/over fixed below
-  const V n = S::round(S::mul(xc, S::set1(kLog2e)));
-  V r = S::fmadd(n, S::set1(-0.693359375f), xc);  // ln2 split in two for exact n*ln2_hi
-  r = S::fmadd(n, S::set1(2.12194440e-4f), r);
-  V p = S::set1(1.0f / 5040.0f);
-  p = S::fmadd(p, r, S::set1(1.0f / 720.0f));
-  p = S::fmadd(p, r, S::set1(1.0f / 120.0f));
-  p = S::fmadd(p, r, S::set1(1.0f / 24.0f));
-  p = S::fmadd(p, r, S::set1(1.0f / 6.0f));
-  p = S::fmadd(p, r, S::set1(0.5f));
-  p = S::fmadd(p, r, S::set1(1.0f));
-  p = S::fmadd(p, r, S::set1(1.0f));
-  // 2^n in two factors: n reaches 128 near the overflow threshold.
-  const V na = S::round(S::mul(n, S::set1(0.5f)));
-  V y = S::mul(S::mul(p, S::pow2i(na)), S::pow2i(S::sub(n, na)));
-  // Between -103.97 and -87 the result is subnormal: scale in two steps.
-  const V sub = S::cmp_lt(x, S::set1(-87.0f));
-  if (S::mask_bits(sub)) {
-    const V xs = S::add(S::max(x, lo), S::set1(40.0f));  // exp(x) = exp(x + 40) * exp(-40)
-    const V ns = S::round(S::mul(xs, S::set1(kLog2e)));
-    V rs = S::fmadd(ns, S::set1(-0.693359375f), xs);
-    rs = S::fmadd(ns, S::set1(2.12194440e-4f), rs);
-    V q = S::set1(1.0f / 5040.0f);
-    q = S::fmadd(q, rs, S::set1(1.0f / 720.0f));
-    q = S::fmadd(q, rs, S::set1(1.0f / 120.0f));
-    q = S::fmadd(q, rs, S::set1(1.0f / 24.0f));
-    q = S::fmadd(q, rs, S::set1(1.0f / 6.0f));
-    q = S::fmadd(q, rs, S::set1(0.5f));
-    q = S::fmadd(q, rs, S::set1(1.0f));
-    q = S::fmadd(q, rs, S::set1(1.0f));
-    const V ys = S::mul(S::mul(q, S::pow2i(ns)), S::set1(4.24835426e-18f));  // exp(-40)
-    y = S::select(y, ys, sub);
-  }
-  y = S::select(y, S::zero(), under);
-  y = S::select(y, S::set1(INFINITY), over);
-  return S::select(y, S::add(x, x), nan);
-}
 
 }  // namespace llmk::simd

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/constants.hpp"
 #include "llmk/error.hpp"
 #include "llmk/topk.hpp"
 #include "sample/sample_math.hpp"
@@ -21,7 +22,7 @@ void check_params(const char* fn, const SamplingParams& p, int64_t row) {
   const std::string at = " (row " + std::to_string(row) + ")";
   LLMK_CHECK_ARG(std::isfinite(p.temperature) && p.temperature >= 0, fn, "temperature" + at, p.temperature,
                  "must be finite and >= 0 (0 = greedy)");
-  LLMK_CHECK_ARG(p.temperature == 0 || std::isfinite((1.0f / p.temperature) * 1.44269504088896341f), fn,
+  LLMK_CHECK_ARG(p.temperature == 0 || std::isfinite((1.0f / p.temperature) * kLog2e), fn,
                  "temperature" + at, p.temperature, "log2(e)/T must be finite in f32 (softmax_topk's scale)");
   LLMK_CHECK_ARG(p.top_k >= 0, fn, "top_k" + at, p.top_k, "must be >= 0 (0 = off)");
   LLMK_CHECK_ARG(p.top_p > 0 && p.top_p <= 1, fn, "top_p" + at, p.top_p, "must be in (0, 1]");

@@ -10,13 +10,13 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/constants.hpp"
 #include "llmk/dtype.hpp"
 #include "llmk/topk.hpp"
 
 namespace llmk::topk {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-inline constexpr float kLog2e = 1.44269504088896341f;  // the kernels' exp(x / T) = 2^(x * (1/T) * kLog2e)
 
 // A candidate: a logit (converted to f32) and its index in the row.
 struct Cand {

@@ -3,10 +3,6 @@
 #include "core/simd.hpp"
 
 namespace llmk::test {
-void exp_avx2(const float* x, float* y, int n) {
-  using S = simd::Avx2;
-  for (int i = 0; i < n; i += S::kWidth) S::store(y + i, simd::exp<S>(S::load(x + i)));
-}
 void exp2_nonpos_avx2(const float* x, float* y, int n) {
   using S = simd::Avx2;
   for (int i = 0; i < n; i += S::kWidth) S::store(y + i, simd::exp2_nonpos<S>(S::load(x + i)));
