@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@ namespace llmk::cli {
 class Args {
  public:
   // argv[first..argc) are parsed: "--key value", "--key=value", "--flag", positionals.
-  // `flags` names the options that take no value.
+  // `flags` names the options that take no value. A last "--key" with no value
+  // after it is recorded as valueless: reading it throws, and finish() reports
+  // it as unknown if nobody reads it.
   Args(int argc, char** argv, int first, std::vector<std::string> flags = {});
   std::string get(const std::string& key, const std::string& fallback);
   int64_t get_int(const std::string& key, int64_t fallback);
@@ -21,11 +24,14 @@ class Args {
   bool has(const std::string& key);
   bool flag(const std::string& key);  // a value-less option
   const std::vector<std::string>& positional() const { return positional_; }
-  // Throws InvalidArgument for the first option nobody asked for.
+  // Throws InvalidArgument naming the first option nobody asked for (without a
+  // value: the token after an unknown option may not have been meant as one).
   void finish() const;
 
  private:
-  std::map<std::string, std::string> opts_;
+  // The value of option `key`, which is present; throws when it has none.
+  const std::string& value(const std::string& key);
+  std::map<std::string, std::optional<std::string>> opts_;
   std::map<std::string, bool> used_;
   std::vector<std::string> positional_;
 };

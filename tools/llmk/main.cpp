@@ -1,5 +1,7 @@
 // llmk: the command-line front end. `llmk <command> [options]`; `llmk help`
-// lists the commands. Each command is a cmd_*.cpp file in this folder.
+// lists the commands, `llmk <command> --help` (or -h) prints one command's
+// usage. Each command is a cmd_*.cpp file in this folder.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -15,6 +17,14 @@ int main(int argc, char** argv) {
     std::fprintf(f, "usage: llmk <command> [options]\n\ncommands:\n");
     for (const auto& c : cmds) std::fprintf(f, "  %-12s %s\n", c.name, c.summary);
   };
+  // One command's line from `llmk help`, then its options that take no value.
+  auto command_usage = [](const Command& c) {
+    std::printf("usage: llmk %s [options]\n\n  %-12s %s\n", c.name, c.name, c.summary);
+    if (c.flags.empty()) return;
+    std::printf("\noptions that take no value:");
+    for (const auto& f : c.flags) std::printf(" --%s", f.c_str());
+    std::printf("\n");
+  };
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(stdout);
     return argc < 2 ? 1 : 0;
@@ -22,7 +32,14 @@ int main(int argc, char** argv) {
   for (const auto& c : cmds) {
     if (std::strcmp(c.name, argv[1]) != 0) continue;
     try {
-      Args args(argc, argv, 2, c.flags);
+      std::vector<std::string> flags = c.flags;
+      flags.push_back("help");
+      Args args(argc, argv, 2, flags);
+      const auto& pos = args.positional();
+      if (args.flag("help") || std::find(pos.begin(), pos.end(), "-h") != pos.end()) {
+        command_usage(c);
+        return 0;
+      }
       return c.run(args);
     } catch (const llmk::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
