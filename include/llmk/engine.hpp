@@ -67,9 +67,14 @@ struct EngineConfig {
   int64_t max_batch_tokens = 1024;  // prefill tokens a step may admit (a longer prompt runs alone)
 };
 
+// A step's tokens and its time go to the same side, so tokens / seconds is a
+// rate on either side: a step that prefills any prompt is a prefill step, and
+// all its tokens count as prefill tokens, the decode tokens of the sequences
+// already running included; a step of decode tokens only is a decode step.
+// prefill_tokens + decode_tokens is every token the model was run on.
 struct EngineStats {
   int64_t prefill_tokens = 0, decode_tokens = 0, preemptions = 0, steps = 0;
-  double prefill_seconds = 0, decode_seconds = 0;  // a mixed step counts toward prefill
+  double prefill_seconds = 0, decode_seconds = 0;
 };
 
 class Engine {

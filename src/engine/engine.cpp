@@ -157,7 +157,6 @@ struct Engine::Impl {
       }
       preempt(running.back());  // the newest; may be s itself, then the loop ends
     }
-    const size_t n_decode = groups.size();
     // 2. admit waiting sequences (prompt + anything generated before a preemption)
     int64_t prefill = 0;
     while (!waiting.empty() && int64_t(running.size()) < cfg.max_seqs) {
@@ -230,8 +229,8 @@ struct Engine::Impl {
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++stats.steps;
-    stats.decode_tokens += int64_t(n_decode);
-    stats.prefill_tokens += int64_t(toks.size() - n_decode);
+    // A mixed step's decode tokens go with its time, to prefill (engine.hpp).
+    (prefill > 0 ? stats.prefill_tokens : stats.decode_tokens) += int64_t(toks.size());
     (prefill > 0 ? stats.prefill_seconds : stats.decode_seconds) += dt;
     return true;
   }

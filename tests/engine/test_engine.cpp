@@ -142,6 +142,31 @@ TEST(Engine, PreemptedSequencesAreRecomputedWithNothingLost) {
   }
 }
 
+// A step's tokens and time go to one side (EngineStats): a step that prefills a
+// newly admitted prompt while another sequence decodes counts both its tokens
+// as prefill, so decode tokens are only ever counted with decode time.
+TEST(Engine, MixedStepCountsTowardPrefill) {
+  Model m = Model::random(tiny(), WType::q8_0, 10);
+  Engine e(m, nullptr, EngineConfig{});
+  Request a, b;
+  a.prompt = prompt(5, 1);
+  b.prompt = prompt(7, 2);
+  a.max_tokens = b.max_tokens = 4;
+  e.submit(a);
+  ASSERT_TRUE(e.step());  // a's prompt
+  e.submit(b);
+  ASSERT_TRUE(e.step());  // b's prompt and a's first decode token
+  EXPECT_EQ(e.stats().steps, 2);
+  EXPECT_EQ(e.stats().prefill_tokens, 5 + 7 + 1);
+  EXPECT_EQ(e.stats().decode_tokens, 0);
+  EXPECT_EQ(e.stats().decode_seconds, 0.0);
+  EXPECT_GT(e.stats().prefill_seconds, 0.0);
+  ASSERT_TRUE(e.step());  // a and b decode
+  EXPECT_EQ(e.stats().prefill_tokens, 5 + 7 + 1);
+  EXPECT_EQ(e.stats().decode_tokens, 2);
+  EXPECT_GT(e.stats().decode_seconds, 0.0);
+}
+
 TEST(Engine, BadRequestsNameTheField) {
   Model m = Model::random(tiny(), WType::f32, 1);
   EngineConfig c;
