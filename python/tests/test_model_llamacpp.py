@@ -138,8 +138,8 @@ def test_greedy_32_tokens_identical_on_5_prompts(both):
 
 @needs_model
 def test_next_token_logits_close(both):
-    # Both run Q4_1 weights against activations rounded to 8 bits per 32-block (llama.cpp
-    # keeps the block scale and sum in f16, llmk in f32), with f16 K/V; after 30 layers the
+    # Both run Q4_1 weights against activations rounded to 8 bits per 32-block (block scale
+    # and sum rounded to f16 on both sides), with f16 K/V; after 30 layers the
     # logits (|z| up to ~30) differ by a few tenths at most. KL of the next-token
     # distributions must stay under 0.01 nats (1/100 of a nat: the top choices agree in order
     # and mass) and the argmax must agree.

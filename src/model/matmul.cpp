@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "llmk/cpu_features.hpp"
@@ -68,11 +69,20 @@ void check(const char* fn, const float* x, int64_t ldx, const WeightView& w, con
 // x[j] ~= qs[j] * d: q = round-half-even(x * 127 / amax), and like llama.cpp's
 // q8_0/q8_1 activations the scale d = amax / 127 and s = d * sum(qs) are kept
 // rounded to f16 (so llmk and llama.cpp round the same way on the same input).
+// A block holding a NaN or an infinity gets d = s = NaN and quants 0, so the
+// products with it are NaN, as in the f32 path (not an undefined conversion of
+// NaN to int that would drop it).
 void quantize_act(const float* x, int64_t nb, ActQ8* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQBlock;
     float amax = 0;
-    for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    bool finite = true;
+    for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(xb[j])), finite &= std::isfinite(xb[j]);
+    if (!finite) {
+      std::fill(out[b].qs, out[b].qs + kQBlock, int8_t(0));
+      out[b].d = out[b].s = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
     const float d = amax / 127.0f, id = d > 0 ? 127.0f / amax : 0.0f;
     int sum = 0;
     for (int j = 0; j < kQBlock; ++j) {

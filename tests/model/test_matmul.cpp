@@ -201,6 +201,31 @@ TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
     }
 }
 
+// A NaN or an infinity in x makes exactly the outputs of its row NaN (or inf
+// for the float weights), for quantized weights too (x's block is quantized
+// with a NaN scale, not converted to int), and no other row changes.
+TEST(Matmul, NonFiniteInputReachesOnlyItsRow) {
+  const int64_t M = 3, N = 67, K = 96;
+  for (WType t : {WType::f32, WType::f16, WType::q8_0, WType::q4_0, WType::q4_1})
+    for (float bad : {NAN, INFINITY})
+      for (SimdLevel level : test::simd_levels()) {
+        ScopedSimdLimit lim(level);
+        const auto wbuf = random_weights(t, N, K, wtype_row_bytes(t, K), 4);
+        const WeightView w{wbuf.data(), t, N, K, wtype_row_bytes(t, K)};
+        std::vector<float> x(size_t(M * K)), y0(size_t(M * N)), y1(size_t(M * N));
+        test::fill_normal(x.data(), x.size(), 6);
+        matmul(x.data(), K, w, y0.data(), N, M);
+        x[size_t(1 * K + 40)] = bad;
+        matmul(x.data(), K, w, y1.data(), N, M);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const size_t i = size_t(m * N + n);
+            if (m == 1) EXPECT_FALSE(std::isfinite(y1[i])) << wtype_name(t) << " " << simd_name(level) << " n=" << n;
+            else EXPECT_EQ(y0[i], y1[i]) << wtype_name(t) << " " << simd_name(level) << " row " << m;
+          }
+      }
+}
+
 TEST(Matmul, BadArgumentsNameThemselves) {
   std::vector<uint8_t> wb(4096);
   std::vector<float> x(64), y(64);
