@@ -36,8 +36,8 @@ static_assert(sizeof(BlockQ8_0) == 34 && alignof(BlockQ8_0) == 2, "Q8_0 block mu
 static_assert(sizeof(BlockQ4_0) == 18 && alignof(BlockQ4_0) == 2, "Q4_0 block must be 18 bytes");
 static_assert(sizeof(BlockQ4_1) == 20 && alignof(BlockQ4_1) == 2, "Q4_1 block must be 20 bytes");
 
-// Reference quantizers: x [n] -> y [n/32] blocks; n must be a multiple of 32 (checked,
-// InvalidArgument). Q8_0: d = amax/127, q = round(x/d). Q4_0: d = max/-8 where max is the
+// Reference quantizers: x [n] -> y [n/32] blocks; n must be a multiple of 32 and every
+// x finite (checked, InvalidArgument naming the element). Q8_0: d = amax/127, q = round(x/d). Q4_0: d = max/-8 where max is the
 // signed value of largest magnitude, q = min(15, (int)(x/d + 8.5)). Q4_1: d = (max-min)/15,
 // m = min, q = min(15, (int)((x-min)/d + 0.5)).
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n);

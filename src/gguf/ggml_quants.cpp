@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <string>
 
 #include "llmk/dtype.hpp"
 #include "llmk/error.hpp"
@@ -17,8 +18,16 @@ static void check_n(const char* fn, int64_t n) {
   LLMK_CHECK_ARG(n >= 0 && n % kQuantBlock == 0, fn, "n", n, "must be a non-negative multiple of 32");
 }
 
+// The quantizers round x / d to an integer code: a NaN or an infinity has none
+// (converting it would be undefined), so it is rejected, naming the element.
+static void check_finite(const char* fn, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    LLMK_CHECK_ARG(std::isfinite(x[i]), fn, "x[" + std::to_string(i) + "]", x[i], "must be finite to be quantized");
+}
+
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
   check_n("quantize_row_q8_0_ref", n);
+  check_finite("quantize_row_q8_0_ref", x, n);
   for (int64_t b = 0; b < n / kQuantBlock; ++b, x += kQuantBlock) {
     float amax = 0;
     for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
@@ -31,6 +40,7 @@ void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
 
 void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t n) {
   check_n("quantize_row_q4_0_ref", n);
+  check_finite("quantize_row_q4_0_ref", x, n);
   for (int64_t b = 0; b < n / kQuantBlock; ++b, x += kQuantBlock) {
     float amax = 0, max = 0;  // max: the signed value of largest magnitude
     for (int j = 0; j < kQuantBlock; ++j)
@@ -51,6 +61,7 @@ void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t n) {
 
 void quantize_row_q4_1_ref(const float* x, BlockQ4_1* y, int64_t n) {
   check_n("quantize_row_q4_1_ref", n);
+  check_finite("quantize_row_q4_1_ref", x, n);
   for (int64_t b = 0; b < n / kQuantBlock; ++b, x += kQuantBlock) {
     float min = FLT_MAX, max = -FLT_MAX;
     for (int j = 0; j < kQuantBlock; ++j) {

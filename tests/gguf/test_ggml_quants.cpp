@@ -168,5 +168,26 @@ TEST(GgmlQuants, RejectsLengthsNotMultipleOf32) {
   EXPECT_THROW(dequantize_row_q8_0_ref(nullptr, x.data(), -32), InvalidArgument);
 }
 
+TEST(GgmlQuants, RejectsNonFiniteValuesNamingThem) {
+  const auto expect_named = [](auto fn, const std::string& what) {
+    try {
+      fn();
+      ADD_FAILURE() << "no throw for " << what;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + what + "'"), std::string::npos) << e.what();
+    }
+  };
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    std::vector<float> x(64, 0.5f);
+    x[37] = bad;
+    std::vector<BlockQ8_0> q8(2);
+    std::vector<BlockQ4_0> q40(2);
+    std::vector<BlockQ4_1> q41(2);
+    expect_named([&] { quantize_row_q8_0_ref(x.data(), q8.data(), 64); }, "x[37]");
+    expect_named([&] { quantize_row_q4_0_ref(x.data(), q40.data(), 64); }, "x[37]");
+    expect_named([&] { quantize_row_q4_1_ref(x.data(), q41.data(), 64); }, "x[37]");
+  }
+}
+
 }  // namespace
 }  // namespace llmk
