@@ -5,6 +5,7 @@
 // tokens, max_tokens and stop strings end a request with its text intact.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,30 @@ TEST(Engine, MixedStepCountsTowardPrefill) {
   EXPECT_EQ(e.stats().prefill_tokens, 5 + 7 + 1);
   EXPECT_EQ(e.stats().decode_tokens, 2);
   EXPECT_GT(e.stats().decode_seconds, 0.0);
+}
+
+// config() is the configuration the engine was built with, held by the engine:
+// changing the caller's copy afterwards does not change it.
+TEST(Engine, ConfigIsWhatItWasBuiltWith) {
+  Model m = Model::random(tiny(), WType::q8_0, 13);
+  EngineConfig c;
+  c.kv_type = KvType::int4;
+  c.kv_v_type = KvType::int8;
+  c.kv_rotate = true;
+  c.block_tokens = 32;
+  c.kv_tokens = 640;
+  c.max_seqs = 3;
+  c.max_batch_tokens = 200;
+  Engine e(m, nullptr, c);
+  c.max_seqs = 9;
+  const EngineConfig& got = e.config();
+  EXPECT_EQ(got.kv_type, KvType::int4);
+  EXPECT_EQ(got.kv_v_type, std::optional<KvType>(KvType::int8));
+  EXPECT_TRUE(got.kv_rotate);
+  EXPECT_EQ(got.block_tokens, 32);
+  EXPECT_EQ(got.kv_tokens, 640);
+  EXPECT_EQ(got.max_seqs, 3);
+  EXPECT_EQ(got.max_batch_tokens, 200);
 }
 
 TEST(Engine, BadRequestsNameTheField) {
