@@ -59,13 +59,7 @@ int run(const Options& opt) {
   const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
   const int64_t lplen = opt.quick ? 0 : 2048, ln = 32;  // the long-context decode row
   const std::vector<int64_t> batches = {8, 32};
-  std::string path;
-  if (!opt.quick) {
-    try {
-      path = gguf::default_model_path();
-    } catch (const Error&) {
-    }
-  }
+  const std::string path = opt.quick ? "" : gguf::default_model_path();
   std::unique_ptr<gguf::File> file;
   std::unique_ptr<Model> model;
   std::vector<int32_t> ids;

@@ -75,7 +75,7 @@ int run_generate(Args& args) {
     std::fclose(f);
   }
   Engine eng(lm.model, &lm.tok, ec);
-  for (auto& r : reqs) eng.submit(std::move(r));
+  for (const auto& r : reqs) eng.submit(r);  // a copy: the JSON output reads reqs[i].prompt
   const bool stream = reqs.size() == 1 && !json;
   const auto outs = eng.run([&](const Event& e) {
     if (stream) {
@@ -90,7 +90,7 @@ int run_generate(Args& args) {
       std::string ids;
       for (size_t j = 0; j < o.tokens.size(); ++j) ids += (j ? ", " : "") + std::to_string(o.tokens[j]);
       std::printf("{\"id\": %lld, \"prompt\": %s, \"prompt_tokens\": %zu, \"tokens\": [%s], \"text\": %s, \"finish\": \"%s\", \"preemptions\": %lld}\n",
-                  (long long)o.id, json_str(prompts[i]).c_str(), reqs.empty() ? size_t(0) : lm.tok.encode(prompts[i], true, lm.tok.add_bos()).size(),
+                  (long long)o.id, json_str(prompts[i]).c_str(), reqs[i].prompt.size(),
                   ids.c_str(), json_str(o.text).c_str(), finish_name(o.finish), (long long)o.preemptions);
     } else {
       std::printf("--- [%zu] %s\n%s\n", i, prompts[i].c_str(), o.text.c_str());
