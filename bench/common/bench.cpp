@@ -1,7 +1,6 @@
 // Timing, reporting, STREAM triad and Python peers (see bench.hpp).
 #include "bench.hpp"
 
-#include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -6,7 +6,6 @@
 // llmk's rows also print its fraction of the triad bandwidth. Three rounds
 // (one with --quick) of llmk + naive over every shape, then the torch peer; each
 // row is its median round.
-#include <omp.h>
 
 #include <string>
 #include <vector>

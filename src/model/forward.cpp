@@ -4,7 +4,6 @@
 // split by the store: DenseKv per (token, query head); the engine's PagedKv
 // through attention_prefill, whose CPU items are (sequence, kv head, tile of 8
 // query tokens), decode tokens included (src/attention/attention.cpp).
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,6 @@
 // by selecting the best K of the union under the total order `better`. Since
 // the best K of a union are among the union of each part's best K, the result
 // is the same index set for every P. Parts never span two rows.
-#include <omp.h>
 
 #include <algorithm>
 #include <functional>
