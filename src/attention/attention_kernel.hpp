@@ -328,33 +328,37 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
         S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
         if constexpr (T == KvType::int4) m = S::fmadd(pt, S::load(mt + g * kTile + t), m);
       }
-      if constexpr (T == KvType::int4) {
-        float ms = S::hsum(m);
-        if (nvis[r] < n) {  // a causal edge: only the positions the row sees
-          ms = 0.0f;
-          for (int t = 0; t < nvis[r]; ++t) ms += p[r * kTile + t] * mt[g * kTile + t];
-        }
-        msum[r * ng + g] = ms;
-      }
+      if constexpr (T == KvType::int4) msum[r * ng + g] = S::hsum(m);
     }
+  if constexpr (T == KvType::int4)
+    for (int r = 0; r < R; ++r)
+      if (nvis[r] < n)  // a causal edge: the min term of only the positions the row sees
+        for (int64_t g = 0; g < ng; ++g) {
+          float ms = 0.0f;
+          for (int t = 0; t < nvis[r]; ++t) ms += p[r * kTile + t] * mt[g * kTile + t];
+          msum[r * ng + g] = ms;
+        }
 }
 
 // Rows r < NR (acc row stride D), elements [c, c + NV * W) of one group:
 // acc = acc * alpha_r [+ msum_rg] + sum_{t<nv[r]} w_rtg * v_t[c..], the V row
 // dequantized in registers once and shared by the NR rows; NR * NV
-// accumulators stay in registers across the tile. Positions every row sees
-// (t < the smallest nv) need no test; the rest (a causal edge in prefill) are
-// added only to the rows that see them: a position a row may not see is never
-// multiplied in, not even by p = 0 (its V may be NaN or inf). Each acc element
-// is one chain over t in order, whatever NR: a row's bits never depend on the others.
-template <class S, KvType T, int NR, int NV>
+// accumulators stay in registers across the tile. Without kEdge every row sees
+// the same nv[0] positions (decode; most prefill tiles). With kEdge (a causal
+// edge in prefill) positions every row sees (t < the smallest nv) need no
+// test, and the rest are added only to the rows that see them: a position a
+// row may not see is never multiplied in, not even by p = 0 (its V may be NaN
+// or inf). Each acc element is one chain over t in order, whatever NR and
+// kEdge: a row's bits never depend on the others.
+template <class S, KvType T, int NR, int NV, bool kEdge>
 [[gnu::always_inline]] inline void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr,
                                             const int* nv, const float* w, int64_t ng, const float* msum, int64_t c) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   const int64_t g = ng > 1 ? c / kKvGroup : 0;
   int n0 = nv[0], n1 = nv[0];
-  for (int i = 1; i < NR; ++i) n0 = std::min(n0, nv[i]), n1 = std::max(n1, nv[i]);
+  if constexpr (kEdge)
+    for (int i = 1; i < NR; ++i) n0 = std::min(n0, nv[i]), n1 = std::max(n1, nv[i]);
   V a[NR][NV];
   for (int i = 0; i < NR; ++i) {
     const V al = S::set1(alpha[i]);
@@ -378,14 +382,16 @@ template <class S, KvType T, int NR, int NV>
       for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
     }
   }
-  for (int t = n0; t < n1; ++t) {
-    V x[NV];
-    load_v(t, x);
-    for (int i = 0; i < NR; ++i)
-      if (t < nv[i]) {
-        const V wt = S::set1(w[(i * ng + g) * kTile + t]);
-        for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
-      }
+  if constexpr (kEdge) {
+    for (int t = n0; t < n1; ++t) {
+      V x[NV];
+      load_v(t, x);
+      for (int i = 0; i < NR; ++i)
+        if (t < nv[i]) {
+          const V wt = S::set1(w[(i * ng + g) * kTile + t]);
+          for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
+        }
+    }
   }
   for (int i = 0; i < NR; ++i)
     for (int j = 0; j < NV; ++j) S::store(acc + i * D + c + j * W, a[i][j]);
@@ -393,16 +399,25 @@ template <class S, KvType T, int NR, int NV>
 
 // pv_chunk over the whole row for NR rows: chunks of 2 vectors (16 or 32
 // values: one group or half of one), then single vectors (head_dim 80 on AVX-512).
-template <class S, KvType T, int NR>
-void pv_rows(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const int* nv, const float* w,
+template <class S, KvType T, int NR, bool kEdge>
+[[gnu::always_inline]] inline void pv_rows(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const int* nv, const float* w,
              int64_t ng, const float* msum, Spread& pf) {
   constexpr int W = S::kWidth;
   int64_t c = 0;
   for (; c + 2 * W <= D; c += 2 * W) {
     pf.part();
-    pv_chunk<S, T, NR, 2>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
+    pv_chunk<S, T, NR, 2, kEdge>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
   }
-  for (; c < D; c += W) pv_chunk<S, T, NR, 1>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
+  for (; c < D; c += W) pv_chunk<S, T, NR, 1, kEdge>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
+}
+
+template <class S, KvType T, int NR>
+void pv_rows_of(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const int* nv,
+                const float* w, int64_t ng, const float* msum, Spread& pf) {
+  bool edge = false;
+  for (int i = 1; i < NR; ++i) edge |= nv[i] != nv[0];
+  if (edge) pv_rows<S, T, NR, true>(acc, D, alpha, vp, vr, nv, w, ng, msum, pf);
+  else pv_rows<S, T, NR, false>(acc, D, alpha, vp, vr, nv, w, ng, msum, pf);
 }
 
 // Positions of the tile [p0, p0 + n) that row r may see: the first visible(..) ones.
@@ -428,10 +443,10 @@ void pv_tile(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64
     const float* wr = wt + int64_t(r) * kTile * ng;
     const float* mr = msum + int64_t(r) * ng;
     if (nb > 0) switch (nr) {
-        case 4: pv_rows<S, T, 4>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
-        case 3: pv_rows<S, T, 3>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
-        case 2: pv_rows<S, T, 2>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
-        case 1: pv_rows<S, T, 1>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 4: pv_rows_of<S, T, 4>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 3: pv_rows_of<S, T, 3>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 2: pv_rows_of<S, T, 2>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 1: pv_rows_of<S, T, 1>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
       }
     r += nr;
   }
