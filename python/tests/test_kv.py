@@ -99,10 +99,15 @@ def decode_matches(cache, seq, q, k, v):
     np.testing.assert_allclose(out, dense_attention(q, k, v, len(k) - 1), atol=1e-5, rtol=1e-5)
 
 
+def small_cache(rng):
+    """A one-layer cache of BT-token blocks and one decode query [1, HQ, D]."""
+    cache = llmk.KvCache(n_layers=1, n_kv_heads=HKV, head_dim=D, budget_bytes=1 << 20, block_tokens=BT)
+    return cache, rng.standard_normal((1, HQ, D), dtype=np.float32)
+
+
 def test_fork_shares_blocks_and_copy_on_write_keeps_the_parents_rows():
     rng = np.random.default_rng(2)
-    cache = llmk.KvCache(n_layers=1, n_kv_heads=HKV, head_dim=D, budget_bytes=1 << 20, block_tokens=BT)
-    q = rng.standard_normal((1, HQ, D), dtype=np.float32)
+    cache, q = small_cache(rng)
     k, v = rows(rng, 20), rows(rng, 20)
     p = cache.add_sequence()
     parent_slots = put(cache, p, list(range(20)), k, v)  # one full block and 4 tokens of a second
@@ -128,8 +133,7 @@ def test_fork_shares_blocks_and_copy_on_write_keeps_the_parents_rows():
 
 def test_truncate_drops_tokens_and_frees_blocks():
     rng = np.random.default_rng(3)
-    cache = llmk.KvCache(n_layers=1, n_kv_heads=HKV, head_dim=D, budget_bytes=1 << 20, block_tokens=BT)
-    q = rng.standard_normal((1, HQ, D), dtype=np.float32)
+    cache, q = small_cache(rng)
     k, v = rows(rng, 40), rows(rng, 40)
     s = cache.add_sequence()
     slots = put(cache, s, list(range(40)), k, v)
@@ -150,8 +154,7 @@ def test_truncate_drops_tokens_and_frees_blocks():
 
 def test_reuse_prefix_attaches_the_cached_whole_blocks_of_a_repeated_prompt():
     rng = np.random.default_rng(4)
-    cache = llmk.KvCache(n_layers=1, n_kv_heads=HKV, head_dim=D, budget_bytes=1 << 20, block_tokens=BT)
-    q = rng.standard_normal((1, HQ, D), dtype=np.float32)
+    cache, q = small_cache(rng)
     prompt = [int(t) for t in rng.integers(0, 1000, 40)]
     k, v = rows(rng, 40), rows(rng, 40)
     a = cache.add_sequence()

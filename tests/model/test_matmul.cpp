@@ -67,10 +67,20 @@ std::vector<uint8_t> random_weights(WType t, int64_t N, int64_t K, int64_t row_b
   return buf;
 }
 
+// random_weights and their view (rows of row_bytes; the view points into buf).
+struct RandomWeights {
+  std::vector<uint8_t> buf;
+  WeightView view;
+  RandomWeights(WType t, int64_t N, int64_t K, int64_t row_bytes, uint64_t seed)
+      : buf(random_weights(t, N, K, row_bytes, seed)), view{buf.data(), t, N, K, row_bytes} {}
+  RandomWeights(const RandomWeights&) = delete;
+  RandomWeights& operator=(const RandomWeights&) = delete;
+};
+
 void check_case(WType t, int64_t M, int64_t N, int64_t K) {
   const int64_t row_bytes = wtype_row_bytes(t, K) + 4;  // padded rows
-  const auto wbuf = random_weights(t, N, K, row_bytes, uint64_t(M * 7919 + N * 31 + K));
-  const WeightView w{wbuf.data(), t, N, K, row_bytes};
+  const RandomWeights rw(t, N, K, row_bytes, uint64_t(M * 7919 + N * 31 + K));
+  const WeightView& w = rw.view;
   const int64_t ldx = K + 3, ldy = N + 2;
   test::Guarded<float> x(size_t(M * ldx), 4);
   test::fill_normal(x.data(), x.size(), uint64_t(K + N), 0.0, 1.0);
@@ -184,8 +194,8 @@ TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
   for (WType t : {WType::f32, WType::bf16, WType::q8_0, WType::q4_1})
     for (SimdLevel level : test::simd_levels()) {
       ScopedSimdLimit lim(level);
-      const auto wbuf = random_weights(t, N, K, wtype_row_bytes(t, K), 3);
-      const WeightView w{wbuf.data(), t, N, K, wtype_row_bytes(t, K)};
+      const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 3);
+      const WeightView& w = rw.view;
       std::vector<float> x(size_t(M * K)), y1(size_t(M * N)), y2(size_t(M * N));
       test::fill_normal(x.data(), x.size(), 5);
       set_num_threads(1);
@@ -210,8 +220,8 @@ TEST(Matmul, NonFiniteInputReachesOnlyItsRow) {
     for (float bad : {NAN, INFINITY})
       for (SimdLevel level : test::simd_levels()) {
         ScopedSimdLimit lim(level);
-        const auto wbuf = random_weights(t, N, K, wtype_row_bytes(t, K), 4);
-        const WeightView w{wbuf.data(), t, N, K, wtype_row_bytes(t, K)};
+        const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 4);
+        const WeightView& w = rw.view;
         std::vector<float> x(size_t(M * K)), y0(size_t(M * N)), y1(size_t(M * N));
         test::fill_normal(x.data(), x.size(), 6);
         matmul(x.data(), K, w, y0.data(), N, M);
