@@ -25,8 +25,21 @@ void validate(const KvCacheConfig& c, const char* fn) {
                  "must be in [1, 2^20]");
   LLMK_CHECK_ARG(int(c.k_type) <= int(KvType::int4), fn, "k_type", int(c.k_type), "must be a KvType");
   LLMK_CHECK_ARG(int(c.v_type) <= int(KvType::int4), fn, "v_type", int(c.v_type), "must be a KvType");
-  LLMK_CHECK_ARG(c.budget_bytes >= kv_block_bytes(c), fn, "budget_bytes", c.budget_bytes,
-                 "must hold at least one block of " + std::to_string(kv_block_bytes(c)) + " bytes");
+  // One block's bytes (kv_block_bytes) must fit in int64: a product that wraps
+  // would size the pool wrongly (or divide by zero in the block count).
+  int64_t block_bytes = 0;
+  const bool overflow = __builtin_mul_overflow(c.n_layers, c.n_kv_heads, &block_bytes) ||
+                        __builtin_mul_overflow(block_bytes, c.block_tokens, &block_bytes) ||
+                        __builtin_mul_overflow(block_bytes, kv_row_bytes(c.k_type, c.head_dim) +
+                                                                kv_row_bytes(c.v_type, c.head_dim), &block_bytes);
+  LLMK_CHECK_ARG(!overflow, fn, "n_layers x n_kv_heads x block_tokens",
+                 std::to_string(c.n_layers) + " x " + std::to_string(c.n_kv_heads) + " x " +
+                     std::to_string(c.block_tokens),
+                 "one block's bytes overflow a 64-bit integer");
+  LLMK_CHECK_ARG(c.budget_bytes >= block_bytes, fn, "budget_bytes", c.budget_bytes,
+                 "must hold at least one block of " + std::to_string(block_bytes) + " bytes");
+  LLMK_CHECK_ARG(c.budget_bytes / block_bytes < (int64_t(1) << 31), fn, "budget_bytes", c.budget_bytes,
+                 "must hold fewer than 2^31 blocks of " + std::to_string(block_bytes) + " bytes");
 }
 
 int64_t kv_block_bytes(const KvCacheConfig& c) {
@@ -88,7 +101,13 @@ void KvCache::write(int64_t layer, std::span<const int64_t> slots, const float* 
                  "must be in [0, " + std::to_string(cfg_.n_layers) + ")");
   LLMK_CHECK_ARG(slots.empty() || (k && v), fn, "k/v", "null", "must not be null");
   const int64_t nslots = mgr_.num_blocks() * cfg_.block_tokens;
-  for (int64_t s : slots) LLMK_CHECK_ARG(s >= 0 && s < nslots, fn, "slot", s, "must be in [0, " + std::to_string(nslots) + ")");
+  for (int64_t s : slots) {
+    LLMK_CHECK_ARG(s >= 0 && s < nslots, fn, "slot", s, "must be in [0, " + std::to_string(nslots) + ")");
+    // A block no sequence holds may be free or cached for prefix reuse: writing it
+    // would change the rows a later reuse_prefix() hands out.
+    LLMK_CHECK_ARG(mgr_.refcount(int32_t(s / cfg_.block_tokens)) > 0, fn, "slot", s,
+                   "must be in a block a live sequence holds (a slot append() returned)");
+  }
   const int64_t H = cfg_.n_kv_heads, D = cfg_.head_dim, bt = cfg_.block_tokens;
   const int64_t kr = kv_row_bytes(cfg_.k_type, D), vr = kv_row_bytes(cfg_.v_type, D);
   uint8_t *kp = pool(layer, 0), *vp = pool(layer, 1);
