@@ -5,7 +5,9 @@
 
 namespace llmk {
 
+inline constexpr int kMaxThreads = 1024;  // more than any machine's cores; OpenMP fails on ~10^5
+
 int num_threads();
-void set_num_threads(int n);  // n >= 1; throws InvalidArgument otherwise
+void set_num_threads(int n);  // 1 <= n <= kMaxThreads; throws InvalidArgument otherwise
 
 }  // namespace llmk

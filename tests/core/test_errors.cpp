@@ -14,6 +14,20 @@ TEST(Errors, MessageNamesArgumentAndValue) {
   EXPECT_THROW(llmk::set_num_threads(0), llmk::InvalidArgument);
 }
 
+// A team of 100000 threads crashed OpenMP (SIGSEGV) at the first parallel region.
+TEST(Errors, ThreadCountIsCapped) {
+  const int before = llmk::num_threads();
+  try {
+    llmk::set_num_threads(100000);
+    FAIL() << "expected InvalidArgument";
+  } catch (const llmk::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "llmk::set_num_threads: argument 'n' = 100000: must be in [1, 1024]");
+  }
+  EXPECT_EQ(llmk::num_threads(), before);
+  llmk::set_num_threads(1024);
+  llmk::set_num_threads(before);
+}
+
 TEST(Tensor, ViewDescribesItselfAndUses64BitOffsets) {
   const int64_t rows = int64_t(1) << 20, cols = int64_t(1) << 13;  // 2^33 elements: overflows 32 bits
   auto v = llmk::TensorView::matrix(nullptr, llmk::DType::bf16, rows, cols, cols + 64);
