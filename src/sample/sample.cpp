@@ -95,9 +95,9 @@ void sample(const TensorView& logits, const SamplingParams* params, const TokenH
                  logits.describe(), "must be f32 [B, V] on the CPU");
   LLMK_CHECK_ARG(logits.cols() >= 1 && logits.cols() <= INT32_MAX, fn, "logits", logits.describe(),
                  "needs 1 <= V <= 2^31 - 1");
-  LLMK_CHECK_ARG(params != nullptr, fn, "params", params, "must not be null");
-  LLMK_CHECK_ARG(tokens != nullptr, fn, "tokens", tokens, "must not be null");
   const int64_t rows = logits.rows(), v = logits.cols();
+  LLMK_CHECK_ARG(rows == 0 || params != nullptr, fn, "params", params, "must not be null");
+  LLMK_CHECK_ARG(rows == 0 || tokens != nullptr, fn, "tokens", tokens, "must not be null");
   for (int64_t b = 0; b < rows; ++b) {
     check_params(fn, params[b], b);
     if (history) LLMK_CHECK_ARG(history[b].n == 0 || history[b].tokens, fn, "history", b, "tokens null with n > 0");

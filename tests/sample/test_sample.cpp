@@ -250,6 +250,14 @@ TEST(Sample, BadArguments) {
   EXPECT_THROW(sample(TensorView::matrix(x.data(), DType::f16, 1, 3), one, nullptr, 0, 0, tok), InvalidArgument);
 }
 
+// No rows: no tokens, and no params or tokens buffer needed (an empty batch's
+// vectors may hand over null; that was "'params' = 0: must not be null").
+TEST(Sample, EmptyBatchNeedsNoBuffers) {
+  const float x[4] = {};
+  EXPECT_NO_THROW(sample(TensorView::matrix(x, DType::f32, 0, 4), nullptr, nullptr, 0, 0, nullptr));
+  EXPECT_THROW(sample(TensorView::matrix(x, DType::f32, 1, 4), nullptr, nullptr, 0, 0, nullptr), InvalidArgument);
+}
+
 // select_sorted on hand-made candidates: each rule's cut, renormalization and
 // the inverse CDF, checked against values worked out here.
 TEST(SampleMath, SelectSortedRules) {
