@@ -18,8 +18,8 @@ int& threads() {
       char* end = nullptr;
       errno = 0;
       const long v = std::strtol(env, &end, 10);
-      LLMK_CHECK_ARG(*end == '\0' && errno == 0 && v >= 1 && v <= kMaxThreads, "num_threads", "LLMK_THREADS", std::string(env),
-                     "must be an integer in [1, " + std::to_string(kMaxThreads) + "]");
+      LLMK_CHECK_ARG(*end == '\0' && errno == 0 && v >= 1 && v <= kMaxThreads, "num_threads", "LLMK_THREADS",
+                     std::string(env), "must be an integer in [1, " + std::to_string(kMaxThreads) + "]");
       return int(v);
     }
     return omp_get_max_threads();
