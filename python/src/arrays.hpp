@@ -19,6 +19,14 @@ using MutArray = nb::ndarray<>;
 DType dtype_of(const nb::dlpack::dtype& t, const char* fn, const char* arg);
 Device device_of(int device_type, const char* fn, const char* arg);
 
+// The array behind argument `arg`. Anything nanobind cannot view as one (None,
+// a list, an object array, a meta or sparse tensor, a read-only output) throws
+// naming `arg` and what it is: TypeError for a non-array, ValueError for an
+// array that cannot be viewed. Bindings take nb::handle and call these, in
+// argument order, so the first bad argument is the one named.
+Array as_array(nb::handle h, const char* fn, const char* arg);
+MutArray as_mut_array(nb::handle h, const char* fn, const char* arg);
+
 // A view of a 1-D or 2-D array whose last dimension is contiguous. A 1-D
 // array is viewed as [1, n] when as_matrix is true.
 template <class A>

@@ -3,10 +3,7 @@
 // caller's array library) and only convert arrays to views and dispatch.
 // `stream` is a cudaStream_t as an integer (0: the default stream), used for
 // CUDA arrays only.
-#include <nanobind/stl/optional.h>
-
 #include <cstdint>
-#include <optional>
 
 #include "arrays.hpp"
 #include "llmk/norm.hpp"
@@ -14,12 +11,19 @@
 namespace llmk::py {
 namespace {
 
-using OptArray = std::optional<Array>;
-using OptMut = std::optional<MutArray>;
+using H = nb::handle;
 
-template <class A>
-TensorView opt_vector(const std::optional<A>& a, const char* fn, const char* arg) {
-  return a ? view(*a, fn, arg, false) : TensorView{};
+// Views of each argument, taken in argument order so the first bad one is named.
+TensorView in_matrix(H h, const char* fn, const char* arg) { return view(as_array(h, fn, arg), fn, arg); }
+TensorView out_matrix(H h, const char* fn, const char* arg) { return view(as_mut_array(h, fn, arg), fn, arg); }
+TensorView in_vector(H h, const char* fn, const char* arg) { return view(as_array(h, fn, arg), fn, arg, false); }
+TensorView out_vector(H h, const char* fn, const char* arg) { return view(as_mut_array(h, fn, arg), fn, arg, false); }
+// None: an empty view (weight = 1, bias = 0, gradient not wanted).
+TensorView opt_in_vector(H h, const char* fn, const char* arg) {
+  return h.is_none() ? TensorView{} : in_vector(h, fn, arg);
+}
+TensorView opt_out_vector(H h, const char* fn, const char* arg) {
+  return h.is_none() ? TensorView{} : out_vector(h, fn, arg);
 }
 Stream as_stream(uintptr_t s) { return reinterpret_cast<Stream>(s); }
 
@@ -28,44 +32,49 @@ Stream as_stream(uintptr_t s) { return reinterpret_cast<Stream>(s); }
 LLMK_PY_BINDINGS(norm) {
   m.def(
       "layer_norm_out",
-      [](const Array& x, const OptArray& w, const OptArray& b, float eps, const MutArray& y, const MutArray& mean,
-         const MutArray& rstd, uintptr_t stream) {
+      [](H x, H w, H b, float eps, H y, H mean, H rstd, uintptr_t stream) {
         const char* fn = "llmk.layer_norm";
-        layer_norm(view(x, fn, "x"), opt_vector(w, fn, "weight"), opt_vector(b, fn, "bias"), eps, view(y, fn, "y"),
-                   view(mean, fn, "mean", false), view(rstd, fn, "rstd", false), as_stream(stream));
+        const TensorView vx = in_matrix(x, fn, "x"), vw = opt_in_vector(w, fn, "weight"),
+                         vb = opt_in_vector(b, fn, "bias"), vy = out_matrix(y, fn, "y"),
+                         vmean = out_vector(mean, fn, "mean"), vrstd = out_vector(rstd, fn, "rstd");
+        layer_norm(vx, vw, vb, eps, vy, vmean, vrstd, as_stream(stream));
       },
-      nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::arg("y"), nb::arg("mean"),
-      nb::arg("rstd"), nb::arg("stream") = 0);
+      nb::arg("x").none(), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"), nb::arg("y").none(),
+      nb::arg("mean").none(), nb::arg("rstd").none(), nb::arg("stream") = 0);
   m.def(
       "layer_norm_backward_out",
-      [](const Array& dy, const Array& x, const OptArray& w, const Array& mean, const Array& rstd, const MutArray& dx,
-         const OptMut& dw, const OptMut& db, uintptr_t stream) {
+      [](H dy, H x, H w, H mean, H rstd, H dx, H dw, H db, uintptr_t stream) {
         const char* fn = "llmk.layer_norm_backward";
-        layer_norm_backward(view(dy, fn, "dy"), view(x, fn, "x"), opt_vector(w, fn, "weight"),
-                            view(mean, fn, "mean", false), view(rstd, fn, "rstd", false), view(dx, fn, "dx"),
-                            opt_vector(dw, fn, "dweight"), opt_vector(db, fn, "dbias"), as_stream(stream));
+        const TensorView vdy = in_matrix(dy, fn, "dy"), vx = in_matrix(x, fn, "x"), vw = opt_in_vector(w, fn, "weight"),
+                         vmean = in_vector(mean, fn, "mean"), vrstd = in_vector(rstd, fn, "rstd"),
+                         vdx = out_matrix(dx, fn, "dx"), vdw = opt_out_vector(dw, fn, "dweight"),
+                         vdb = opt_out_vector(db, fn, "dbias");
+        layer_norm_backward(vdy, vx, vw, vmean, vrstd, vdx, vdw, vdb, as_stream(stream));
       },
-      nb::arg("dy"), nb::arg("x"), nb::arg("weight").none(), nb::arg("mean"), nb::arg("rstd"), nb::arg("dx"),
-      nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("stream") = 0);
+      nb::arg("dy").none(), nb::arg("x").none(), nb::arg("weight").none(), nb::arg("mean").none(),
+      nb::arg("rstd").none(), nb::arg("dx").none(), nb::arg("dweight").none(), nb::arg("dbias").none(),
+      nb::arg("stream") = 0);
   m.def(
       "rms_norm_out",
-      [](const Array& x, const OptArray& w, float eps, const MutArray& y, const MutArray& rstd, uintptr_t stream) {
+      [](H x, H w, float eps, H y, H rstd, uintptr_t stream) {
         const char* fn = "llmk.rms_norm";
-        rms_norm(view(x, fn, "x"), opt_vector(w, fn, "weight"), eps, view(y, fn, "y"), view(rstd, fn, "rstd", false),
-                 as_stream(stream));
+        const TensorView vx = in_matrix(x, fn, "x"), vw = opt_in_vector(w, fn, "weight"), vy = out_matrix(y, fn, "y"),
+                         vrstd = out_vector(rstd, fn, "rstd");
+        rms_norm(vx, vw, eps, vy, vrstd, as_stream(stream));
       },
-      nb::arg("x"), nb::arg("weight").none(), nb::arg("eps"), nb::arg("y"), nb::arg("rstd"), nb::arg("stream") = 0);
+      nb::arg("x").none(), nb::arg("weight").none(), nb::arg("eps"), nb::arg("y").none(), nb::arg("rstd").none(),
+      nb::arg("stream") = 0);
   m.def(
       "rms_norm_backward_out",
-      [](const Array& dy, const Array& x, const OptArray& w, const Array& rstd, const MutArray& dx, const OptMut& dw,
-         uintptr_t stream) {
+      [](H dy, H x, H w, H rstd, H dx, H dw, uintptr_t stream) {
         const char* fn = "llmk.rms_norm_backward";
-        rms_norm_backward(view(dy, fn, "dy"), view(x, fn, "x"), opt_vector(w, fn, "weight"),
-                          view(rstd, fn, "rstd", false), view(dx, fn, "dx"), opt_vector(dw, fn, "dweight"),
-                          as_stream(stream));
+        const TensorView vdy = in_matrix(dy, fn, "dy"), vx = in_matrix(x, fn, "x"), vw = opt_in_vector(w, fn, "weight"),
+                         vrstd = in_vector(rstd, fn, "rstd"), vdx = out_matrix(dx, fn, "dx"),
+                         vdw = opt_out_vector(dw, fn, "dweight");
+        rms_norm_backward(vdy, vx, vw, vrstd, vdx, vdw, as_stream(stream));
       },
-      nb::arg("dy"), nb::arg("x"), nb::arg("weight").none(), nb::arg("rstd"), nb::arg("dx"), nb::arg("dweight").none(),
-      nb::arg("stream") = 0);
+      nb::arg("dy").none(), nb::arg("x").none(), nb::arg("weight").none(), nb::arg("rstd").none(), nb::arg("dx").none(),
+      nb::arg("dweight").none(), nb::arg("stream") = 0);
 }
 
 }  // namespace llmk::py

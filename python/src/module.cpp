@@ -11,6 +11,60 @@
 
 namespace llmk::py {
 
+namespace {
+// numpy's name of a DLPack dtype: "float64", "int64", "bool", "complex64", ...
+std::string dtype_name_of(const nb::dlpack::dtype& t) {
+  static const char* const names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  std::string n = t.code < 7 ? names[t.code] : "dtype code " + std::to_string(t.code) + " ";
+  if (t.code != uint8_t(nb::dlpack::dtype_code::Bool)) n += std::to_string(t.bits);
+  if (t.lanes != 1) n += " x" + std::to_string(t.lanes);
+  return n;
+}
+
+// What a Python object that is not a usable array is, for an error message:
+// its type, and its dtype and device when it has them (str() of each).
+std::string describe_object(nb::handle h) {
+  if (h.is_none()) return "None";
+  const nb::str type = nb::type_name(h.type());
+  std::string d = type.c_str(), props;
+  for (const char* attr : {"dtype", "device", "layout"}) {
+    if (!nb::hasattr(h, attr)) continue;
+    try {
+      const nb::object value = h.attr(attr);
+      const nb::str text = nb::str(value);
+      props += (props.empty() ? "" : ", ") + std::string(attr) + " " + text.c_str();
+    } catch (const nb::python_error&) {
+    }
+  }
+  return props.empty() ? d : d + " (" + props + ")";
+}
+
+bool array_like(nb::handle h) {
+  return nb::hasattr(h, "__dlpack__") || nb::hasattr(h, "__array_interface__") || PyObject_CheckBuffer(h.ptr());
+}
+
+template <class A>
+A cast_array(nb::handle h, const char* fn, const char* arg, bool writable) {
+  A a;
+  if (nb::try_cast(h, a, false)) return a;
+  const std::string what = describe_object(h);
+  const std::string need = "must be a numpy array or DLPack tensor (strided, on the CPU or a CUDA GPU)";
+  if (!array_like(h)) {  // not an array at all: a TypeError, with the message of an InvalidArgument
+    try {
+      throw_invalid_argument(fn, arg, what, need);
+    } catch (const InvalidArgument& e) {
+      throw nb::type_error(e.what());
+    }
+  }
+  if (writable) {  // a read-only array as an output
+    Array ro;
+    if (nb::try_cast(h, ro, false))
+      throw_invalid_argument(fn, arg, what + ", read-only", "must be writable (an output)");
+  }
+  throw_invalid_argument(fn, arg, what, need + "; this one cannot be viewed");
+}
+}  // namespace
+
 DType dtype_of(const nb::dlpack::dtype& t, const char* fn, const char* arg) {
   using C = nb::dlpack::dtype_code;
   const auto code = static_cast<C>(t.code);
@@ -22,9 +76,12 @@ DType dtype_of(const nb::dlpack::dtype& t, const char* fn, const char* arg) {
     if (code == C::Int && t.bits == 8) return DType::i8;
     if (code == C::UInt && t.bits == 8) return DType::u8;
   }
-  throw_invalid_argument(fn, arg, "dtype code " + std::to_string(t.code) + " bits " + std::to_string(t.bits),
+  throw_invalid_argument(fn, arg, "dtype " + dtype_name_of(t),
                          "must be float32, float16, bfloat16, int32, int8 or uint8");
 }
+
+Array as_array(nb::handle h, const char* fn, const char* arg) { return cast_array<Array>(h, fn, arg, false); }
+MutArray as_mut_array(nb::handle h, const char* fn, const char* arg) { return cast_array<MutArray>(h, fn, arg, true); }
 
 Device device_of(int device_type, const char* fn, const char* arg) {
   if (device_type == nb::device::cpu::value) return Device::cpu;
