@@ -19,7 +19,9 @@ class Args {
   // it as unknown if nobody reads it.
   Args(int argc, char** argv, int first, std::vector<std::string> flags = {});
   std::string get(const std::string& key, const std::string& fallback);
-  int64_t get_int(const std::string& key, int64_t fallback);
+  // An integer option in [lo, hi]; a value outside it, or outside int64, throws naming the option.
+  int64_t get_int(const std::string& key, int64_t fallback, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
+  // A number option; one beyond double's range (1e400, 1e-400) throws naming the option.
   double get_double(const std::string& key, double fallback);
   bool has(const std::string& key);
   bool flag(const std::string& key);  // a value-less option
@@ -27,6 +29,9 @@ class Args {
   // Throws InvalidArgument naming the first option nobody asked for (without a
   // value: the token after an unknown option may not have been meant as one).
   void finish() const;
+  // Throws naming the first positional argument of command `cmd`, which takes none
+  // (they were ignored); `hint` says what to write instead.
+  void no_positionals(const char* cmd, const std::string& hint) const;
 
  private:
   // The value of option `key`, which is present; throws when it has none.
@@ -42,6 +47,13 @@ struct Command {
   int (*run)(Args& args);
   std::vector<std::string> flags;  // value-less options of this command
 };
+
+// The bytes of file `path` given as option `flag` of command `cmd` ("-" is not
+// special here); a missing, unreadable or directory path throws naming the option.
+std::string read_text_file(const char* cmd, const std::string& flag, const std::string& path);
+
+// The integer `v` of option `flag` (for "-n N", which arrives as positionals), in [lo, hi].
+int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
 
 bool register_command(Command c);
 const std::vector<Command>& commands();

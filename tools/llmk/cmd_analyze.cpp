@@ -5,6 +5,7 @@
 // triad (bench/common) unless --bandwidth is given; its peak is the measured
 // f32 FMA rate unless --peak-tflops is given.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -264,16 +265,20 @@ int run_analyze(llmk::cli::Args& args) {
   s.opt.reserve_fraction = args.get_double("reserve", 0.10);
   s.act_bytes = args.get_double("act-bytes", 2);
   double bandwidth = args.get_double("bandwidth", 0), peak = args.get_double("peak-tflops", 0);
-  const int threads = int(args.get_int("threads", llmk::num_threads()));
+  const int threads = int(args.get_int("threads", llmk::num_threads(), 1, llmk::kMaxThreads));
   args.finish();
+  args.no_positionals("analyze", "name the model with --model NAME");
   LLMK_CHECK_ARG(s.batch >= 1, "analyze", "--batch", s.batch, "must be >= 1");
   LLMK_CHECK_ARG(s.context >= 1, "analyze", "--context", s.context, "must be >= 1");
   LLMK_CHECK_ARG(s.opt.block >= 1, "analyze", "--block", s.opt.block, "must be >= 1");
   LLMK_CHECK_ARG(s.opt.reserve_fraction >= 0 && s.opt.reserve_fraction < 1, "analyze", "--reserve",
                  s.opt.reserve_fraction, "must be in [0, 1)");
-  LLMK_CHECK_ARG(s.act_bytes > 0, "analyze", "--act-bytes", s.act_bytes, "must be > 0");
-  LLMK_CHECK_ARG(bandwidth >= 0, "analyze", "--bandwidth", bandwidth, "must be > 0 (GB/s)");
-  LLMK_CHECK_ARG(peak >= 0, "analyze", "--peak-tflops", peak, "must be > 0");
+  // inf passed these and printed inf throughout
+  LLMK_CHECK_ARG(s.act_bytes > 0 && std::isfinite(s.act_bytes), "analyze", "--act-bytes", s.act_bytes,
+                 "must be finite and > 0");
+  LLMK_CHECK_ARG(bandwidth >= 0 && std::isfinite(bandwidth), "analyze", "--bandwidth", bandwidth,
+                 "must be finite and > 0 (GB/s)");
+  LLMK_CHECK_ARG(peak >= 0 && std::isfinite(peak), "analyze", "--peak-tflops", peak, "must be finite and > 0");
   LLMK_CHECK_ARG(threads >= 1, "analyze", "--threads", threads, "must be >= 1");
 
   const bool host = device == "all" || device == "cpu";

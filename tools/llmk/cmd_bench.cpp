@@ -14,7 +14,7 @@ int run_bench(llmk::cli::Args& args) {
   Options opt;
   opt.json = args.flag("json");
   opt.quick = args.flag("quick");
-  opt.threads = static_cast<int>(args.get_int("threads", 0));
+  opt.threads = static_cast<int>(args.get_int("threads", 0, 0, llmk::kMaxThreads));  // 0: all
   const std::string only = args.get("only", "");
   for (size_t a = 0, b; a < only.size(); a = b + 1) {
     b = only.find(',', a);

@@ -4,6 +4,7 @@
 // prompt unless --system). Reads user turns from stdin (one line each; an empty line or EOF
 // ends), streams each reply; with --prompt, answers that one message and exits. Each turn
 // re-runs the whole conversation through the engine (no prefix reuse across turns yet).
+#include <algorithm>
 #include <iostream>
 
 #include "model_cli.hpp"
@@ -19,9 +20,9 @@ int run_chat(Args& args) {
   Request base;
   base.max_tokens = n;
   base.sampling.temperature = float(args.get_double("temp", 0.7));
-  base.sampling.top_k = int32_t(args.get_int("top-k", 40));
+  base.sampling.top_k = top_k_arg(args, 40);
   base.sampling.top_p = float(args.get_double("top-p", 0.95));
-  base.seed = uint64_t(args.get_int("seed", 0));
+  base.seed = seed_arg(args);
   EngineConfig ec;
   kv_args(args, "f16", ec);
   const bool has_system = args.has("system");
@@ -31,7 +32,7 @@ int run_chat(Args& args) {
   threads_arg(args);
   args.finish();
   LLMK_CHECK_ARG(pos.empty(), "chat", "positional", pos.front(), "unexpected (use --prompt TEXT)");
-  LLMK_CHECK_ARG(n >= 1, "chat", "-n", n, "must be >= 1");
+  LLMK_CHECK_ARG(n >= 1 && n <= kMaxNewTokens, "chat", "-n", n, "must be in [1, 2^31]");
 
   LoadedModel lm(path);
   std::vector<ChatMessage> messages;
@@ -51,7 +52,8 @@ int run_chat(Args& args) {
     Request r = base;
     r.seed = base.seed + uint64_t(turn);
     r.prompt = lm.tok.encode(render_chatml(messages, true, default_system), true, lm.tok.add_bos());
-    ec.kv_tokens = int64_t(r.prompt.size()) + n + ec.block_tokens;
+    // a -n beyond the cap runs until the reply no longer fits (it overflowed, or asked for a huge cache)
+    ec.kv_tokens = int64_t(r.prompt.size()) + std::min(n, kAutoKvTokens) + ec.block_tokens;
     Engine eng(lm.model, &lm.tok, ec);
     eng.submit(r);
     const Output out = eng.run([](const Event& e) {

@@ -6,8 +6,9 @@
 // batched through the engine; outputs printed in order), then a throughput line on stderr.
 // --json prints one object per prompt (ids, text, finish) and one with the stats.
 // --dump-logits writes each prompt's next-token logits (f32, [prompts, n_vocab]) first.
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "model_cli.hpp"
@@ -24,10 +25,11 @@ int run_generate(Args& args) {
   std::vector<std::string> prompts;
   if (args.has("prompts")) {
     const std::string file = args.get("prompts", "");
-    std::ifstream in(file);
-    LLMK_CHECK_ARG(bool(in), "generate", "--prompts", file, "cannot be read");
+    std::istringstream in(read_text_file("generate", "--prompts", file));
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) prompts.push_back(line);
+    LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompts", file,
+                   "holds no prompt (one per line, blank lines skipped)");
   }
   if (args.has("prompt")) prompts.push_back(args.get("prompt", ""));
   if (!pos.empty()) {
@@ -35,22 +37,23 @@ int run_generate(Args& args) {
     for (const auto& p : pos) text += (text.empty() ? "" : " ") + p;
     prompts.push_back(text);
   }
-  LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompt", "(missing)", "give --prompt TEXT, --prompts FILE or TEXT");
   Request base;
   base.max_tokens = n;
   base.sampling.temperature = float(args.get_double("temp", 0.0));
-  base.sampling.top_k = int32_t(args.get_int("top-k", base.sampling.temperature > 0 ? 40 : 0));
+  base.sampling.top_k = top_k_arg(args, base.sampling.temperature > 0 ? 40 : 0);
   base.sampling.top_p = float(args.get_double("top-p", 1.0));
-  base.seed = uint64_t(args.get_int("seed", 0));
+  base.seed = seed_arg(args);
   if (args.has("stop")) base.stop.push_back(args.get("stop", ""));
   EngineConfig ec;
   kv_args(args, "f16", ec);
   ec.max_seqs = args.get_int("max-seqs", 64);
-  const int64_t kv_tokens = args.get_int("kv-tokens", 0);
+  const int64_t kv_tokens = args.get_int("kv-tokens", 0, 0);  // 0: sized from the prompts and -n
   const std::string dump = args.get("dump-logits", "");
+  LLMK_CHECK_ARG(!args.has("dump-logits") || !dump.empty(), "generate", "--dump-logits", "\"\"", "needs a file name");
   threads_arg(args);
-  args.finish();
-  LLMK_CHECK_ARG(n >= 1, "generate", "-n", n, "must be >= 1");
+  args.finish();  // an unknown option first: it may be why no prompt was seen
+  LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompt", "(missing)", "give --prompt TEXT, --prompts FILE or TEXT");
+  LLMK_CHECK_ARG(n >= 1 && n <= kMaxNewTokens, "generate", "-n", n, "must be in [1, 2^31]");
 
   LoadedModel lm(path);
   std::vector<Request> reqs;
@@ -59,10 +62,12 @@ int run_generate(Args& args) {
     Request r = base;
     r.prompt = lm.tok.encode(p, true, lm.tok.add_bos());
     LLMK_CHECK_ARG(!r.prompt.empty(), "generate", "prompt", p, "encodes to no tokens");
-    need += (int64_t(r.prompt.size()) + n + ec.block_tokens) / ec.block_tokens * ec.block_tokens;
+    // -n counts up to the cap only: a huge -n overflowed `need` (a negative kv_tokens)
+    const int64_t tokens = int64_t(r.prompt.size()) + std::min(n, kAutoKvTokens);
+    need = std::min(need + (tokens + ec.block_tokens) / ec.block_tokens * ec.block_tokens, kAutoKvTokens);
     reqs.push_back(std::move(r));
   }
-  ec.kv_tokens = kv_tokens > 0 ? kv_tokens : std::min<int64_t>(need, 1 << 16);
+  ec.kv_tokens = kv_tokens > 0 ? kv_tokens : need;
   if (!dump.empty()) {
     std::FILE* f = std::fopen(dump.c_str(), "wb");
     LLMK_CHECK_ARG(f, "generate", "--dump-logits", dump, "cannot be written");

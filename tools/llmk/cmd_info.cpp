@@ -9,6 +9,7 @@
 namespace {
 int run_info(llmk::cli::Args& args) {
   args.finish();
+  args.no_positionals("info", "info takes no arguments");
   std::printf("simd: %s (detected %s)\n", llmk::simd_name(llmk::simd_level()),
               llmk::simd_name(llmk::detected_simd_level()));
   std::printf("threads: %d\n", llmk::num_threads());

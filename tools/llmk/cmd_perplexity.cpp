@@ -6,8 +6,6 @@
 // chunks of --ctx tokens (default 512), each evaluated from position 0, and the second half
 // of each chunk is scored (every scored token sees at least ctx/2 tokens of context).
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "model_cli.hpp"
 
@@ -30,19 +28,17 @@ int run_perplexity(Args& args) {
   const std::string path = model_path(args);
   EngineConfig kv;
   kv_args(args, "f32", kv);
-  const int64_t ctx = args.get_int("ctx", 512), max_chunks = args.get_int("chunks", 0);
+  const int64_t ctx = args.get_int("ctx", 512), max_chunks = args.get_int("chunks", 0, 0);  // 0: all
   const bool json = args.flag("json");
   threads_arg(args);
   args.finish();
+  args.no_positionals("perplexity", "the text is --file FILE");
   LLMK_CHECK_ARG(!file.empty(), "perplexity", "--file", "(missing)", "give the text to score");
   LLMK_CHECK_ARG(ctx >= 4, "perplexity", "--ctx", ctx, "must be >= 4");
-  std::ifstream in(file, std::ios::binary);
-  LLMK_CHECK_ARG(bool(in), "perplexity", "--file", file, "cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_text_file("perplexity", "--file", file);
 
   LoadedModel lm(path);
-  const std::vector<int32_t> toks = lm.tok.encode(ss.str(), false, lm.tok.add_bos());
+  const std::vector<int32_t> toks = lm.tok.encode(text, false, lm.tok.add_bos());
   int64_t chunks = int64_t(toks.size()) / ctx;
   if (max_chunks > 0) chunks = std::min(chunks, max_chunks);
   LLMK_CHECK_ARG(chunks > 0, "perplexity", "--file", file,

@@ -8,7 +8,6 @@
 // system prompt and the assistant prompt) before tokenizing: what `llmk chat` feeds the model.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -81,14 +80,13 @@ int run_tokenize(llmk::cli::Args& args) {
   if (file.empty()) {
     for (const std::string& p : args.positional()) text += (text.empty() ? "" : " ") + p;
   } else {
-    std::ifstream in;
-    if (file != "-") {
-      in.open(file, std::ios::binary);
-      LLMK_CHECK_ARG(in.good(), "tokenize", "--file", file, "cannot be opened");
+    if (file == "-") {
+      std::stringstream ss;
+      ss << std::cin.rdbuf();
+      text = ss.str();
+    } else {
+      text = llmk::cli::read_text_file("tokenize", "--file", file);
     }
-    std::stringstream ss;
-    ss << (file == "-" ? std::cin.rdbuf() : in.rdbuf());
-    text = ss.str();
   }
 
   const llmk::gguf::File gguf = llmk::gguf::File::open(model);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "cli.hpp"
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
     } catch (const llmk::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 2;
+    } catch (const std::bad_alloc&) {  // was "error: std::bad_alloc"
+      std::fprintf(stderr, "error: out of memory (a smaller --kv-tokens, -n, --ctx or model may fit)\n");
+      return 3;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 3;

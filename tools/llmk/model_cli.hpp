@@ -2,6 +2,8 @@
 // default one fetched when --model is absent), the --kv-type names, --threads,
 // llama.cpp-style `-n N`, and JSON string escaping.
 #pragma once
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -56,22 +58,39 @@ inline std::string kv_cli_name(const EngineConfig& ec, bool with_rotation = true
 }
 
 inline void threads_arg(Args& a) {
-  if (a.has("threads")) set_num_threads(int(a.get_int("threads", 1)));
+  if (a.has("threads")) set_num_threads(int(a.get_int("threads", 1, 1, kMaxThreads)));
 }
 
+// --top-k K: >= 0; every K >= the vocabulary is off, so K beyond int32 is clamped (it was
+// truncated: 4294967297 became 1, greedy). --seed S: >= 0 (-1 was 2^64 - 1, not "random").
+inline int32_t top_k_arg(Args& a, int64_t fallback) {
+  return int32_t(std::min<int64_t>(a.get_int("top-k", fallback, 0), INT32_MAX));
+}
+inline uint64_t seed_arg(Args& a) { return uint64_t(a.get_int("seed", 0, 0)); }
+
+// The KV cache generate and chat size themselves (without --kv-tokens) holds at most this
+// many tokens; -n beyond it still runs, until a sequence no longer fits.
+inline constexpr int64_t kAutoKvTokens = int64_t(1) << 16;
+// -n at most this (the engine adds it to the prompt's length in int64).
+inline constexpr int64_t kMaxNewTokens = int64_t(1) << 31;
+
 // `-n N` (llama.cpp's spelling) arrives as two positionals; --n N works too.
-// Removes them from `pos` and returns N, or `fallback`.
+// Removes them from `pos` and returns N, or `fallback`. Given twice is an error:
+// the second "-n N" used to become part of the prompt.
 inline int64_t n_arg(Args& a, std::vector<std::string>& pos, int64_t fallback) {
+  bool given = a.has("n");
   int64_t n = a.get_int("n", fallback);
-  for (size_t i = 0; i < pos.size(); ++i)
-    if (pos[i] == "-n") {
-      LLMK_CHECK_ARG(i + 1 < pos.size(), "cli", "-n", "(missing)", "takes a value");
-      char* end = nullptr;
-      n = std::strtoll(pos[i + 1].c_str(), &end, 10);
-      LLMK_CHECK_ARG(end && *end == '\0', "cli", "-n", pos[i + 1], "must be an integer");
-      pos.erase(pos.begin() + long(i), pos.begin() + long(i) + 2);
-      break;
+  for (size_t i = 0; i < pos.size();) {
+    if (pos[i] != "-n") {
+      ++i;
+      continue;
     }
+    LLMK_CHECK_ARG(i + 1 < pos.size(), "cli", "-n", "(missing)", "takes a value");
+    LLMK_CHECK_ARG(!given, "cli", "-n", pos[i + 1], "is given twice (quote a prompt that holds \"-n\")");
+    n = parse_int("-n", pos[i + 1]);
+    pos.erase(pos.begin() + long(i), pos.begin() + long(i) + 2);
+    given = true;
+  }
   return n;
 }
 

@@ -1,0 +1,107 @@
+"""The CLI on bad options and files: an error (exit 2) naming the option and the value,
+never a crash, a silently changed value, or an option dropped on the floor. Runs on a
+tiny fixture model; no benchmark and no measurement runs here."""
+import os
+import resource
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gguf_fixtures import write_llama
+
+ROOT = Path(__file__).resolve().parents[2]
+LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
+pytestmark = pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return str(write_llama(tmp_path_factory.mktemp("cli") / "tiny.gguf"))
+
+
+def run(*args, preexec_fn=None):
+    return subprocess.run([str(LLMK), *map(str, args)], capture_output=True, text=True, timeout=120,
+                          preexec_fn=preexec_fn)
+
+
+def error(*args):
+    p = run(*args)
+    assert p.returncode == 2, (args, p.returncode, p.stdout[-300:], p.stderr)
+    return p.stderr
+
+
+def test_thread_counts_are_checked_before_the_cast(model):
+    # 100000 crashed libgomp (SIGSEGV); 4294967297 was truncated to 1 thread
+    for t in ("100000", "4294967297", "0"):
+        assert f"argument '--threads' = {t}: must be an integer in [1, 1024]" in error(
+            "generate", "--model", model, "-n", "1", "--threads", t, "hi")
+
+
+def test_top_k_beyond_int32_is_off_not_greedy(model):
+    def text(k):
+        p = run("generate", "--model", model, "-n", "8", "--temp", "1", "--seed", "5", "--top-k", k, "hi")
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+    assert text("4294967297") == text("0")  # was int32_t(4294967297) = 1: greedy
+    assert "argument '--top-k' = -1: must be an integer >= 0" in error(
+        "generate", "--model", model, "-n", "1", "--top-k", "-1", "hi")
+
+
+def test_integers_out_of_range_are_named_not_saturated(model):
+    big = "99999999999999999999"
+    # -n was read as 2^63 - 1 and overflowed into "'kv_tokens' = -9223372036854775776"
+    assert f"argument '-n' = {big}: must be a 64-bit integer" in error("generate", "--model", model, "-n", big, "hi")
+    assert "argument '-n' = 9223372036854775807: must be in [1, 2^31]" in error(
+        "generate", "--model", model, "-n", "9223372036854775807", "hi")
+    assert "argument '-n' = : must be an integer" in error("generate", "--model", model, "-n", "", "hi")  # was 0
+    assert f"argument '--seed' = {big}" in error("generate", "--model", model, "-n", "1", "--seed", big, "hi")
+    assert "argument '--seed' = -1: must be an integer >= 0" in error(  # was 2^64 - 1
+        "generate", "--model", model, "-n", "1", "--seed", "-1", "hi")
+    assert "argument '--kv-tokens' = -5: must be an integer >= 0" in error(  # was ignored
+        "generate", "--model", model, "-n", "1", "--kv-tokens", "-5", "hi")
+    assert "argument '--temp' = 1e400: is beyond the range of a double" in error(
+        "generate", "--model", model, "-n", "1", "--temp", "1e400", "hi")
+    assert "argument '--chunks' = -1: must be an integer >= 0" in error(
+        "perplexity", "--model", model, "--file", __file__, "--chunks", "-1")
+
+
+def test_a_second_n_is_not_prompt_text(model):
+    assert "argument '-n' = 2: is given twice" in error("generate", "--model", model, "-n", "1", "-n", "2", "hi")
+
+
+def test_files_that_hold_nothing_are_named(model, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert f"argument '--prompts' = {empty}: holds no prompt" in error(
+        "generate", "--model", model, "-n", "1", "--prompts", empty)
+    # a directory read as an empty text: "--prompt (missing)", "0 tokens", "holds 0 tokens"
+    assert f"argument '--prompts' = {tmp_path}: is a directory" in error(
+        "generate", "--model", model, "-n", "1", "--prompts", tmp_path)
+    assert f"argument '--file' = {tmp_path}: is a directory" in error("tokenize", "--model", model, "--file", tmp_path)
+    assert f"argument '--file' = {tmp_path}: is a directory" in error("perplexity", "--model", model, "--file", tmp_path)
+    assert "argument '--dump-logits' = \"\": needs a file name" in error(  # was ignored
+        "generate", "--model", model, "-n", "1", "--dump-logits", "", "hi")
+
+
+def test_ignored_arguments_are_errors(model):
+    assert "argument 'positional' = extra: unexpected" in error("info", "extra")
+    assert "argument 'positional' = extra: unexpected" in error(
+        "perplexity", "--model", model, "--file", __file__, "extra")
+    assert "argument 'positional' = extra: unexpected" in error("analyze", "--device", "h100", "extra")
+    # the unknown option, not the missing prompt it may have swallowed
+    assert "argument '--bogus': unknown option" in error("generate", "--model", model, "--bogus")
+
+
+def test_analyze_rates_must_be_finite():
+    assert "argument '--act-bytes' = inf: must be finite and > 0" in error("analyze", "--device", "h100",
+                                                                           "--act-bytes", "inf")
+    assert "argument '--bandwidth' = inf" in error("analyze", "--device", "cpu", "--bandwidth", "inf",
+                                                   "--peak-tflops", "1")
+
+
+def test_out_of_memory_says_so(model):
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    p = run("generate", "--model", model, "-n", "1", "--kv-tokens", "100000000", "hi", preexec_fn=limit)
+    assert p.returncode == 3 and p.stderr.startswith("error: out of memory"), p.stderr  # was "error: std::bad_alloc"
