@@ -115,9 +115,24 @@ NB_MODULE(_llmk, m) {
     }
   });
   m.def("simd_level", [] { return std::string(llmk::simd_name(llmk::simd_level())); });
-  m.def("set_simd_limit", [](const std::string& s) { llmk::set_simd_limit(llmk::parse_simd_level(s)); });
+  m.def(
+      "set_simd_limit",
+      [](const std::string& level) {
+        for (auto l : {llmk::SimdLevel::scalar, llmk::SimdLevel::avx2, llmk::SimdLevel::avx512})
+          if (level == llmk::simd_name(l)) return llmk::set_simd_limit(l);
+        // parse_simd_level would name LLMK_SIMD, the environment variable
+        llmk::throw_invalid_argument("llmk.set_simd_limit", "level", level, "must be scalar, avx2 or avx512");
+      },
+      nb::arg("level"));
   m.def("num_threads", &llmk::num_threads);
-  m.def("set_num_threads", &llmk::set_num_threads);
+  m.def(
+      "set_num_threads",
+      [](int64_t n) {  // an int64, so that 2^32 + 1 is named too (an int32 was nanobind's TypeError)
+        LLMK_CHECK_ARG(n >= 1 && n <= llmk::kMaxThreads, "llmk.set_num_threads", "n", n,
+                       "must be in [1, " + std::to_string(llmk::kMaxThreads) + "]");
+        llmk::set_num_threads(int(n));
+      },
+      nb::arg("n"));
   m.def("cuda_compiled", &llmk::cuda_compiled);
   m.def("cuda_device_count", &llmk::cuda_device_count);
   for (auto* bind : llmk::py::binders()) bind(m);

@@ -185,4 +185,12 @@ def test_thread_count_is_capped():
     before = llmk.num_threads()
     with pytest.raises(ValueError, match=r"'n' = 100000: must be in \[1, 1024\]"):  # crashed OpenMP
         llmk.set_num_threads(100000)
+    with pytest.raises(ValueError, match=r"llmk.set_num_threads: argument 'n' = 4294967297"):
+        llmk.set_num_threads(2**32 + 1)
     assert llmk.num_threads() == before
+
+
+def test_simd_limit_names_its_argument():
+    # named the environment variable: "argument 'LLMK_SIMD' = bogus"
+    with pytest.raises(ValueError, match=r"llmk.set_simd_limit: argument 'level' = bogus: must be scalar, avx2 or"):
+        llmk.set_simd_limit("bogus")
