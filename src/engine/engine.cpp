@@ -267,9 +267,12 @@ int64_t Engine::submit(Request r) {
   LLMK_CHECK_ARG(r.max_tokens >= 1, "Engine::submit", "max_tokens", r.max_tokens, "must be >= 1");
   LLMK_CHECK_ARG(r.stop.empty() || p_->tok, "Engine::submit", "stop", r.stop.size(), "stop strings need a tokenizer");
   for (const auto& s : r.stop) LLMK_CHECK_ARG(!s.empty(), "Engine::submit", "stop", "\"\"", "must not be empty");
-  const int64_t total = int64_t(r.prompt.size()) + r.max_tokens;
-  LLMK_CHECK_ARG(p_->model.config().arch != Arch::gpt2 || total <= p_->model.config().n_ctx, "Engine::submit",
-                 "prompt + max_tokens", total, "exceeds the model's learned positions (n_ctx)");
+  // Compared without forming the sum (max_tokens may be near INT64_MAX).
+  const int64_t np = int64_t(r.prompt.size()), n_ctx = p_->model.config().n_ctx;
+  LLMK_CHECK_ARG(p_->model.config().arch != Arch::gpt2 || (np <= n_ctx && r.max_tokens <= n_ctx - np),
+                 "Engine::submit", "prompt + max_tokens",
+                 std::to_string(np) + " + " + std::to_string(r.max_tokens),
+                 "exceeds the model's learned positions (n_ctx = " + std::to_string(n_ctx) + ")");
   auto s = std::make_unique<Seq>();
   s->id = int64_t(p_->all.size());
   s->out.id = s->id;

@@ -5,6 +5,7 @@
 // tokens, max_tokens and stop strings end a request with its text intact.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -211,6 +212,30 @@ TEST(Engine, BadRequestsNameTheField) {
   r.prompt = prompt(40, 3);  // needs 3 blocks, the cache holds 2
   e.submit(r);
   EXPECT_THROW(e.run(), InvalidArgument);
+}
+
+// GPT-2 has learned positions: prompt + max_tokens must fit n_ctx, checked
+// without forming the sum (a max_tokens near INT64_MAX must not wrap past it).
+TEST(Engine, Gpt2RequestsMustFitTheLearnedPositions) {
+  ModelConfig g = tiny();
+  g.arch = Arch::gpt2;
+  g.n_head_kv = g.n_head;
+  g.tied = true;
+  Model m = Model::random(g, WType::f32, 2);
+  Engine e(m, nullptr, EngineConfig{});
+  Request r;
+  r.prompt = prompt(200, 5);
+  r.max_tokens = 56;  // 256 = n_ctx: fits
+  EXPECT_NO_THROW(e.submit(r));
+  for (int64_t n : {int64_t(57), std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() - 150}) {
+    r.max_tokens = n;
+    try {
+      e.submit(r);
+      ADD_FAILURE() << "max_tokens " << n << " accepted";
+    } catch (const InvalidArgument& ex) {
+      EXPECT_NE(std::string(ex.what()).find("n_ctx = 256"), std::string::npos) << ex.what();
+    }
+  }
 }
 
 // GPT-2's byte -> printable symbol map, so a tokenizer can be built from parts.
