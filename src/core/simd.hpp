@@ -233,17 +233,13 @@ inline typename S::V exp2_nonpos(typename S::V t) {
 // (the multiply by p(NaN)).
 // s < 2^-100 would make lo overflow: the caller uses exp2_nonpos(d * s) there.
 template <class S>
-struct Exp2Table {
+struct Exp2Scaled {
   using V = typename S::V;
+  static constexpr float kMinScale = 0x1p-100f;
   static constexpr int kBits = 3;  // 8 entries; AVX-512's 16 lanes hold them twice (its permute reads 4 bits)
   static_assert(S::kWidth % 8 == 0, "the table fills whole lanes");
-  // The smallest scale s: below it the clamp -127 / s overflows f32.
-  static constexpr float kMinScale = 0x1p-100f;
-  // z = t + kShifter rounds t to a multiple of 1/8 (the sum's ulp) and puts
-  // q = 8 (n + 127) + j in z's low mantissa bits.
-  static constexpr float kShifter = 1.5f * float(1 << (23 - kBits)) + 127.0f;
-  V table;
-  Exp2Table() {
+  V s, lo, table;
+  explicit Exp2Scaled(float scale) : s(S::set1(scale)), lo(S::set1(-127.0f / scale)) {
     // Mantissa bits of 2^(j / 8) rounded to f32.
     static constexpr uint32_t kM[8] = {0x000000u, 0x0b95c2u, 0x1837f0u, 0x25fed7u,
                                        0x3504f3u, 0x45672au, 0x5744fdu, 0x6ac0c7u};
@@ -253,65 +249,16 @@ struct Exp2Table {
     std::memcpy(tf, t, sizeof(t));
     table = S::load(tf);
   }
-  // p(r) * 2^(j / 8) * 2^n from z (above) and r = t - (z - kShifter), |r| <= 1/16.
-  V finish(V z, V r) const {
+  V operator()(V d) const {
+    d = S::max(lo, d);  // NaN d stays NaN
+    const V shifter = S::set1(1.5f * float(1 << (23 - kBits)) + 127.0f);
+    const V z = S::fmadd(d, s, shifter);
+    const V r = S::fmsub(d, s, S::sub(z, shifter));
     V p = S::set1(5.549622327e-02f);
     p = S::fmadd(p, r, S::set1(2.402576357e-01f));
     p = S::fmadd(p, r, S::set1(6.931472421e-01f));
     p = S::fmadd(p, r, S::set1(1.0f));
     return S::mul(p, S::template add_shifted_bits<23 - kBits>(S::permute(table, z), z));
-  }
-};
-
-template <class S>
-struct Exp2Scaled : Exp2Table<S> {
-  using V = typename S::V;
-  V s, lo;
-  explicit Exp2Scaled(float scale) : s(S::set1(scale)), lo(S::set1(-127.0f / scale)) {}
-  V operator()(V d) const {
-    d = S::max(lo, d);  // NaN d stays NaN
-    const V shifter = S::set1(Exp2Table<S>::kShifter);
-    const V z = S::fmadd(d, s, shifter);
-    return this->finish(z, S::fmsub(d, s, S::sub(z, shifter)));
-  }
-};
-
-// 2^(x * s - beta) for x <= m, with beta = m * s up to |beta - m s| <= 1/16
-// (set_max(m)): Exp2Scaled with the reference max folded into the FMA's
-// addend, so a softmax term needs no x - m first (11 vector ops an element
-// vector, where Exp2Scaled takes 11 after the caller's subtract). B = kShifter - m s rounded to f32 (the 1/8 grid of
-// [2^20, 2^21)), beta = kShifter - B exactly; z = x s + B and r = x s + (B - z)
-// by two FMAs on the exact product (B - z is exact: both lie in that binade),
-// so r = t - round(t) for t = x s - beta, rounded once. Valid while |m s| <=
-// kMaxBias (2^18): B stays in its binade, and lo = (beta - 127) / s rounded to
-// f32 moves t(lo) by at most (2^18 + 127) * 2^-24 < 1/16, so x <= lo (and -inf)
-// gives z = kShifter - 127 exactly and a term of exactly 0. The caller
-// (the topk scan) rescales its sum by 2^(beta_old - beta_new) when m rises and
-// divides it by the term of m itself at the end, and falls back to an unfolded
-// exp of x - m when set_max refuses m. Bound: as Exp2Scaled, 1.9e-7 relative
-// against the exact 2^(x s - beta) (Simd.Exp2AffineWithinBoundForEveryScaleAndMax).
-template <class S>
-struct Exp2Affine : Exp2Table<S> {
-  using V = typename S::V;
-  static constexpr double kMaxBias = 0x1p18;
-  float scale;
-  double beta = 0;
-  V s, b, lo;
-  explicit Exp2Affine(float sc) : scale(sc), s(S::set1(sc)) { set_max(0.0f); }
-  // Folds m (finite) in; false, and nothing changed, when |m s| > kMaxBias.
-  bool set_max(float m) {
-    const double ms = double(m) * double(scale);
-    if (!(std::fabs(ms) <= kMaxBias)) return false;
-    const float bf = float(double(Exp2Table<S>::kShifter) - ms);
-    beta = double(Exp2Table<S>::kShifter) - double(bf);
-    b = S::set1(bf);
-    lo = S::set1(float((beta - 127.0) / double(scale)));
-    return true;
-  }
-  V operator()(V x) const {
-    x = S::max(lo, x);  // NaN x stays NaN
-    const V z = S::fmadd(x, s, b);
-    return this->finish(z, S::fmadd(x, s, S::sub(b, z)));
   }
 };
 

@@ -14,7 +14,7 @@
 //     holds a logit above m, m rises to it and acc is multiplied by
 //     2^((m_old - m_new) * s2). thr <= m always, so every logit above m is
 //     seen here, and t = (x - m) * s2 <= 0 for every term;
-//  3. 2^t of every element (simd::Exp2Affine, m folded into its FMA), the kBlock vectors summed by a
+//  3. 2^t of every element (Terms: simd::Exp2Scaled), the kBlock vectors summed by a
 //     tree in f32 and widened into acc.
 // This is the online normalizer of Milakov & Gimelshein 2018, rescaled when the
 // max rises (a few dozen times in a row of random order; at worst once a
@@ -87,11 +87,12 @@ struct DoubleAcc<simd::Avx512> {
 };
 #endif
 
-// The terms 2^(d * s2), d = x - m <= 0 (error bounds in core/simd.hpp), where
-// the max is not folded in (scan_pass's fallback, small_row_typed): a multiply
-// and simd::exp2_nonpos (7 FMA-pipe ops), or std::exp2 on the scalar path.
-// The folded terms of scan_pass are simd::Exp2Affine.
-template <class S>
+// The terms 2^(d * s2), d = x - m <= 0 (error bounds in core/simd.hpp). With
+// kFold (vector ISAs, s2 >= 2^-100, i.e. T <= 1.8e30) simd::Exp2Scaled: the
+// product folded into the reduction, 2^(j/8) from a table, 6 FMA-pipe ops a
+// vector; otherwise the product is rounded first: a multiply and
+// simd::exp2_nonpos (7 FMA-pipe ops), or std::exp2 on the scalar path.
+template <class S, bool kFold>
 struct Terms {
   using V = typename S::V;
   explicit Terms(float s2) : vs2(S::set1(s2)) {}
@@ -102,6 +103,10 @@ struct Terms {
       return simd::exp2_nonpos<S>(S::mul(d, vs2));
   }
   V vs2;
+};
+template <class S>
+struct Terms<S, true> : simd::Exp2Scaled<S> {
+  using simd::Exp2Scaled<S>::Exp2Scaled;
 };
 
 // Adds candidate x (x.x > b.thr; x has a higher index than every held
@@ -175,16 +180,9 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
 }
 
 // One pass over [lo, hi) into b (empty, b.thr its starting threshold) from the
-// reference max m0 >= b.thr (-FLT_MAX, or the sample's max): returns the part's
-// state. With kFold (vector ISAs, s2 >= 2^-100, i.e. T <= 1.8e30) the terms are
-// simd::Exp2Affine: 2^(x s2 - beta) with beta ~ m s2 folded into the FMA (no
-// x - m), the sum rescaled by 2^(beta_old - beta_new) when m rises and by
-// 2^(beta - m s2) at the end; that needs |m s2| <= 2^18, so when m (m0, or a
-// max met in the pass) is beyond it the pass stops and returns false
-// (scan_typed rescans the part unfolded). Otherwise the terms are Terms (x - m
-// rounded, then 2^(d s2)).
+// reference max m0 >= b.thr (-FLT_MAX, or the sample's max): returns the part's state.
 template <class S, bool kFold, class T>
-bool scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0, PartState& out) {
+PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   // Vectors a block: independent exps (ILP), summed by a tree in f32 (each
@@ -194,12 +192,8 @@ bool scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, fl
   constexpr int kBlockElems = kBlock * W;
   static_assert(kChunk % kBlockElems == 0, "a full chunk is whole blocks");
   const float s2 = scale * kLog2e;  // exp(d * scale) = 2^(d * scale * log2(e))
-  using Fn = std::conditional_t<kFold, simd::Exp2Affine<S>, Terms<S>>;
-  Fn terms(s2);
+  const Terms<S, kFold> terms(s2);
   float m = m0;  // reference max: every logit > -inf seen so far is <= m, and thr <= m
-  if constexpr (kFold)
-    if (m0 != -FLT_MAX && !terms.set_max(m0)) return false;
-  bool bail = false;  // kFold: a max beyond the fold's range
   V vm = S::set1(m), vthr = S::set1(b.thr);
   DoubleAcc<S> acc;
   // The nv vectors at src (nv = kBlock, or 1 in the part's tail), element j
@@ -228,18 +222,8 @@ bool scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, fl
       // the row is special: rescanned, its candidates and m unused.
       const float bm = S::hmax(bmax);
       if (bm > m) {
-        double d;  // the sum's rescale is 2^d
-        if constexpr (kFold) {
-          const double beta = terms.beta;
-          if (!terms.set_max(bm)) {
-            bail = true;
-            return;
-          }
-          d = m == -FLT_MAX ? -2000.0 : beta - terms.beta;  // no term yet: the sum is 0
-        } else {
-          d = (double(m) - double(bm)) * double(s2);
-        }
         // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
+        const double d = (double(m) - double(bm)) * double(s2);
         acc.scale(d < -1100 ? 0.0 : std::exp2(d));
         m = bm;
         vm = S::set1(m);
@@ -247,12 +231,7 @@ bool scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, fl
     }
     // The terms, summed by a pairwise tree in source order (at most
     // log2(kBlock) partial sums live).
-    const auto term = [&](int u) {
-      if constexpr (kFold)
-        return terms(S::load(src + u * W));
-      else
-        return terms(S::sub(S::load(src + u * W), vm));
-    };
+    const auto term = [&](int u) { return terms(S::sub(S::load(src + u * W), vm)); };
     if (nv == 1) return acc.add(term(0));
     const auto tree = [&](auto&& self, int u0, int n) -> V {
       if (n == 1) return term(u0);
@@ -271,26 +250,18 @@ bool scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, fl
       vthr = S::set1(b.thr);
     }
     int64_t j = c0;
-    for (; j + kBlockElems <= c1 && !bail; j += kBlockElems) block(row + j, kBlock, j);
-    for (; j + W <= c1 && !bail; j += W) block(row + j, 1, j);  // the part's tail: single vectors
-    if (j < c1 && !bail) {  // and its last < W elements, padded with -inf (never a candidate, 2^-inf = 0)
+    for (; j + kBlockElems <= c1; j += kBlockElems) block(row + j, kBlock, j);
+    for (; j + W <= c1; j += W) block(row + j, 1, j);  // the part's tail: single vectors
+    if (j < c1) {  // and its last < W elements, padded with -inf (never a candidate, 2^-inf = 0)
       alignas(64) float pad[W];
       for (int i = 0; i < W; ++i) pad[i] = j + i < c1 ? to_f32(row[j + i]) : kNegInf;
       block(static_cast<const float*>(pad), 1, j);
     }
-    if (bail) return false;
   }
   // The term of the element at m is 2^0 = 1, so sum > 0 unless every element
   // is -inf (then m is still -FLT_MAX: the part is empty) or NaN.
-  double s = acc.sum();
-  // Folded: the sum is of 2^(x s2 - beta), beta = m s2 - e, |e| <= 1/16; the
-  // max's own term f(m) = 2^e (1 + rounding) divides it out, so the max's term
-  // is exactly 1 again (a one-hot row's probability is exactly 1) and every
-  // other term is 2^((x - m) s2) up to the two terms' rounding.
-  if constexpr (kFold)
-    if (s != 0 && m != -FLT_MAX) s /= double(S::hmax(terms(S::set1(m))));
-  out = s == 0 ? PartState{} : PartState{m, s};
-  return true;
+  const double s = acc.sum();
+  return s == 0 ? PartState{} : PartState{m, s};
 }
 
 // Scans [lo, hi) into b (empty) and merges the part's state into st. With a
@@ -302,30 +273,20 @@ bool scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, fl
 // admitted (<= g, also at a tie with g) can be in its top K. Otherwise the
 // guess was unsafe: the part is rescanned from thr = -inf. The sum does not
 // depend on thr (only its rounding on where m starts).
-// A folded pass that meets a max beyond Exp2Affine's range (|max * s2| >
-// 2^18: logits of 1.8e5 at T = 1) rescans the part unfolded, also from
-// thr = -inf.
 template <class S, class T>
 void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
   auto pass = scan_pass<S, false, T>;
   if constexpr (!std::is_same_v<S, Scalar>)
-    if (scale * kLog2e >= simd::Exp2Affine<S>::kMinScale) pass = scan_pass<S, true, T>;
+    if (scale * kLog2e >= simd::Exp2Scaled<S>::kMinScale) pass = scan_pass<S, true, T>;
   const Guess g = b.k > kInsertK && b.n == 0 && b.thr == kNegInf ? sample_guess<S>(row, lo, hi, b.k) : Guess{};
-  PartState p;
   if (g.thr > kNegInf) {
     b.thr = g.thr;
-    const bool done = pass(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX), p);
-    if (done && b.n >= b.k) return merge_state(st, p, scale);
-    if (!done) pass = scan_pass<S, false, T>;
-    b.n = 0;  // unsafe guess, or a max beyond the fold
+    const PartState p = pass(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX));
+    if (b.n >= b.k) return merge_state(st, p, scale);
+    b.n = 0;  // unsafe guess
     b.thr = kNegInf;
   }
-  if (!pass(row, lo, hi, scale, b, -FLT_MAX, p)) {
-    b.n = 0;
-    b.thr = kNegInf;
-    scan_pass<S, false, T>(row, lo, hi, scale, b, -FLT_MAX, p);
-  }
-  merge_state(st, p, scale);
+  merge_state(st, pass(row, lo, hi, scale, b, -FLT_MAX), scale);
 }
 
 // A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn): copied to
@@ -353,7 +314,7 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
     return 0;
   }
   const V vm = S::set1(m);
-  const Terms<S> terms(scale * kLog2e);
+  const Terms<S, false> terms(scale * kLog2e);
   DoubleAcc<S> acc;
   for (int64_t u = 0; u < nv; ++u) acc.add(terms(S::sub(S::load(x + u * W), vm)));
   st = PartState{m, acc.sum()};

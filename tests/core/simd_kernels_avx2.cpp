@@ -12,15 +12,6 @@ void exp2_scaled_avx2(const float* d, float scale, float* y, int n) {
   const simd::Exp2Scaled<S> e(scale);
   for (int i = 0; i < n; i += S::kWidth) S::store(y + i, e(S::load(d + i)));
 }
-// false when m is beyond the fold's range (y and beta then untouched).
-bool exp2_affine_avx2(const float* x, float scale, float m, float* y, int n, double* beta) {
-  using S = simd::Avx2;
-  simd::Exp2Affine<S> e(scale);
-  if (!e.set_max(m)) return false;
-  *beta = e.beta;
-  for (int i = 0; i < n; i += S::kWidth) S::store(y + i, e(S::load(x + i)));
-  return true;
-}
 void bf16_roundtrip_avx2(const float* x, bf16* y, int n) {
   using S = simd::Avx2;
   for (int i = 0; i < n; i += S::kWidth) S::store(y + i, S::load(x + i));

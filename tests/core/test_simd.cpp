@@ -16,8 +16,6 @@ void exp2_nonpos_avx2(const float* x, float* y, int n);
 void exp2_nonpos_avx512(const float* x, float* y, int n);
 void exp2_scaled_avx2(const float* d, float scale, float* y, int n);
 void exp2_scaled_avx512(const float* d, float scale, float* y, int n);
-bool exp2_affine_avx2(const float* x, float scale, float m, float* y, int n, double* beta);
-bool exp2_affine_avx512(const float* x, float scale, float m, float* y, int n, double* beta);
 void bf16_roundtrip_avx2(const float* x, bf16* y, int n);
 void bf16_roundtrip_avx512(const float* x, bf16* y, int n);
 }  // namespace llmk::test
@@ -29,15 +27,14 @@ struct Isa {
   void (*bf16)(const float*, bf16*, int);
   void (*exp2_nonpos)(const float*, float*, int);
   void (*exp2_scaled)(const float*, float, float*, int);
-  bool (*exp2_affine)(const float*, float, float, float*, int, double*);
 };
 std::vector<Isa> isas() {
   std::vector<Isa> v;
   if (detected_simd_level() >= SimdLevel::avx2) v.push_back({SimdLevel::avx2, test::bf16_roundtrip_avx2, test::exp2_nonpos_avx2,
-                 test::exp2_scaled_avx2, test::exp2_affine_avx2});
+                 test::exp2_scaled_avx2});
   if (detected_simd_level() >= SimdLevel::avx512)
     v.push_back({SimdLevel::avx512, test::bf16_roundtrip_avx512, test::exp2_nonpos_avx512,
-                 test::exp2_scaled_avx512, test::exp2_affine_avx512});
+                 test::exp2_scaled_avx512});
   return v;
 }
 }  // namespace
@@ -145,69 +142,6 @@ TEST(Simd, Exp2ScaledWithinBoundForEveryScale) {
       }
       std::printf("exp2_scaled %s s=%g: max relative error %.3g for d*s >= -125\n", simd_name(isa.level), s, worst);
     }
-  }
-}
-
-// Exp2Affine (2^(x s - beta), beta = m s folded into the FMA as the f32 B =
-// kShifter - m s, beta = kShifter - B exactly, |beta - m s| <= 1/16): the same
-// bound as Exp2Scaled against the exact 2^(x s - beta) in double (x as
-// stored, the product exact), exactly 0 for x = -inf and from t = x s - beta =
-// -127.5 down (x is clamped to lo = (beta - 127) / s in f32, whose rounding
-// moves t(lo) by at most (2^18 + 127) 2^-24), NaN for NaN; set_max refuses
-// |m s| > 2^18 and accepts its edge. Scales 2^-100 .. 3e7, maxima from -2^18 / s
-// to 2^18 / s, x = m + d over every 61 * 7 * 3-th f32 t in [-128, 0] divided by s.
-TEST(Simd, Exp2AffineWithinBoundForEveryScaleAndMax) {
-  if (isas().empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
-  const float inf = std::numeric_limits<float>::infinity();
-  for (float s : {1.0f, 1.44269504f, 0.37f, 1000.0f, 3.0e7f, 0x1p-100f})
-    for (double ms : {0.0, 3.7, -5.25, 1000.4, -77777.7, 262144.0, -262144.0}) {
-      const float m = float(ms / double(s));
-      std::vector<float> x;
-      for (uint32_t b = 0x80000000u; b <= 0xC3000000u; b += 61 * 7 * 3) {
-        float v;
-        std::memcpy(&v, &b, 4);
-        x.push_back(m + v / s);
-      }
-      for (float v : {m, std::nextafter(m, -inf), -std::numeric_limits<float>::max(), -inf, std::nanf("")}) x.push_back(v);
-      while (x.size() % 16) x.push_back(m);
-      for (const auto& isa : isas()) {
-        std::vector<float> y(x.size());
-        double beta = 0;
-        const auto at = [&](size_t i) {
-          return std::string(simd_name(isa.level)) + " s=" + std::to_string(s) + " m=" + std::to_string(m) +
-                 " x=" + std::to_string(x[i]);
-        };
-        if (std::fabs(double(m) * double(s)) > 0x1p18) {  // m rounded to f32 past the edge
-          EXPECT_FALSE(isa.exp2_affine(x.data(), s, m, y.data(), int(x.size()), &beta)) << at(0);
-          continue;
-        }
-        ASSERT_TRUE(isa.exp2_affine(x.data(), s, m, y.data(), int(x.size()), &beta)) << at(0);
-        ASSERT_LE(std::fabs(double(m) * double(s) - beta), 1.0 / 16) << at(0);
-        for (size_t i = 0; i < x.size(); ++i) {
-          if (std::isnan(x[i])) {
-            ASSERT_TRUE(std::isnan(y[i])) << at(i);
-            continue;
-          }
-          const double t = double(x[i]) * double(s) - beta, e = std::exp2(t);
-          if (t <= -127.5 || x[i] == -inf) {
-            ASSERT_EQ(y[i], 0.0f) << at(i);
-            continue;
-          }
-          if (t < -126) {
-            ASSERT_LE(std::fabs(double(y[i]) - e), std::ldexp(1.0, -126)) << at(i);
-            continue;
-          }
-          ASSERT_LE(std::fabs(double(y[i]) - e), 1.9e-7 * e + std::ldexp(1.0, -150)) << at(i) << " got " << y[i];
-        }
-      }
-    }
-  // Beyond the range: refused.
-  for (const auto& isa : isas()) {
-    float x[16] = {}, y[16];
-    double beta = 0;
-    EXPECT_FALSE(isa.exp2_affine(x, 1.0f, 262145.0f, y, 16, &beta));
-    EXPECT_FALSE(isa.exp2_affine(x, 1.0f, -1e30f, y, 16, &beta));
-    EXPECT_FALSE(isa.exp2_affine(x, 1.0f, inf, y, 16, &beta));
   }
 }
 
