@@ -271,17 +271,19 @@ TEST(SoftmaxTopk, Temperature) {
 // rescales the sum when m rises: an ascending row raises it in every block, a
 // late spike once after thousands of terms, a descending row never; a 1e6
 // offset (ulp 0.0625, many exact ties) checks that the reference arithmetic
-// keeps its precision far from 0. With 8 threads the 4 rows of 40000 are split
+// keeps its precision far from 0 (also -1e6, and a 2e5 spike mid-row). With 8 threads the 6 rows of 40000 are split
 // in 2 parts each, whose states are merged. Small K, where candidates are
 // inserted in order, and large K, where they are appended and flushed.
 TEST(SoftmaxTopk, RunningMaxRises) {
-  const int64_t v = 40000, rows = 4;
+  const int64_t v = 40000, rows = 6;
   std::vector<float> x(rows * v);
   for (int64_t j = 0; j < v; ++j) {
     x[j] = 0.0005f * float(j);
     x[v + j] = -0.0005f * float(j);
     x[2 * v + j] = j == v - 3 ? 30.0f : std::sin(float(j));
     x[3 * v + j] = 1.0e6f + 0.25f * float(j % 97);
+    x[4 * v + j] = j == v / 2 ? 2.0e5f : std::sin(float(j));  // a huge max after thousands of terms
+    x[5 * v + j] = -1.0e6f + 0.25f * float(j % 97);          // far below 0
   }
   const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
   for (float t : {0.5f, 1.0f, 3.0f}) {
