@@ -4,6 +4,7 @@
 // Hq % Hkv == 0: query head h reads KV head h / (Hq / Hkv), so MHA, GQA and MQA):
 //   decode:  q   [B, Hq, D]  one new token per sequence, already appended to the cache;
 //            out [B, Hq, D]  overwritten. Token b attends to all kv_len(b) cached tokens.
+//            out must not share memory with q (CPU: InvalidArgument).
 //            Every sequence needs kv_len >= 1: the CPU path rejects an empty one;
 //            the CUDA path (which does not read the device tables on the host)
 //            writes NaN rows for it.

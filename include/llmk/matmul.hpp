@@ -9,7 +9,8 @@
 // int8 -> int32, scaled once per block. The float weights are read with SIMD
 // conversions and accumulated in f32. Threads split the N output rows
 // statically; several rows of x share each weight block read (batched decode,
-// prefill), so a weight is read from memory once per call.
+// prefill), so a weight is read from memory once per call. y must not share
+// memory with x or W (InvalidArgument).
 #pragma once
 #include <cstdint>
 #include <string_view>

@@ -29,7 +29,9 @@
 //    x_hat = 0 exactly (the mean is computed relative to the row's first
 //    element, so it is exact for a constant row) and y = bias.
 // Bad arguments throw llmk::InvalidArgument naming the function, the argument
-// and its value; CUDA failures throw llmk::RuntimeError.
+// and its value; so does an output that shares memory with an input or with
+// another output (no in-place y = x: the input is kept); CUDA failures throw
+// llmk::RuntimeError.
 #pragma once
 #include "llmk/cuda.hpp"
 #include "llmk/tensor.hpp"

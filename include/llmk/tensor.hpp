@@ -43,6 +43,16 @@ struct TensorView {
   std::string describe() const;  // e.g. "f32[8, 1024] stride 1024 on cpu"
 };
 
+// True when two views (on the same device) may share a byte: their address
+// ranges [first element, last element] intersect. Conservative for views that
+// interleave without touching (two column slices of one matrix count as
+// overlapping). Empty views (null data or no elements) overlap nothing. The
+// APIs reject outputs that overlap an input or another output with it, so
+// no input is overwritten while it is still read.
+bool views_overlap(const TensorView& a, const TensorView& b);
+// The same for raw ranges of a_bytes at a and b_bytes at b.
+bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes);
+
 // Owning host memory, 64-byte aligned (one cache line, one AVX-512 vector).
 class Buffer {
  public:

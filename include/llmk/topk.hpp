@@ -26,7 +26,8 @@
 //    logits near FLT_MAX); such a row has row_max = +-inf but finite probs.
 //  - Arguments: 1 <= K <= V, V <= 2^31 - 1 (int32 indices; offsets are 64-bit),
 //    T > 0 finite with log2(e)/T finite in f32 (T >= 4.2e-39); on CUDA also K <= 1024 when V > 1024.
-//    Anything else throws llmk::InvalidArgument naming the argument. Outputs
+//    Anything else throws llmk::InvalidArgument naming the argument, as does an
+//    output that shares memory with the logits or another output. Outputs
 //    live on the logits' device.
 //  - Temperature: the scale is 1/T rounded to f32, applied inside the pass.
 #pragma once

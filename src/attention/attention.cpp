@@ -213,6 +213,8 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
     LLMK_CHECK_ARG(kv_len_of(p, b, kv.block_tokens) >= 1, fn, "pages", "sequence " + std::to_string(b) + " empty",
                    "every decoded sequence needs >= 1 cached token (append the new token first)");
   const int64_t H = kv.n_kv_heads, G = Hq / H, D = kv.head_dim;
+  LLMK_CHECK_ARG(!ranges_overlap(out, p.num_seqs * Hq * D * 4, q, p.num_seqs * Hq * D * 4), fn, "out", out,
+                 "must not overlap q");
   const int64_t nh = attention_decode_heads_per_item(kv), HG = H / nh;  // HG head groups a sequence
   const int64_t ns = opt.splits ? opt.splits : cpu_splits(p.num_seqs * HG, max_len);
   std::vector<Work> work;  // (b, head group c, split s) at (b * HG + c) * ns + s
@@ -265,7 +267,8 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
         work.push_back({b, h, 1, qo_indptr[b] + i, nq, pos0, 0, pos0 + nq});
       }
   }
-  const int64_t R = attn::kQTile * G;
+  const int64_t R = attn::kQTile * G, T = qo_indptr[p.num_seqs];
+  LLMK_CHECK_ARG(!ranges_overlap(out, T * Hq * D * 4, q, T * Hq * D * 4), fn, "out", out, "must not overlap q");
   std::vector<float> part(work.size() * size_t(R * (D + 2))), qrot;
   run_items(rotated_queries(q, qo_indptr[p.num_seqs] * Hq, kv, qrot), kv, p, Hq, scale, work, attn::kQTile,
             part.data());

@@ -56,6 +56,35 @@ std::string TensorView::describe() const {
   return os.str();
 }
 
+bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  if (!a || !b || a_bytes <= 0 || b_bytes <= 0) return false;
+  const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + uintptr_t(b_bytes) && b0 < a0 + uintptr_t(a_bytes);
+}
+
+namespace {
+// [lowest, highest] element offsets of a view, in elements from data; false when it has no element.
+bool element_span(const TensorView& v, int64_t& lo, int64_t& hi) {
+  lo = hi = 0;
+  if (v.data == nullptr) return false;
+  for (int i = 0; i < v.ndim; ++i) {
+    if (v.shape[i] <= 0) return false;
+    const int64_t reach = (v.shape[i] - 1) * v.stride[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return true;
+}
+}  // namespace
+
+bool views_overlap(const TensorView& a, const TensorView& b) {
+  if (a.device != b.device) return false;
+  int64_t alo, ahi, blo, bhi;
+  if (!element_span(a, alo, ahi) || !element_span(b, blo, bhi)) return false;
+  const int64_t as = int64_t(dtype_size(a.dtype)), bs = int64_t(dtype_size(b.dtype));
+  return ranges_overlap(static_cast<const char*>(a.data) + alo * as, (ahi - alo + 1) * as,
+                        static_cast<const char*>(b.data) + blo * bs, (bhi - blo + 1) * bs);
+}
+
 Buffer::Buffer(size_t bytes) : Buffer(bytes, 64) {}
 
 Buffer::Buffer(size_t bytes, size_t align) : bytes_(bytes) {

@@ -10,6 +10,7 @@
 #include "llmk/cpu_features.hpp"
 #include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
+#include "llmk/tensor.hpp"
 #include "model/matmul_kernels.hpp"
 
 namespace llmk {
@@ -64,6 +65,9 @@ void check(const char* fn, const float* x, int64_t ldx, const WeightView& w, con
   LLMK_CHECK_ARG(y || w.rows == 0, fn, "y", y, "must not be null");
   LLMK_CHECK_ARG(ldx >= w.cols, fn, "ldx", ldx, "must be >= K = " + std::to_string(w.cols));
   LLMK_CHECK_ARG(ldy >= w.rows, fn, "ldy", ldy, "must be >= N = " + std::to_string(w.rows));
+  const int64_t ybytes = ((M - 1) * ldy + w.rows) * 4;  // y is written while x and W are read
+  LLMK_CHECK_ARG(!ranges_overlap(y, ybytes, x, ((M - 1) * ldx + w.cols) * 4), fn, "y", y, "must not overlap x");
+  LLMK_CHECK_ARG(!ranges_overlap(y, ybytes, w.data, w.rows * w.row_bytes), fn, "y", y, "must not overlap w.data");
 }
 
 // x[j] ~= qs[j] * d: q = round-half-even(x * 127 / amax), and like llama.cpp's

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llmk/error.hpp"
@@ -68,6 +70,20 @@ void check_param(const char* fn, const char* arg, const TensorView& v, const Ten
   LLMK_CHECK_ARG(v.dtype == DType::f32 || v.dtype == x.dtype, fn, arg, v.describe(),
                  std::string("dtype must be f32 or x's dtype ") + dtype_name(x.dtype));
   check_vector(fn, arg, v, x.cols(), x);
+}
+
+// Every output against every input and the other outputs: an output that
+// shares memory with an input would overwrite it while it is still read.
+using Named = std::pair<const char*, const TensorView*>;
+void check_no_overlap(const char* fn, std::initializer_list<Named> outs, std::initializer_list<Named> ins) {
+  for (auto o = outs.begin(); o != outs.end(); ++o) {
+    for (const Named& i : ins)
+      LLMK_CHECK_ARG(!views_overlap(*o->second, *i.second), fn, o->first, o->second->describe(),
+                     std::string("must not overlap the input '") + i.first + "'");
+    for (auto p = o + 1; p != outs.end(); ++p)
+      LLMK_CHECK_ARG(!views_overlap(*o->second, *p->second), fn, o->first, o->second->describe(),
+                     std::string("must not overlap the output '") + p->first + "'");
+  }
 }
 
 void check_eps(const char* fn, float eps) {
@@ -141,6 +157,7 @@ void layer_norm(const TensorView& x, const TensorView& weight, const TensorView&
   check_like_x(fn, "y", y, x);
   check_f32_vector(fn, "mean", mean, x.rows(), x);
   check_f32_vector(fn, "rstd", rstd, x.rows(), x);
+  check_no_overlap(fn, {{"y", &y}, {"mean", &mean}, {"rstd", &rstd}}, {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
   if (x.rows() == 0) return;
   const F32Param w(weight, stream), b(bias, stream);
   const norm::FwdArgs a{x.data, x.row_stride(), w.get(), b.get(), eps, y.data, y.row_stride(),
@@ -156,6 +173,7 @@ void rms_norm(const TensorView& x, const TensorView& weight, float eps, const Te
   check_eps(fn, eps);
   check_like_x(fn, "y", y, x);
   check_f32_vector(fn, "rstd", rstd, x.rows(), x);
+  check_no_overlap(fn, {{"y", &y}, {"rstd", &rstd}}, {{"x", &x}, {"weight", &weight}});
   if (x.rows() == 0) return;
   const F32Param w(weight, stream);
   const norm::FwdArgs a{x.data, x.row_stride(), w.get(), nullptr, eps, y.data, y.row_stride(),
@@ -175,6 +193,8 @@ void backward_common(const char* fn, bool rms, const TensorView& dy, const Tenso
   check_like_x(fn, "dx", dx, x);
   if (!dweight.empty()) check_f32_vector(fn, "dweight", dweight, x.cols(), x);
   if (!dbias.empty()) check_f32_vector(fn, "dbias", dbias, x.cols(), x);
+  check_no_overlap(fn, {{"dx", &dx}, {"dweight", &dweight}, {"dbias", &dbias}},
+                   {{"dy", &dy}, {"x", &x}, {"weight", &weight}, {"mean", &mean}, {"rstd", &rstd}});
   const F32Param w(weight, stream);
   const norm::BwdArgs a{dy.data, dy.row_stride(), x.data, x.row_stride(), w.get(), rms ? nullptr : mean.ptr<float>(),
                         rstd.ptr<float>(), dx.data, dx.row_stride(), x.rows(), x.cols(), false};

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "llmk/cpu_features.hpp"
@@ -42,6 +43,21 @@ void validate(const char* fn, const TensorView& logits, int64_t k, float tempera
                  "temperature", temperature, "must be > 0 and finite with log2(e)/T finite in f32 (greedy is k = 1)");
   LLMK_CHECK_ARG(logits.rows() == 0 || out.probs != nullptr, fn, "out.probs", out.probs, "must not be null");
   LLMK_CHECK_ARG(logits.rows() == 0 || out.indices != nullptr, fn, "out.indices", out.indices, "must not be null");
+  // No output may share memory with the logits (still being read) or with another output.
+  const int64_t b = logits.rows();
+  const Device d = logits.device;
+  const std::pair<const char*, TensorView> outs[] = {
+      {"out.probs", TensorView::vector(out.probs, DType::f32, b * k, d)},
+      {"out.indices", TensorView::vector(out.indices, DType::f32, b * k, d)},  // int32: 4 bytes, as f32
+      {"out.row_max", TensorView::vector(out.row_max, DType::f32, out.row_max ? b : 0, d)},
+      {"out.lse", TensorView::vector(out.lse, DType::f32, out.lse ? b : 0, d)}};
+  for (size_t i = 0; i < 4; ++i) {
+    LLMK_CHECK_ARG(!views_overlap(outs[i].second, logits), fn, outs[i].first, outs[i].second.describe(),
+                   "must not overlap the logits " + logits.describe());
+    for (size_t j = i + 1; j < 4; ++j)
+      LLMK_CHECK_ARG(!views_overlap(outs[i].second, outs[j].second), fn, outs[i].first, outs[i].second.describe(),
+                     std::string("must not overlap ") + outs[j].first);
+  }
 }
 
 void flush(CandBuf& b) {

@@ -527,4 +527,10 @@ TEST(Attention, BadArgumentsAreNamed) {
   odd.head_dim = 72;
   EXPECT_NE(msg([&] { attention_decode(q.data(), odd, f.pages.view(), 4, 0.1f, out.data()); }).find("kv.head_dim"),
             std::string::npos);
+  // out written over q (still being read): named, decode and prefill.
+  EXPECT_NE(msg([&] { attention_decode(q.data(), L, f.pages.view(), 4, 0.1f, q.data() + 64); }).find("must not overlap q"),
+            std::string::npos);
+  const int64_t qo2[] = {0, 1, 2};
+  EXPECT_NE(msg([&] { attention_prefill(q.data(), qo2, L, f.pages.view(), 4, 0.1f, q.data()); }).find("must not overlap q"),
+            std::string::npos);
 }

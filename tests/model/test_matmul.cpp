@@ -255,6 +255,16 @@ TEST(Matmul, BadArgumentsNameThemselves) {
     EXPECT_NE(std::string(e.what()).find("row_bytes"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_wtype("q5_0"), InvalidArgument);
+  // y written over x or W (still being read): named; y right after x: fine.
+  for (auto [yp, what] : {std::pair<float*, const char*>{x.data() + 8, "must not overlap x"},
+                          std::pair<float*, const char*>{reinterpret_cast<float*>(wb.data()) + 20, "must not overlap w.data"}})
+    try {
+      matmul(x.data(), 16, small, yp, 2, 1);
+      ADD_FAILURE() << what;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  EXPECT_NO_THROW(matmul(x.data(), 16, small, x.data() + 16, 2, 1));
 }
 
 }  // namespace

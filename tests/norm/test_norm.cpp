@@ -339,5 +339,35 @@ TEST(Norm, BadArgumentsNameTheArgumentAndValue) {
         {"'x'", "built without CUDA"});
 }
 
+// An output may not share memory with an input (it would overwrite a row
+// still being read) nor with another output; adjacent ranges are fine.
+TEST(Norm, OutputsMustNotOverlapInputsOrEachOther) {
+  const int64_t N = 2, D = 8;
+  std::vector<float> x(64), y(32), mean(4), rstd(8), w(8), dw(8), db(8);
+  test::fill_normal(x.data(), x.size(), 3);
+  const auto X = TensorView::matrix(x.data(), DType::f32, N, D), Y = TensorView::matrix(y.data(), DType::f32, N, D);
+  const auto M = TensorView::vector(mean.data(), DType::f32, N), R = TensorView::vector(rstd.data(), DType::f32, N);
+  const auto W = TensorView::vector(w.data(), DType::f32, D);
+  expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, X, M, R); }, {"llmk::layer_norm", "'y'", "must not overlap the input 'x'"});
+  expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, TensorView::matrix(x.data() + 9, DType::f32, N, D), M, R); },
+                 {"'y'", "must not overlap the input 'x'"});
+  expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, Y, M, M); }, {"'mean'", "must not overlap the output 'rstd'"});
+  expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, Y, M, TensorView::vector(w.data() + 6, DType::f32, N)); },
+                 {"'rstd'", "must not overlap the input 'weight'"});
+  expect_invalid([&] { rms_norm(X, W, 1e-5f, Y, TensorView::vector(x.data() + 15, DType::f32, N)); },
+                 {"llmk::rms_norm", "'rstd'", "must not overlap the input 'x'"});
+  layer_norm(X, W, {}, 1e-5f, Y, M, R);
+  expect_invalid([&] { layer_norm_backward(Y, X, W, M, R, Y, {}, {}); }, {"'dx'", "must not overlap the input 'dy'"});
+  expect_invalid(
+      [&] { layer_norm_backward(Y, X, W, M, R, TensorView::matrix(x.data() + 32, DType::f32, N, D), TensorView::vector(dw.data(), DType::f32, D), TensorView::vector(dw.data(), DType::f32, D)); },
+      {"'dweight'", "must not overlap the output 'dbias'"});
+  expect_invalid([&] { rms_norm_backward(Y, X, W, R, TensorView::matrix(x.data() + 32, DType::f32, N, D), TensorView::vector(rstd.data(), DType::f32, D)); },
+                 {"'dweight'", "must not overlap the input 'rstd'"});
+  // Adjacent, not overlapping: y right after x's last element.
+  layer_norm(X, W, {}, 1e-5f, TensorView::matrix(x.data() + 16, DType::f32, N, D), M, R);
+  layer_norm_backward(Y, X, W, M, R, TensorView::matrix(x.data() + 32, DType::f32, N, D),
+                      TensorView::vector(dw.data(), DType::f32, D), TensorView::vector(db.data(), DType::f32, D));
+}
+
 }  // namespace
 }  // namespace llmk::test

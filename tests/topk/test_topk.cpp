@@ -404,6 +404,17 @@ TEST(SoftmaxTopk, BadArguments) {
             std::string::npos);
   EXPECT_NE(msg([&] { softmax_topk_ref(view, 0, 1.0f, out); }).find("softmax_topk_ref"), std::string::npos);
   EXPECT_NE(msg([&] { softmax_topk_naive(view, 2, -1.0f, out); }).find("softmax_topk_naive"), std::string::npos);
+  // Outputs may not share memory with the logits or with each other.
+  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {x.data() + 16, i.data(), nullptr, nullptr}); })
+                .find("'out.probs'"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {p.data(), i.data(), p.data() + 3, nullptr}); })
+                .find("must not overlap out.row_max"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {p.data(), i.data(), m.data(), m.data() + 1}); })
+                .find("'out.row_max'"),
+            std::string::npos);
+  softmax_topk(view, 2, 1.0f, {p.data(), i.data(), p.data() + 4, nullptr});  // adjacent: fine
   // Null row_max / lse are allowed.
   softmax_topk(view, 2, 1.0f, {p.data(), i.data(), nullptr, nullptr});
   EXPECT_EQ(i[0], 0);
