@@ -105,3 +105,13 @@ def test_out_of_memory_says_so(model):
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
     p = run("generate", "--model", model, "-n", "1", "--kv-tokens", "100000000", "hi", preexec_fn=limit)
     assert p.returncode == 3 and p.stderr.startswith("error: out of memory"), p.stderr  # was "error: std::bad_alloc"
+
+
+def test_passing_a_rope_models_trained_context_warns(model):
+    # The fixture's llama has a trained context of n_ctx tokens; asking for more still runs
+    # (RoPE has no learned positions) but says so on stderr, naming the numbers.
+    p = run("generate", "--model", model, "-n", "300", "--kv-tokens", "512", "hi")  # n_ctx 256
+    assert p.returncode == 0, p.stderr
+    assert "passes the model's trained context (n_ctx = " in p.stderr, p.stderr
+    q = run("generate", "--model", model, "-n", "4", "hi")
+    assert q.returncode == 0 and "trained context" not in q.stderr, q.stderr

@@ -79,6 +79,15 @@ int run_generate(Args& args) {
     }
     std::fclose(f);
   }
+  // GPT-2 rejects positions past n_ctx (learned embeddings: Engine::submit);
+  // RoPE models run on, but past their trained context the output degrades.
+  const int64_t n_ctx = lm.model.config().n_ctx;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (lm.model.config().arch != Arch::gpt2 && n > n_ctx - int64_t(reqs[i].prompt.size()))
+      std::fprintf(stderr,
+                   "warning: prompt %zu (%zu tokens) + -n %lld passes the model's trained context (n_ctx = %lld); "
+                   "tokens past it may degrade\n",
+                   i, reqs[i].prompt.size(), static_cast<long long>(n), static_cast<long long>(n_ctx));
   Engine eng(lm.model, &lm.tok, ec);
   for (const auto& r : reqs) eng.submit(r);  // a copy: the JSON output reads reqs[i].prompt
   const bool stream = reqs.size() == 1 && !json;
