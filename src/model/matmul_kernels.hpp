@@ -30,6 +30,11 @@ struct Args {
 };
 using RowsFn = void (*)(const Args&, int64_t n0, int64_t n1);
 
+// Everything below but the entry points is defined in each translation unit
+// that includes this header (matmul.cpp, matmul_avx2.cpp, matmul_avx512.cpp),
+// each with its own ISA flags: the unnamed namespace keeps their copies apart
+// (docs/CONTRIBUTING.md, tests/core/check_isa_leaks.py).
+namespace {
 inline constexpr int kTile = 4;     // rows of x sharing a weight row
 inline constexpr int64_t kNChunk = 32;  // weight rows kept hot while the x tiles sweep them
 // Note: every row of x is summed in the same order whatever the tile size R, the
@@ -153,6 +158,8 @@ void rows(const Args& a, int64_t n0, int64_t n1) {
   }
 }
 #endif
+
+}  // namespace
 
 void rows_scalar(const Args& a, int64_t n0, int64_t n1);
 void rows_avx2(const Args& a, int64_t n0, int64_t n1);
