@@ -241,13 +241,7 @@ void penalize_cuda(const TensorView& logits, const SamplingParams* params, const
                  "must have the logits' shape " + logits.describe());
   LLMK_CHECK_ARG(rows == 0 || bad_rows != nullptr, fn, "bad_rows", bad_rows, "must not be null");
   if (rows == 0) return;
-  auto span = [](const TensorView& t) {
-    const auto* p = static_cast<const char*>(t.data);
-    return std::pair{p, p + ((t.rows() - 1) * t.row_stride() + t.cols()) * 4};
-  };
-  const auto [a0, a1] = span(logits);
-  const auto [b0, b1] = span(out);
-  LLMK_CHECK_ARG(a1 <= b0 || b1 <= a0, fn, "out", out.describe(), "must not overlap the logits");
+  LLMK_CHECK_ARG(!views_overlap(out, logits), fn, "out", out.describe(), "must not overlap the logits");
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   Workspace ws(size_t(rows) * sizeof(DevRow), s);
   upload_rows(params, rows, v, ws.at<DevRow>(0), s);
