@@ -14,6 +14,11 @@
 // runs under the same machine load; each round's first call is untimed.
 // The "read" rows (f32 only) time a plain read of the same K and V rows in the
 // kernel's order (read_rows): the memory system's own cost of the layout.
+// The "prefill1" rows (paged) time the same step through attention_prefill
+// with one query token a sequence, as the engine decodes (its rows do not
+// depend on the batch: llmk/attention.hpp); at batch 1 also "prefill1-1chunk",
+// the same with prefill_chunk = 2^30 (one chunk a row, one item a kv head: no
+// spreading of a long context over the threads).
 // Bytes counted: the K and V rows read, sum_b kv_len_b * Hkv * (k_row + v_row)
 // bytes (q and out, < 0.1% of it, are not counted). FLOPs counted: sum_b
 // kv_len_b * Hq * (4 * head_dim + 5): q.k and p.v are 2 * head_dim each per
@@ -213,6 +218,18 @@ int run(const Options& opt) {
         std::vector<std::function<void()>> fns;
         for (const Variant& v : vs)
           fns.push_back([&] { attention_decode(q.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data()); });
+        std::vector<int64_t> qo_one(static_cast<size_t>(B + 1));
+        std::iota(qo_one.begin(), qo_one.end(), 0);
+        AttentionOptions one_chunk;
+        one_chunk.prefill_chunk = int64_t(1) << 30;
+        for (const Variant& v : vs)
+          if (v.paged) {
+            fns.push_back([&] { attention_prefill(q.data(), qo_one.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data()); });
+            if (B == 1)
+              fns.push_back([&] {
+                attention_prefill(q.data(), qo_one.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data(), one_chunk);
+              });
+          }
         uint64_t sink = 0;  // the read rows, f32 only: the largest, most memory-bound layout
         for (const Variant& v : vs)
           if (v.t == KvType::f32) fns.push_back([&] { sink ^= read_rows(v.p, v.pt, m); });
@@ -226,7 +243,17 @@ int run(const Options& opt) {
           add_roofline_fields(r, m, v.t, ctx, B, bytes, ms[i]);
           rep.add(r);
         }
-        for (size_t i = vs.size(), j = 0; i < ms.size(); ++j)
+        size_t next = vs.size();
+        for (const Variant& v : vs)
+          if (v.paged) {
+            const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
+            for (const char* op : {"prefill1", "prefill1-1chunk"}) {
+              if (B != 1 && std::string(op) != "prefill1") continue;  // prefill1-1chunk: batch 1 only
+              rep.add({"attention", "paged", op, shape, kv_type_name(v.t), ms[next], double(bytes) / (ms[next] * 1e6), {}});
+              ++next;
+            }
+          }
+        for (size_t i = next, j = 0; i < ms.size(); ++j)
           if (vs[j].t == KvType::f32) {
             const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(KvType::f32, m.D);
             rep.add({"attention", vs[j].paged ? "paged" : "contiguous", "read", shape, "f32", ms[i],
@@ -240,6 +267,16 @@ int run(const Options& opt) {
   const double triad = stream_triad_gbps(threads, opt.quick ? (48u << 20) : (768u << 20));
   rep.add({"attention", "stream", "triad", std::to_string(threads) + " threads", "f64", 1.0, triad, {}});
   rep.ratios("paged", {"contiguous"});
+  // the engine's path (one-token prefill) against decode, paged, per shape and type
+  for (const Row& a : rep.rows())
+    if (a.impl == "paged" && (a.op == "prefill1" || a.op == "prefill1-1chunk"))
+      for (const Row& d : rep.rows())
+        if (d.impl == "paged" && d.op == "decode" && d.dtype == a.dtype && d.shape == a.shape) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "%-30s %-5s %s takes %.2fx decode", a.shape.c_str(), a.dtype.c_str(),
+                        a.op.c_str(), a.median_ms / d.median_ms);
+          rep.note(buf);
+        }
   // storage types against f32, paged, per shape
   for (const Row& a : rep.rows())
     if (a.impl == "paged" && a.op == "decode" && a.dtype != "f32")

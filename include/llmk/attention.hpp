@@ -25,13 +25,22 @@
 // llama.cpp's Q8 activations against a quantized cache) and the scores are
 // integer dot products times the two scales (+ the Q4_1 min term). This moves
 // a score by at most sum_g (amax_g/254) sum_{i in g} |k_i| (tests/attention
-// asserts the bound); f32 / f16 / bf16 K keep f32 queries. The
-// result of a query depends only on its own q and the cached rows it sees, not
-// on the batch around it (prefill never splits the context), so a prefill over
-// a cached prefix is bitwise equal to a cold prefill of the whole prompt.
+// asserts the bound); f32 / f16 / bf16 K keep f32 queries.
+// CPU prefill runs a row's context in fixed chunks of opt.prefill_chunk
+// positions ([c C, (c + 1) C), by absolute position) and folds the chunks'
+// log-sum-exp states in chunk order, so the result of a query depends only on
+// its own q, its position, the chunk size and the cached rows it sees, not on
+// the batch around it or on which thread ran which chunk: a prefill over a
+// cached prefix is bitwise equal to a cold prefill of the whole prompt, and a
+// one-token prefill (the engine's decode) to the same token's row in a
+// prompt. With fewer (sequence, kv-head, 8-token tile) items than 4 per
+// thread, a tile's chunks are spread over several threads (one long sequence
+// at batch 1 uses them all).
 // Decode splits the context (split-K, exact log-sum-exp merge) when there
 // are too few sequences (CPU) or sequences x kv-heads (CUDA) to occupy the
-// threads / SMs.
+// threads / SMs; the split count depends on the batch, so attention_decode
+// equals a one-token prefill bitwise only with one split and a context of at
+// most prefill_chunk.
 //
 // With kv.k_rotated (KvCacheConfig::k_rotate: K rows stored Hadamard-rotated,
 // llmk/kv_quant.hpp), q is rotated the same way into a scratch copy at entry,
@@ -40,7 +49,7 @@
 //
 // CPU (Device::cpu views): decode threads over (sequence, split), each item
 // walking the sequence's blocks once for all its kv heads; prefill threads over
-// (sequence, kv-head, query tile);
+// (sequence, kv-head, query tile, range of context chunks);
 // scalar / AVX2 / AVX-512 by llmk::simd_level(). CUDA (Device::cuda views,
 // all pointers on the device): decode, prefill (attention_prefill with
 // opt.num_tokens = qo_indptr[B] calls attention_prefill_cuda()), and
@@ -56,6 +65,7 @@ namespace llmk {
 
 struct AttentionOptions {
   int splits = 0;           // decode: context splits per sequence (CUDA: per (sequence, kv-head)); 0 = choose
+  int64_t prefill_chunk = 1024;  // CPU prefill: positions a context chunk (a multiple of 16); the rows' bits depend on it
   int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
   int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host reads no device table)
   Stream stream = nullptr;  // CUDA

@@ -1,9 +1,10 @@
 // attention_decode / attention_prefill: validation at the API boundary, work
-// items (decode: sequence and split, every kv head; prefill: sequence, kv head
-// and query tile), OpenMP over the items,
-// the exact log-sum-exp merge of decode splits, and the rotation of the
-// queries against a Hadamard-rotated K (a copy; llmk/kv_quant.hpp). The kernel
-// itself is attention_kernel.hpp, instantiated here for the scalar path.
+// items (decode: sequence and split, every kv head; prefill: sequence, kv head,
+// query tile and a range of its context chunks), OpenMP over the items, the
+// exact log-sum-exp merges (decode splits; prefill chunks, folded in order), and
+// the rotation of the queries against a Hadamard-rotated K (a copy;
+// llmk/kv_quant.hpp). The kernel itself is attention_kernel.hpp, instantiated
+// here for the scalar path.
 #include "llmk/attention.hpp"
 
 #include <algorithm>
@@ -94,54 +95,48 @@ AttendFn pick_attend() {
   }
 }
 
-// One item: sequence b, kv heads [h, h + nh), query tokens [t0, t0 + nq),
-// positions [k0, k1). Decode items hold every kv head of their sequence (the
-// kernel then reads each block as one run: attention_kernel.hpp); prefill
-// items one head each.
+// One decode item: sequence b's query (row t of q, at position pos), kv heads
+// [h, h + nh), positions [k0, k1). Decode items hold every kv head of their
+// sequence when a head's run of a block is short (the kernel then reads each
+// block as one run: attention_kernel.hpp), else one head.
 struct Work {
-  int64_t b, h, nh, t0, nq, pos0, k0, k1;
+  int64_t b, h, nh, t, pos, k0, k1;
 };
 
-// Runs every item; writes (m, l, acc) of item i, head h + j, row r to
-// part + ((i * nh + j) * R + r) * (D + 2), R = maxq * G rows a head (every item
-// has the same nh).
+// Runs every decode item; writes (m, l, acc) of item i, head h + j, row r to
+// part + ((i * nh + j) * G + r) * (D + 2) (every item has the same nh).
 void run_items(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale,
-               const std::vector<Work>& work, int64_t maxq, float* part) {
+               const std::vector<Work>& work, float* part) {
   if (work.empty()) return;
   const int64_t D = kv.head_dim, G = Hq / kv.n_kv_heads, NH = work[0].nh;
   const AttendFn fn = pick_attend();
 #pragma omp parallel num_threads(num_threads())
   {
-    const int64_t R = maxq * G;
-    const size_t nr = size_t(NH * R), nrd = size_t(NH * R * D), ns = size_t(attn::scratch_floats(D, int(R), int(NH)));
+    const size_t nr = size_t(NH * G), nrd = size_t(NH * G * D), ns = size_t(attn::scratch_floats(D, int(G), int(NH)));
     std::vector<float> qs(nrd), m(nr), l(nr), acc(nrd), scratch(ns);
-    std::vector<int64_t> limit(static_cast<size_t>(R));
+    std::vector<int64_t> limit(static_cast<size_t>(G));
 #pragma omp for schedule(static, 1)
     for (int64_t i = 0; i < int64_t(work.size()); ++i) {
       const Work& w = work[size_t(i)];
-      const int64_t rows = w.nq * G;  // a head; the item's arrays hold head j at j * rows (Item)
-      for (int64_t t = 0; t < w.nq; ++t)
-        for (int64_t g = 0; g < G; ++g) limit[size_t(t * G + g)] = w.pos0 + t;
+      std::fill(limit.begin(), limit.end(), w.pos);
       for (int64_t j = 0; j < NH; ++j)
-        for (int64_t t = 0; t < w.nq; ++t)
-          for (int64_t g = 0; g < G; ++g) {
-            const float* src = q + ((w.t0 + t) * Hq + (w.h + j) * G + g) * D;
-            float* dst = qs.data() + (j * rows + t * G + g) * D;
-            for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
-          }
-      std::fill(m.begin(), m.begin() + NH * rows, -INFINITY);
-      std::fill(l.begin(), l.begin() + NH * rows, 0.0f);
-      std::fill(acc.begin(), acc.begin() + NH * rows * D, 0.0f);
-      Item it{qs.data(), limit.data(), int(rows), w.k0, w.k1, p.indices + p.indptr[w.b], w.h, int(NH), m.data(),
+        for (int64_t g = 0; g < G; ++g) {
+          const float* src = q + (w.t * Hq + (w.h + j) * G + g) * D;
+          float* dst = qs.data() + (j * G + g) * D;
+          for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
+        }
+      std::fill(m.begin(), m.end(), -INFINITY);
+      std::fill(l.begin(), l.end(), 0.0f);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      Item it{qs.data(), limit.data(), int(G), w.k0, w.k1, p.indices + p.indptr[w.b], w.h, int(NH), m.data(),
               l.data(), acc.data()};
       fn(kv, it, scratch.data());
-      for (int64_t j = 0; j < NH; ++j)
-        for (int64_t r = 0; r < rows; ++r) {
-          float* o = part + ((i * NH + j) * R + r) * (D + 2);
-          o[0] = m[size_t(j * rows + r)];
-          o[1] = l[size_t(j * rows + r)];
-          std::copy(acc.begin() + (j * rows + r) * D, acc.begin() + (j * rows + r + 1) * D, o + 2);
-        }
+      for (int64_t r = 0; r < NH * G; ++r) {
+        float* o = part + (i * NH * G + r) * (D + 2);
+        o[0] = m[size_t(r)];
+        o[1] = l[size_t(r)];
+        std::copy(acc.begin() + r * D, acc.begin() + (r + 1) * D, o + 2);
+      }
     }
   }
 }
@@ -161,6 +156,148 @@ void merge(const float* part, int64_t ns, int64_t step, int64_t D, float* out) {
     for (int64_t d = 0; d < D; ++d) out[d] += w * p[2 + d];
   }
   for (int64_t d = 0; d < D; ++d) out[d] /= L;
+}
+
+// Prefill. A row at position pos sees [0, pos] in context chunks of C
+// positions, [c C, min((c + 1) C, pos + 1)) for c = 0 .. pos / C; each chunk is
+// run by the kernel from a fresh state and the chunks' (m, l, acc) are folded
+// into the row in chunk order (fold). A row's bits therefore depend on its q,
+// its position, C and the rows it sees, never on the batch, the tile it is in,
+// or which item or thread ran which chunk: a prompt prefilled cold, in pieces,
+// over a reused prefix, or one token at a time (the engine's decode) gives the
+// same rows. Chunks let one long sequence use every thread: when the tiles are
+// fewer than 4 per thread, a tile's chunks are dealt to several items whose
+// partial states are kept and folded afterwards (split); otherwise an item runs
+// all its tile's chunks and folds them as it goes.
+struct PrefillTile {
+  int64_t b, h, t0, nq, pos0, nc;  // sequence, kv head, q rows [t0, t0 + nq) at positions pos0 .., chunks
+};
+struct PrefillItem {
+  int64_t tile, c0, c1;  // chunks [c0, c1) of the tile
+  int64_t part;          // split: first float of its partial states (chunk c, row r at part + ((c - c0) * rows + r) * (D + 2))
+};
+
+// Folds one chunk's state (m, l, acc[D]) of a row into the row's running
+// (M, L, A[D]), which starts empty (L = 0): an empty chunk (l = 0) is skipped,
+// the first non-empty one copied, later ones rescaled to the larger max.
+// A row that saw only empty chunks keeps A = 0, L = 0 and ends as 0 / 0 = NaN.
+void fold(float& M, float& L, float* A, float m, float l, const float* acc, int64_t D) {
+  if (l == 0) return;
+  if (L == 0) {  // + 0: as attention_decode's merge of one split (-0 becomes +0)
+    M = m, L = l;
+    for (int64_t d = 0; d < D; ++d) A[d] = acc[d] + 0.0f;
+  } else if (m > M) {
+    const float a = std::exp(M - m);
+    L = L * a + l;
+    for (int64_t d = 0; d < D; ++d) A[d] = A[d] * a + acc[d];
+    M = m;
+  } else {
+    const float w = std::exp(m - M);
+    L += w * l;
+    for (int64_t d = 0; d < D; ++d) A[d] += w * acc[d];
+  }
+}
+
+void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale, int64_t C,
+                 const std::vector<PrefillTile>& tiles, float* out) {
+  if (tiles.empty()) return;
+  const int64_t D = kv.head_dim, G = Hq / kv.n_kv_heads, R = attn::kQTile * G;
+  const int64_t nthreads = num_threads();
+  // Split when the tiles are too few for the threads (B = 1 decode: one tile a
+  // kv head) and the partial states stay small (<= 64 MiB): each tile into
+  // `pieces` items, >= 4 items a thread and, where a few more pieces do it, a
+  // multiple of the thread count (3 kv heads on 2 threads: 12 items, not 9).
+  const int64_t nt = int64_t(tiles.size());
+  int64_t pieces = 1, split_floats = 0;
+  if (nthreads > 1 && nt < 4 * nthreads) {
+    pieces = (4 * nthreads + nt - 1) / nt;
+    for (int64_t p2 = pieces; p2 < pieces + nthreads; ++p2)
+      if (nt * p2 % nthreads == 0) {
+        pieces = p2;
+        break;
+      }
+    for (const PrefillTile& t : tiles) split_floats += t.nc * t.nq * G * (D + 2);
+    if (split_floats > (int64_t(16) << 20)) pieces = 1;
+  }
+  const bool split = pieces > 1;
+  std::vector<PrefillItem> items;
+  std::vector<int64_t> first(tiles.size()), per(tiles.size());  // a tile's first item, chunks an item
+  int64_t off = 0;
+  for (size_t t = 0; t < tiles.size(); ++t) {
+    const int64_t nc = tiles[t].nc, rows = tiles[t].nq * G;
+    per[t] = split ? (nc + std::min(pieces, nc) - 1) / std::min(pieces, nc) : nc;
+    first[t] = int64_t(items.size());
+    for (int64_t c0 = 0; c0 < nc; c0 += per[t]) {
+      const int64_t c1 = std::min(nc, c0 + per[t]);
+      items.push_back({int64_t(t), c0, c1, off});
+      if (split) off += (c1 - c0) * rows * (D + 2);
+    }
+  }
+  std::vector<float> part(static_cast<size_t>(off));
+  const AttendFn fn = pick_attend();
+#pragma omp parallel num_threads(int(std::min<int64_t>(nthreads, int64_t(items.size()))))
+  {
+    const size_t ns = size_t(attn::scratch_floats(D, int(R), 1));
+    const size_t nr = static_cast<size_t>(R), nrd = static_cast<size_t>(R * D);
+    std::vector<float> qs(nrd), m(nr), l(nr), acc(nrd), scratch(ns), M(nr), L(nr), A(nrd);
+    std::vector<int64_t> limit(static_cast<size_t>(R));
+#pragma omp for schedule(static, 1)
+    for (int64_t i = 0; i < int64_t(items.size()); ++i) {
+      const PrefillItem& it = items[size_t(i)];
+      const PrefillTile& w = tiles[size_t(it.tile)];
+      const int64_t rows = w.nq * G;
+      for (int64_t t = 0; t < w.nq; ++t)
+        for (int64_t g = 0; g < G; ++g) {
+          limit[size_t(t * G + g)] = w.pos0 + t;
+          const float* src = q + ((w.t0 + t) * Hq + w.h * G + g) * D;
+          float* dst = qs.data() + (t * G + g) * D;
+          for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
+        }
+      std::fill(L.begin(), L.begin() + rows, 0.0f);
+      for (int64_t c = it.c0; c < it.c1; ++c) {
+        // the chunk's rows: those at positions >= its start (a suffix of the tile)
+        const int64_t k0 = c * C, r0 = std::max<int64_t>(0, k0 - w.pos0) * G;
+        std::fill(m.begin() + r0, m.begin() + rows, -INFINITY);
+        std::fill(l.begin() + r0, l.begin() + rows, 0.0f);
+        std::fill(acc.begin() + r0 * D, acc.begin() + rows * D, 0.0f);
+        Item ki{qs.data() + r0 * D, limit.data() + r0, int(rows - r0), k0, std::min(k0 + C, w.pos0 + w.nq),
+                p.indices + p.indptr[w.b], w.h, 1, m.data() + r0, l.data() + r0, acc.data() + r0 * D};
+        fn(kv, ki, scratch.data());
+        for (int64_t r = r0; r < rows; ++r) {
+          if (split) {
+            float* o = part.data() + it.part + ((c - it.c0) * rows + r) * (D + 2);
+            o[0] = m[size_t(r)], o[1] = l[size_t(r)];
+            std::copy(acc.begin() + r * D, acc.begin() + (r + 1) * D, o + 2);
+          } else {
+            fold(M[size_t(r)], L[size_t(r)], A.data() + r * D, m[size_t(r)], l[size_t(r)], acc.data() + r * D, D);
+          }
+        }
+      }
+      if (!split)
+        for (int64_t r = 0; r < rows; ++r) {
+          float* o = out + ((w.t0 + r / G) * Hq + w.h * G + r % G) * D;
+          for (int64_t d = 0; d < D; ++d) o[d] = (L[size_t(r)] == 0 ? 0.0f : A[size_t(r * D + d)]) / L[size_t(r)];
+        }
+    }
+  }
+  if (!split) return;
+  // Each row folds its chunks 0 .. pos / C in order, from whichever items ran them.
+#pragma omp parallel for num_threads(int(nthreads)) schedule(static)
+  for (int64_t t = 0; t < int64_t(tiles.size()); ++t) {
+    const PrefillTile& w = tiles[size_t(t)];
+    const int64_t rows = w.nq * G;
+    std::vector<float> A(static_cast<size_t>(D));
+    for (int64_t r = 0; r < rows; ++r) {
+      float M = -INFINITY, L = 0;
+      for (int64_t c = 0; c <= (w.pos0 + r / G) / C; ++c) {
+        const PrefillItem& it = items[size_t(first[size_t(t)] + c / per[size_t(t)])];
+        const float* o = part.data() + it.part + ((c - it.c0) * rows + r) * (D + 2);
+        fold(M, L, A.data(), o[0], o[1], o + 2, D);
+      }
+      float* dst = out + ((w.t0 + r / G) * Hq + w.h * G + r % G) * D;
+      for (int64_t d = 0; d < D; ++d) dst[d] = (L == 0 ? 0.0f : A[size_t(d)]) / L;
+    }
+  }
 }
 
 int cpu_splits(int64_t work, int64_t max_len) {
@@ -223,10 +360,10 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
     const int64_t chunk = ((len + ns - 1) / ns + kTile - 1) / kTile * kTile;  // tile-aligned split length
     for (int64_t c = 0; c < HG; ++c)
       for (int64_t s = 0; s < ns; ++s)
-        work.push_back({b, c * nh, nh, b, 1, len - 1, std::min(len, s * chunk), std::min(len, (s + 1) * chunk)});
+        work.push_back({b, c * nh, nh, b, len - 1, std::min(len, s * chunk), std::min(len, (s + 1) * chunk)});
   }
   std::vector<float> part(work.size() * size_t(nh * G * (D + 2))), qrot;
-  run_items(rotated_queries(q, p.num_seqs * Hq, kv, qrot), kv, p, Hq, scale, work, 1, part.data());
+  run_items(rotated_queries(q, p.num_seqs * Hq, kv, qrot), kv, p, Hq, scale, work, part.data());
   // query head hq = h * G + g (h = c * nh + j) of sequence b, split s: part row
   // (((b * HG + c) * ns + s) * nh + j) * G + g; the splits of one head are nh * G rows apart
 #pragma omp parallel for num_threads(num_threads()) schedule(static)
@@ -254,8 +391,10 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
 #endif
   }
   LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
-  const int64_t H = kv.n_kv_heads, G = Hq / H, D = kv.head_dim;
-  std::vector<Work> work;
+  LLMK_CHECK_ARG(opt.prefill_chunk >= kTile && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % kTile == 0,
+                 fn, "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
+  const int64_t H = kv.n_kv_heads, D = kv.head_dim, C = opt.prefill_chunk;
+  std::vector<PrefillTile> tiles;
   for (int64_t b = 0; b < p.num_seqs; ++b) {
     const int64_t qo = qo_indptr[b + 1] - qo_indptr[b], len = kv_len_of(p, b, kv.block_tokens);
     LLMK_CHECK_ARG(qo >= 0 && qo <= len, fn, "qo_indptr[" + std::to_string(b + 1) + "]", qo_indptr[b + 1],
@@ -264,21 +403,13 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < qo; i += attn::kQTile) {
         const int64_t nq = std::min<int64_t>(attn::kQTile, qo - i), pos0 = len - qo + i;
-        work.push_back({b, h, 1, qo_indptr[b] + i, nq, pos0, 0, pos0 + nq});
+        tiles.push_back({b, h, qo_indptr[b] + i, nq, pos0, (pos0 + nq - 1) / C + 1});
       }
   }
-  const int64_t R = attn::kQTile * G, T = qo_indptr[p.num_seqs];
+  const int64_t T = qo_indptr[p.num_seqs];
   LLMK_CHECK_ARG(!ranges_overlap(out, T * Hq * D * 4, q, T * Hq * D * 4), fn, "out", out, "must not overlap q");
-  std::vector<float> part(work.size() * size_t(R * (D + 2))), qrot;
-  run_items(rotated_queries(q, qo_indptr[p.num_seqs] * Hq, kv, qrot), kv, p, Hq, scale, work, attn::kQTile,
-            part.data());
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
-  for (int64_t i = 0; i < int64_t(work.size()); ++i) {
-    const Work& w = work[size_t(i)];
-    for (int64_t j = 0; j < w.nq; ++j)
-      for (int64_t g = 0; g < G; ++g)
-        merge(part.data() + (i * R + j * G + g) * (D + 2), 1, 0, D, out + ((w.t0 + j) * Hq + w.h * G + g) * D);
-  }
+  std::vector<float> qrot;
+  run_prefill(rotated_queries(q, T * Hq, kv, qrot), kv, p, Hq, scale, C, tiles, out);
 }
 
 }  // namespace llmk

@@ -3,7 +3,8 @@
 // at once; attention is one KvStore::attend call per layer over the whole batch,
 // split by the store: DenseKv per (token, query head); the engine's PagedKv
 // through attention_prefill, whose CPU items are (sequence, kv head, tile of 8
-// query tokens), decode tokens included (src/attention/attention.cpp).
+// query tokens, context chunks), decode tokens included: a token's attention
+// does not depend on its batch (src/attention/attention.cpp).
 
 #include <algorithm>
 #include <cmath>

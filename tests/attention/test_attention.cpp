@@ -417,6 +417,118 @@ TEST(Attention, PrefixReuseIsBitwiseEqualToColdPrefill) {
   }
 }
 
+// Prefill in context chunks (AttentionOptions::prefill_chunk, here 32 so a
+// 150-token prompt has 5): a row's bits depend only on its q, its position and
+// the chunk size. The prompt prefilled cold (every tile runs and folds its own
+// chunks), one token at a time (3 tiles: with 2 or 3 threads their chunks are
+// dealt to several items and folded afterwards), in pieces of 10, and batched
+// with another sequence, under 1, 2 and 3 threads, gives the same rows
+// bitwise; the cold rows match the oracle; a chunk size changes the rows (it
+// is really used), and a bad one is refused naming it.
+TEST(Attention, PrefillChunksFoldToTheSameRowsWhoeverRunsThem) {
+  for (KvType t : {KvType::f32, KvType::int8}) {
+    SCOPED_TRACE(kv_type_name(t));
+    const int64_t Hq = 9, Hkv = 3, D = 64, n = 150, other = 5;
+    const float scale = 0.125f;
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_type = cfg.v_type = t;
+    cfg.budget_bytes = 64 * kv_block_bytes(cfg);
+    KvCache c(cfg);
+    std::vector<float> k(static_cast<size_t>(n * Hkv * D)), v(k.size()), q(static_cast<size_t>(n * Hq * D));
+    test::fill_normal(k.data(), k.size(), 21);
+    test::fill_normal(v.data(), v.size(), 22);
+    test::fill_normal(q.data(), q.size(), 23);
+    AttentionOptions opt;
+    opt.prefill_chunk = 32;
+    auto append = [&](int64_t seq, int64_t from, int64_t to) {
+      std::vector<int64_t> slots;
+      ASSERT_EQ(c.append(seq, std::vector<int32_t>(size_t(to - from), 7), &slots), KvStatus::ok);
+      c.write(0, slots, k.data() + from * Hkv * D, v.data() + from * Hkv * D);
+    };
+    // rows [from, to) of seq, whose cache holds tokens [0, to)
+    auto prefill = [&](int64_t seq, int64_t from, int64_t to, const AttentionOptions& o) {
+      const int64_t ids[] = {seq}, qo[] = {0, to - from};
+      const PageTable pt = c.page_table(ids);
+      test::Guarded<float> out(static_cast<size_t>((to - from) * Hq * D));
+      attention_prefill(q.data() + from * Hq * D, qo, c.layer(0), pt.view(), Hq, scale, out.data(), o);
+      EXPECT_TRUE(out.guard_intact());
+      return std::vector<float>(out.data(), out.data() + (to - from) * Hq * D);
+    };
+    const int64_t a = c.add_sequence();
+    append(a, 0, n);
+    std::vector<float> cold;
+    for (int threads : {1, 2, 3}) {
+      ThreadCount tc(threads);
+      const auto rows = prefill(a, 0, n, opt);
+      if (cold.empty()) cold = rows;
+      ASSERT_EQ(0, std::memcmp(cold.data(), rows.data(), cold.size() * 4)) << "cold, threads " << threads;
+    }
+    // against the oracle (int8 K: with the queries quantized as the kernel does)
+    const auto qk = kv_type_quantized(t) ? test::quantized_queries(q.data(), n * Hq, D, scale) : q;
+    std::vector<float> kd(k.size()), vd(v.size());
+    for (int64_t r = 0; r < n * Hkv; ++r) {  // the rows as stored
+      std::vector<uint8_t> row(static_cast<size_t>(kv_row_bytes(t, D)));
+      kv_quantize_row(t, k.data() + r * D, D, row.data());
+      kv_dequantize_row(t, row.data(), D, kd.data() + r * D);
+      kv_quantize_row(t, v.data() + r * D, D, row.data());
+      kv_dequantize_row(t, row.data(), D, vd.data() + r * D);
+    }
+    std::vector<double> want(cold.size());
+    const int64_t qo_all[] = {0, n}, kv_all[] = {0, n};
+    attention_reference(qk.data(), qo_all, kd.data(), vd.data(), kv_all, 1, Hq, Hkv, D, scale, want.data());
+    ASSERT_TRUE(test::all_close(cold.data(), want.data(), cold.size(), kTol, kTol, "cold vs oracle"));
+    {
+      AttentionOptions whole;  // the default chunk (1024) covers the prompt: other rounding, same values
+      const auto rows = prefill(a, 0, n, whole);
+      EXPECT_NE(0, std::memcmp(cold.data(), rows.data(), cold.size() * 4)) << "prefill_chunk had no effect";
+      ASSERT_TRUE(test::all_close(rows.data(), want.data(), rows.size(), kTol, kTol, "one chunk vs oracle"));
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadCount tc(threads);
+      const int64_t s = c.add_sequence();
+      for (int64_t i = 0; i < n; ++i) {  // one token at a time, as the engine decodes
+        append(s, i, i + 1);
+        const auto row = prefill(s, i, i + 1, opt);
+        ASSERT_EQ(0, std::memcmp(cold.data() + i * Hq * D, row.data(), row.size() * 4))
+            << "token " << i << ", threads " << threads;
+      }
+      c.free_sequence(s);
+      const int64_t p = c.add_sequence();
+      for (int64_t i = 0; i < n; i += 10) {  // in pieces of 10
+        append(p, i, std::min(n, i + 10));
+        const auto rows = prefill(p, i, std::min(n, i + 10), opt);
+        ASSERT_EQ(0, std::memcmp(cold.data() + i * Hq * D, rows.data(), rows.size() * 4))
+            << "piece at " << i << ", threads " << threads;
+      }
+      c.free_sequence(p);
+    }
+    // batched: the last 3 rows of the prompt next to another sequence's 5-token prompt
+    const int64_t b = c.add_sequence(), o = c.add_sequence();
+    append(b, 0, n);
+    append(o, 0, other);
+    std::vector<float> qb(static_cast<size_t>((3 + other) * Hq * D));
+    std::copy(q.begin() + (n - 3) * Hq * D, q.begin() + n * Hq * D, qb.begin());
+    std::copy(q.begin(), q.begin() + other * Hq * D, qb.begin() + 3 * Hq * D);
+    const int64_t ids[] = {b, o}, qo[] = {0, 3, 3 + other};
+    const PageTable pt = c.page_table(ids);
+    std::vector<float> out(qb.size());
+    attention_prefill(qb.data(), qo, c.layer(0), pt.view(), Hq, scale, out.data(), opt);
+    EXPECT_EQ(0, std::memcmp(cold.data() + (n - 3) * Hq * D, out.data(), 3 * Hq * D * 4)) << "batched";
+    for (int64_t bad : {int64_t(0), int64_t(8), int64_t(40), (int64_t(1) << 30) + 16}) {
+      AttentionOptions o2;
+      o2.prefill_chunk = bad;
+      std::vector<float> sink(static_cast<size_t>(Hq * D));
+      try {
+        const int64_t one[] = {a}, qo1[] = {0, 1};
+        attention_prefill(q.data(), qo1, c.layer(0), c.page_table(one).view(), Hq, scale, sink.data(), o2);
+        ADD_FAILURE() << "prefill_chunk " << bad << " accepted";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("opt.prefill_chunk"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 // Quantized cache vs f32 cache on the same data, against the analytic bound:
 // with per-element errors ek (K) and ev (V) (kv_error_bound), every score moves
 // by at most delta = scale * max_t sum_i |q_i| ek_ti, so each probability by
