@@ -16,6 +16,11 @@
 #include "core/simd.hpp"
 
 namespace llmk::kvrot {
+// Everything here is defined in each translation unit that includes this
+// header (hadamard_avx2.cpp, hadamard_avx512.cpp), each compiled with its own
+// ISA flags, hence the unnamed namespace: each keeps its own copies, and only
+// the entry points fwht_rows_avx2 / fwht_rows_avx512 cross files.
+namespace {
 
 // Lane i of kSign[k] is -1 when bit 2^k of i is set: the stage-2^k signs.
 alignas(64) inline constexpr float kSign[4][16] = {
@@ -90,4 +95,5 @@ void fwht_rows(float* x, int64_t rows, int64_t dim, int64_t block, float c) {
   }
 }
 
+}  // namespace
 }  // namespace llmk::kvrot
