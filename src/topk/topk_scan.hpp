@@ -131,15 +131,23 @@ inline void add_cand(CandBuf& b, Cand x) {
 // A starting threshold from a sample (K > kInsertK, parts of >= kSampleMinPart
 // elements): kSampleRuns runs of kSampleRun contiguous elements spread over
 // the part (sample_run; S = 4096 elements, ~3% of a 128K row's bytes). The
-// guess is the r-th best of the runs' maxima, r = ceil(2 K S / n) + 2: about
-// twice the rank the part's K-th best has in the sample, so a few K elements
-// of the part lie above it, instead of a first chunk that is all candidates
-// and the ~K ln(n / K) a running threshold from -inf admits. (It is the
+// guess is the r-th best of the runs' maxima, r = ceil(1.3 K S / n) + 3: 1.3
+// times the rank the part's K-th best has in the sample, plus 3, so about
+// 1.3 K + 3 n / S elements of the part lie above it, instead of a first chunk
+// that is all candidates and the ~K ln(n / K) a running threshold from -inf
+// admits. (It is the
 // sample's r-th best when those lie in distinct runs, else lower: more
 // candidates, the same result; a vector max a vector and one selection of 64
-// cost less than inserting the sample's lanes into a sorted top r.) It is unsafe only when >= r runs hold one of the part's
-// top K each (for K = 50, V = 128256 in random order: Poisson mean 1.6
-// reaching 6, ~0.6% of rows); scan_typed then rescans. thr = -inf: no guess
+// cost less than inserting the sample's lanes into a sorted top r.) It is
+// unsafe only when >= r runs hold one of the part's top K each; for a row in
+// random order the count is at most Poisson with mean K S / n: for K = 50,
+// V = 128256 (mean 1.6, r = 6) ~0.6% of rows, and up to ~5% for the K and V
+// of the bench (K = 256, V = 151936: mean 6.9, r = 12); scan_typed then
+// rescans. A larger r admits fewer rescans but more candidates, each a slow
+// block of the scan: with r = ceil(2 K S / n) + 2 (before 2026-11-30), 64 rows
+// of V = 128256 on one thread took 8% longer at K = 256 and 2.1x at K = 1024
+// (which had no guess then: r = 68 > 64) in an interleaved scratch A/B.
+// thr = -inf: no guess
 // (a short part, r > kMaxSampleRank, or fewer than r runs with a logit > -inf).
 // An ascending part is always rescanned (its last run holds its top):
 // correct, twice the reads.
@@ -154,7 +162,7 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
   static_assert(kSampleRun % W == 0, "a sample run is whole vectors");
   const int64_t n = hi - lo, s = kSampleRuns * kSampleRun;
   if (n < kSampleMinPart) return {};
-  const int64_t r = (2 * k * s + n - 1) / n + 2;
+  const int64_t r = (13 * k * s + 10 * n - 1) / (10 * n) + 3;
   if (r > kMaxSampleRank) return {};
   // The runs are far apart, so the hardware prefetcher does not follow them:
   // run i + kSampleAhead is asked for while run i is read, so a few runs' DRAM

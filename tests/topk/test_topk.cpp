@@ -90,6 +90,14 @@ TEST(SoftmaxTopk, TiesAndDuplicates) {
       }
     }
   }
+  // +0 and -0 are equal logits: ties to the lower index, whichever sign it has
+  // (K = 8: a comparison sort; K = 150: the radix sort of finish_row).
+  std::vector<float> zeros(300, -1.0f);
+  for (int j = 0; j < 200; ++j) zeros[size_t(j)] = j % 3 ? 0.0f : -0.0f;
+  for (int64_t k : {8, 150}) {
+    const auto z = run_fused(TensorView::matrix(zeros.data(), DType::f32, 1, 300), k, 1.0f);
+    for (int j = 0; j < k; ++j) ASSERT_EQ(z.idx[size_t(j)], j) << "signed zeros, K " << k;
+  }
   // All equal: indices 0..K-1, each probability 1/V.
   std::vector<float> eq(100, 3.0f);
   const auto r = run_fused(TensorView::matrix(eq.data(), DType::f32, 1, 100), 5, 1.0f);
@@ -307,8 +315,8 @@ TEST(SoftmaxTopk, RunningMaxRises) {
 // P parts that 1 / 3 / 4 threads make of one row of 128256 (kMinPart 16384 in
 // topk.cpp); ties at the guess (a plateau with fewer than K logits above it);
 // finite logits only in the sample; NaN, +inf and -inf in the sample; an
-// ascending row. K = 17 .. 1024 (no guess where r > 64: K = 1024; 480 in 3 or
-// 4 parts; 256 in 4), and K = V.
+// ascending row. K = 17 .. 1024 (no guess where r > 64: K = 1024 in 3 or 4
+// parts, 480 in 4), and K = V.
 // Every row is run alone under every thread count, so each also meets the
 // other splits, whose guesses may be safe.
 TEST(SoftmaxTopk, SampledThresholdRescan) {
