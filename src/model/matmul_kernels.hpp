@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "llmk/matmul.hpp"
 #include "model/quant_blocks.hpp"
@@ -84,11 +85,11 @@ inline void float_tile(const Args& a, int64_t m0, int64_t n) {
   }
 }
 
-// 32 unsigned nibbles of a Q4 block: bytes 0..15 the low nibbles, 16..31 the high.
+// 32 unsigned nibbles of a Q4 block: bytes 0..15 the low nibbles, 16..31 the high
+// (the 16 bytes in both halves, the high half shifted by 4: 3 instructions).
 inline __m256i unpack_q4(const uint8_t* qs) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
 }
 // sum_j u[j] * s[j] over 32 bytes, u unsigned <= 127 in magnitude terms, s signed, as 8 int32 partial sums.
 inline __m256i dot_us(__m256i u, __m256i s) {
@@ -98,30 +99,45 @@ inline __m256i dot_us(__m256i u, __m256i s) {
 template <int R, class B>
 inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
   constexpr int U = 2;  // alternate two accumulators across blocks, for every R (see the note above sweep)
+  constexpr bool kQ8 = std::is_same_v<B, BlockQ8_0>, kQ41 = std::is_same_v<B, BlockQ4_1>;
   const int64_t nb = a.w.cols / kQBlock;
   const B* wb = reinterpret_cast<const B*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
   const ActQ8* xq = a.xq + m0 * nb;
   __m256 acc[R][U];
-  float bias[R] = {};
-  for (int r = 0; r < R; ++r)
+  __m128 mterm[R];  // Q4_1: lane 1 sums m_w * s_x over the blocks (lane 0 is unused)
+  float bias[R] = {};  // Q4_0: -8 d_w s_x summed
+  for (int r = 0; r < R; ++r) {
     for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
+    mterm[r] = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    const float dw = _cvtsh_ss(wb[b].d);  // F16C, not the portable bit-twiddling conversion
+    // The block's f16 scales as f32 lanes in one conversion (F16C): [d_w, m_w, 0, 0]
+    // for Q4_1 (d and m are adjacent), [d_w, 0, 0, 0] otherwise.
+    uint32_t bits = wb[b].d;
+    if constexpr (kQ41) std::memcpy(&bits, &wb[b].d, 4);
+    const __m128 ws = _mm_cvtph_ps(_mm_cvtsi32_si128(int(bits)));
     __m256i wv;
-    if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    if constexpr (kQ8) {
       wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs));
     } else {
       wv = unpack_q4(wb[b].qs);
     }
-    const __m256i wabs = std::is_same_v<B, BlockQ8_0> ? _mm256_sign_epi8(wv, wv) : wv;
+    const __m256i wabs = kQ8 ? _mm256_sign_epi8(wv, wv) : wv;
     for (int r = 0; r < R; ++r) {
       const ActQ8& xa = xq[r * nb + b];
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.qs));
-      if constexpr (std::is_same_v<B, BlockQ8_0>) xv = _mm256_sign_epi8(xv, wv);  // move w's sign onto x
+      if constexpr (kQ8) xv = _mm256_sign_epi8(xv, wv);  // move w's sign onto x
       const __m256 d = _mm256_cvtepi32_ps(dot_us(wabs, xv));
-      acc[r][b % U] = _mm256_fmadd_ps(d, _mm256_set1_ps(dw * xa.d), acc[r][b % U]);
-      if constexpr (std::is_same_v<B, BlockQ4_0>) bias[r] -= 8.0f * dw * xa.s;
-      if constexpr (std::is_same_v<B, BlockQ4_1>) bias[r] += _cvtsh_ss(wb[b].m) * xa.s;
+      if constexpr (kQ41) {
+        // [d_w d_x, m_w s_x, 0, 0] in one multiply: x's d and s are adjacent too
+        const __m128 p = _mm_mul_ps(ws, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&xa.d))));
+        acc[r][b % U] = _mm256_fmadd_ps(d, _mm256_broadcastss_ps(p), acc[r][b % U]);
+        mterm[r] = _mm_add_ps(mterm[r], p);
+      } else {
+        const float dw = _mm_cvtss_f32(ws);
+        acc[r][b % U] = _mm256_fmadd_ps(d, _mm256_set1_ps(dw * xa.d), acc[r][b % U]);
+        if constexpr (std::is_same_v<B, BlockQ4_0>) bias[r] -= 8.0f * dw * xa.s;
+      }
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -129,6 +145,7 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r][0]), _mm256_extractf128_ps(acc[r][0], 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    if constexpr (kQ41) bias[r] = _mm_cvtss_f32(_mm_movehdup_ps(mterm[r]));
     a.y[(m0 + r) * a.ldy + n] = _mm_cvtss_f32(s) + bias[r];
   }
 }
