@@ -70,35 +70,6 @@ void check(const char* fn, const float* x, int64_t ldx, const WeightView& w, con
   LLMK_CHECK_ARG(!ranges_overlap(y, ybytes, w.data, w.rows * w.row_bytes), fn, "y", y, "must not overlap w.data");
 }
 
-// x[j] ~= qs[j] * d: q = round-half-even(x * 127 / amax), and like llama.cpp's
-// q8_0/q8_1 activations the scale d = amax / 127 and s = d * sum(qs) are kept
-// rounded to f16 (so llmk and llama.cpp round the same way on the same input).
-// A block holding a NaN or an infinity gets d = s = NaN and quants 0, so the
-// products with it are NaN, as in the f32 path (not an undefined conversion of
-// NaN to int that would drop it).
-void quantize_act(const float* x, int64_t nb, ActQ8* out) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* xb = x + b * kQBlock;
-    float amax = 0;
-    bool finite = true;
-    for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(xb[j])), finite &= std::isfinite(xb[j]);
-    if (!finite) {
-      std::fill(out[b].qs, out[b].qs + kQBlock, int8_t(0));
-      out[b].d = out[b].s = std::numeric_limits<float>::quiet_NaN();
-      continue;
-    }
-    const float d = amax / 127.0f, id = d > 0 ? 127.0f / amax : 0.0f;
-    int sum = 0;
-    for (int j = 0; j < kQBlock; ++j) {
-      const int q = int(std::nearbyint(xb[j] * id));
-      out[b].qs[j] = int8_t(q);
-      sum += q;
-    }
-    out[b].d = f16_bits_to_f32(f32_to_f16_bits(d));
-    out[b].s = f16_bits_to_f32(f32_to_f16_bits(d * float(sum)));
-  }
-}
-
 template <class B>
 float quant_dot(const B* wb, const ActQ8* xq, int64_t nb) {
   float acc = 0;
@@ -128,6 +99,36 @@ float float_dot(const T* w, const float* x, int64_t k) {
 }  // namespace
 
 namespace mm {
+// x[j] ~= qs[j] * d: q = round-half-even(x * 127 / amax), and like llama.cpp's
+// q8_0/q8_1 activations the scale d = amax / 127 and s = d * sum(qs) are kept
+// rounded to f16 (so llmk and llama.cpp round the same way on the same input).
+// A block holding a NaN or an infinity gets d = s = NaN and quants 0, so the
+// products with it are NaN, as in the f32 path (not an undefined conversion of
+// NaN to int that would drop it).
+void quantize_act_scalar(const float* x, int64_t nb, ActQ8* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQBlock;
+    float amax = 0;
+    bool finite = true;
+    for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(xb[j])), finite &= std::isfinite(xb[j]);
+    if (!finite) {
+      std::fill(out[b].qs, out[b].qs + kQBlock, int8_t(0));
+      out[b].d = out[b].s = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    const float d = amax / 127.0f, r = d > 0 ? 127.0f / amax : 0.0f;
+    const float id = std::isfinite(r) ? r : 0.0f;  // amax < 127 / FLT_MAX: x * inf would not convert
+    int sum = 0;
+    for (int j = 0; j < kQBlock; ++j) {
+      const int q = int(std::nearbyint(xb[j] * id));
+      out[b].qs[j] = int8_t(q);
+      sum += q;
+    }
+    out[b].d = f16_bits_to_f32(f32_to_f16_bits(d));
+    out[b].s = f16_bits_to_f32(f32_to_f16_bits(d * float(sum)));
+  }
+}
+
 void rows_scalar(const Args& a, int64_t n0, int64_t n1) {
   const int64_t nb = a.w.cols / kQBlock;
   sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) {
@@ -159,8 +160,9 @@ void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t 
   if (quant) {
     xq.resize(size_t(M * nb));
     ActQ8* q = xq.data();
+    const auto quantize = simd_level() >= SimdLevel::avx2 ? mm::quantize_act_avx2 : mm::quantize_act_scalar;
 #pragma omp parallel for num_threads(threads) schedule(static) if (M * w.cols >= (1 << 16))
-    for (int64_t m = 0; m < M; ++m) quantize_act(x + m * ldx, nb, q + m * nb);
+    for (int64_t m = 0; m < M; ++m) quantize(x + m * ldx, nb, q + m * nb);
   }
   const mm::Args a{x, ldx, quant ? xq.data() : nullptr, w, y, ldy, M};
   mm::RowsFn fn = mm::rows_scalar;

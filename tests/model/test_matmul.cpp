@@ -19,10 +19,12 @@
 // quantization of x (same rule) with W, within the rounding bound alone.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
 
+#include "llmk/cpu_features.hpp"
 #include "llmk/matmul.hpp"
 #include "llmk/parallel.hpp"
 #include "model/quant_blocks.hpp"
@@ -234,6 +236,50 @@ TEST(Matmul, NonFiniteInputReachesOnlyItsRow) {
             else EXPECT_EQ(y0[i], y1[i]) << wtype_name(t) << " " << simd_name(level) << " row " << m;
           }
       }
+}
+
+// The AVX2 activation quantizer writes the scalar one's bytes (model/quant_blocks.hpp):
+// 31 / 32 / 33 blocks (992 / 1024 / 1056 values) of normal values at magnitudes
+// from 1e-30 to 1e30, exact rounding ties (x * 127 / amax = k + 0.5), zeros and
+// -0, subnormals, an amax so small that 127 / amax is infinite, and blocks with a
+// NaN, +inf or -inf; a sentinel block after the output must stay untouched.
+TEST(Matmul, ActivationQuantizerAvx2WritesTheScalarBytes) {
+  if (simd_level() < SimdLevel::avx2) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
+  for (int64_t nb : {31, 32, 33}) {
+    std::vector<float> x(static_cast<size_t>(nb * kQBlock));
+    test::fill_normal(x.data(), x.size(), uint64_t(nb));
+    std::mt19937 g{static_cast<uint32_t>(nb)};
+    for (int64_t b = 0; b < nb; ++b) {
+      float* xb = x.data() + b * kQBlock;
+      const float mag = std::pow(10.0f, float(int(g() % 61) - 30));
+      for (int j = 0; j < kQBlock; ++j) xb[j] *= mag;
+      switch (b % 10) {
+        case 1:  // amax 127: id = 1, and every value a tie k + 0.5 or an integer
+          for (int j = 0; j < kQBlock; ++j) xb[j] = float(int(j % 9) - 4) + (j % 2 ? 0.5f : 0.0f);
+          xb[5] = -127.0f;
+          break;
+        case 2: std::fill(xb, xb + kQBlock, 0.0f); xb[3] = -0.0f; break;
+        case 3: for (int j = 0; j < kQBlock; ++j) xb[j] = float(j - 16) * 1e-40f; break;  // subnormals
+        case 4: std::fill(xb, xb + kQBlock, 0.0f); xb[7] = 1e-45f; break;                 // 127 / amax = inf
+        case 5: xb[int(g() % 32)] = NAN; break;
+        case 6: xb[int(g() % 32)] = INFINITY; break;
+        case 7: xb[int(g() % 32)] = -INFINITY; break;
+        default: break;
+      }
+    }
+    std::vector<ActQ8> a(static_cast<size_t>(nb + 1)), c(a.size());
+    std::memset(a.data(), 0xab, a.size() * sizeof(ActQ8));
+    std::memset(c.data(), 0xab, c.size() * sizeof(ActQ8));
+    mm::quantize_act_scalar(x.data(), nb, a.data());
+    mm::quantize_act_avx2(x.data(), nb, c.data());
+    for (int64_t b = 0; b < nb; ++b)
+      ASSERT_EQ(0, std::memcmp(&a[size_t(b)], &c[size_t(b)], sizeof(ActQ8))) << "block " << b << " of " << nb;
+    const std::vector<uint8_t> sentinel(sizeof(ActQ8), 0xab);
+    EXPECT_EQ(0, std::memcmp(&a[size_t(nb)], sentinel.data(), sizeof(ActQ8)));
+    EXPECT_EQ(0, std::memcmp(&c[size_t(nb)], sentinel.data(), sizeof(ActQ8)));
+    EXPECT_TRUE(std::isnan(a[5].d) && std::isnan(c[6].s)) << "non-finite blocks";
+    EXPECT_EQ(a[1].d, f16_bits_to_f32(f32_to_f16_bits(1.0f))) << "amax 127";
+  }
 }
 
 TEST(Matmul, BadArgumentsNameThemselves) {
