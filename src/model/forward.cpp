@@ -17,12 +17,22 @@
 namespace llmk {
 namespace {
 
-// Rotates adjacent pairs (2i, 2i+1) of the first rope_dim values of each head
-// by pos * base^(-2i / rope_dim) (llama-arch GGUF's permuted Q/K).
-void rope_row(float* x, int64_t heads, int64_t dh, int64_t rope_dim, float base, int64_t pos) {
+// The rotation of position pos: cs[2i], cs[2i+1] = cos, sin of
+// pos * base^(-2i / rope_dim) for i < rope_dim / 2, in double, rounded to f32
+// (computed once a token and used by every layer's q and k).
+void rope_table(int64_t rope_dim, float base, int64_t pos, float* cs) {
   for (int64_t i = 0; i < rope_dim / 2; ++i) {
     const double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(rope_dim));
-    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    cs[2 * i] = float(std::cos(theta));
+    cs[2 * i + 1] = float(std::sin(theta));
+  }
+}
+
+// Rotates adjacent pairs (2i, 2i+1) of the first rope_dim values of each head
+// by the angles of cs (rope_table; llama-arch GGUF's permuted Q/K).
+void rope_row(float* x, int64_t heads, int64_t dh, int64_t rope_dim, const float* cs) {
+  for (int64_t i = 0; i < rope_dim / 2; ++i) {
+    const float c = cs[2 * i], s = cs[2 * i + 1];
     for (int64_t h = 0; h < heads; ++h) {
       float* p = x + h * dh + 2 * i;
       const float a = p[0], b = p[1];
@@ -98,6 +108,13 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     }
   }
 
+  std::vector<float>& rope = s.rope;  // [T, rope_dim]: each token's rotation, for every layer
+  if (!gpt2) {
+    rope.resize(size_t(T * c.rope_dim));
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (int64_t t = 0; t < T; ++t) rope_table(c.rope_dim, c.rope_base, b.pos[t], rope.data() + t * c.rope_dim);
+  }
+
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = layers_[size_t(l)];
     normalize(gpt2, x, L.attn_norm, L.attn_norm_b, c.norm_eps, T, d, h, s.stats);
@@ -121,8 +138,8 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
       add_bias(v, dkv, L.bv, T, dkv);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
       for (int64_t t = 0; t < T; ++t) {
-        rope_row(q + t * dq, nh, dh, c.rope_dim, c.rope_base, b.pos[t]);
-        rope_row(k + t * dkv, nkv, dh, c.rope_dim, c.rope_base, b.pos[t]);
+        rope_row(q + t * dq, nh, dh, c.rope_dim, rope.data() + t * c.rope_dim);
+        rope_row(k + t * dkv, nkv, dh, c.rope_dim, rope.data() + t * c.rope_dim);
       }
     }
     float* att = s.att.data();
@@ -140,6 +157,8 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
       for (int64_t i = 0; i < T * ff; ++i) u[i] = gelu(u[i]);
     } else {
       matmul(h, d, L.w_gate, g, ff, T);
+      // SiLU(gate) * up, element by element (the same bits on any thread)
+#pragma omp parallel for num_threads(threads) schedule(static) if (T * ff >= 1024)
       for (int64_t i = 0; i < T * ff; ++i) u[i] *= g[i] / (1.0f + std::exp(-g[i]));
     }
     matmul(u, ff, L.w_down, h, d, T);
