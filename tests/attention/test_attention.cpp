@@ -240,7 +240,8 @@ TEST(Attention, DecodeItemsOfEveryHeadAndOfOneHeadAgree) {
 // type, split or not): the query heads of that kv head in sequence 1, from the
 // token's position on. Every other output is bitwise equal to a run without
 // the NaN, so a NaN never crosses into another sequence, head or earlier
-// position (a row that may not see a position must not even multiply its V by 0).
+// position (a row that may not see a position must not even multiply its V by 0);
+// prefill also in context chunks of 16, whose fold must not spread it either.
 TEST(Attention, NanInOneKvRowReachesOnlyTheRowsThatSeeIt) {
   for (bool in_v : {false, true}) {
   SCOPED_TRACE(in_v ? "NaN in V" : "NaN in K");
@@ -279,19 +280,24 @@ TEST(Attention, NanInOneKvRowReachesOnlyTheRowsThatSeeIt) {
             else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
           }
     }
+    for (int64_t chunk : {int64_t(1024), int64_t(16)}) {  // one context chunk, and chunks of 16 (folded)
+    AttentionOptions opt;
+    opt.prefill_chunk = chunk;
     std::vector<float> a(q.size()), c(q.size());
-    attention_prefill(q.data(), qo.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data());
-    attention_prefill(q.data(), qo.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data());
+    attention_prefill(q.data(), qo.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data(), opt);
+    attention_prefill(q.data(), qo.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data(), opt);
     for (int64_t r = 0; r < T; ++r) {
       const int64_t b = r < 30 ? 0 : r < 70 ? 1 : 2, pos = lens[size_t(b)] - (qo[size_t(b) + 1] - qo[size_t(b)]) + (r - qo[size_t(b)]);
       for (int64_t h = 0; h < s.Hq; ++h)
         for (int64_t d = 0; d < s.D; ++d) {
           const size_t i = size_t((r * s.Hq + h) * s.D + d);
           const std::string what = std::string(kv_type_name(t)) + " prefill row " + std::to_string(r) +
-                                   " pos " + std::to_string(pos) + " h=" + std::to_string(h);
+                                   " pos " + std::to_string(pos) + " h=" + std::to_string(h) +
+                                   " chunk " + std::to_string(chunk);
           if (nan_expected(b, h, pos, d)) ASSERT_TRUE(std::isnan(c[i])) << what;
           else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
         }
+    }
     }
   }
   }
