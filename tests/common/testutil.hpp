@@ -106,6 +106,16 @@ constexpr double eps_of() {
   return 2.220446049250313e-16;
 }
 
+// The message of the InvalidArgument that fn() throws, or "(no InvalidArgument)".
+inline std::string invalid_argument_message(auto&& fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(no InvalidArgument)";
+}
+
 inline std::vector<SimdLevel> simd_levels() {
   std::vector<SimdLevel> v;
   for (int l = 0; l <= static_cast<int>(detected_simd_level()); ++l) v.push_back(static_cast<SimdLevel>(l));

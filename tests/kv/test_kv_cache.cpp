@@ -3,7 +3,6 @@
 // compare), LRU eviction, out of blocks (all-or-nothing), stats and the
 // memory target (256 sequences of 1..4096 tokens hold <= 1.04x their bytes).
 #include <algorithm>
-#include <functional>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -288,30 +287,19 @@ TEST(KvCache, WriteThroughSlotsAndCopyOnWrite) {
   EXPECT_THROW(c.write(0, bad, k.data(), v.data()), InvalidArgument);
 }
 
-namespace {
-std::string invalid_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "(no InvalidArgument)";
-}
-}  // namespace
-
 // Shapes whose block size wraps int64 (to 0 here: a division by zero before),
 // and budgets of 2^31 blocks or more, are errors that name the arguments.
 TEST(KvCache, HugeShapesAndBudgetsAreNamed) {
   KvCacheConfig cfg;
   cfg.n_layers = int64_t(1) << 62, cfg.n_kv_heads = 4, cfg.budget_bytes = int64_t(1) << 62;
-  std::string m = invalid_message([&] { KvCache c(cfg); });
+  std::string m = test::invalid_argument_message([&] { KvCache c(cfg); });
   EXPECT_NE(m.find("'n_layers x n_kv_heads x block_tokens' = 4611686018427387904 x 4 x 16"), std::string::npos) << m;
   cfg.n_layers = int64_t(1) << 40, cfg.n_kv_heads = int64_t(1) << 40;
-  m = invalid_message([&] { KvCache c(cfg); });
+  m = test::invalid_argument_message([&] { KvCache c(cfg); });
   EXPECT_NE(m.find("overflow"), std::string::npos) << m;
   cfg = KvCacheConfig{};
   cfg.budget_bytes = INT64_MAX;
-  m = invalid_message([&] { KvCache c(cfg); });
+  m = test::invalid_argument_message([&] { KvCache c(cfg); });
   EXPECT_NE(m.find("'budget_bytes' = 9223372036854775807: must hold fewer than 2^31 blocks"), std::string::npos) << m;
 }
 
@@ -328,7 +316,7 @@ TEST(KvCache, WriteRejectsSlotsOfBlocksNoSequenceHolds) {
   std::vector<float> k(4 * 16, 1.0f);
   c.write(0, slots, k.data(), k.data());
   c.free_sequence(a);  // its full block stays cached
-  const std::string m = invalid_message([&] { c.write(0, slots, k.data(), k.data()); });
+  const std::string m = test::invalid_argument_message([&] { c.write(0, slots, k.data(), k.data()); });
   EXPECT_NE(m.find("'slot' = " + std::to_string(slots[0]) + ": must be in a block a live sequence holds"),
             std::string::npos) << m;
   const int64_t never[] = {7 * 4};  // a block never handed out
