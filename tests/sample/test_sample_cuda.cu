@@ -385,14 +385,7 @@ TEST(SampleCudaSanitize, BadArguments) {
   DeviceBatch d(b);
   DeviceGuarded<int32_t> tok(2);
   std::vector<SamplingParams> p(2);
-  auto err = [&](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "no error";
-  };
+  const auto err = [](auto&& fn) { return test::invalid_argument_message(fn); };
   const auto view = d.view(b);
   EXPECT_NE(err([&] { sample_cuda(view, p.data(), {}, 0, 0, nullptr); }).find("tokens"), std::string::npos);
   EXPECT_NE(err([&] { sample_cuda(view, nullptr, {}, 0, 0, tok.data()); }).find("params"), std::string::npos);

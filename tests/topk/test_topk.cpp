@@ -390,14 +390,7 @@ TEST(SoftmaxTopk, BadArguments) {
   std::vector<int32_t> i(20);
   const SoftmaxTopkOut out{p.data(), i.data(), m.data(), l.data()};
   const auto view = TensorView::matrix(x.data(), DType::f32, 2, 10);
-  auto msg = [&](auto fn) -> std::string {
-    try {
-      fn();
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "no error";
-  };
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
   EXPECT_NE(msg([&] { softmax_topk(view, 0, 1.0f, out); }).find("'k' = 0"), std::string::npos);
   EXPECT_NE(msg([&] { softmax_topk(view, 11, 1.0f, out); }).find("'k' = 11"), std::string::npos);
   EXPECT_NE(msg([&] { softmax_topk(view, -3, 1.0f, out); }).find("'k' = -3"), std::string::npos);
