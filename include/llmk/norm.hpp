@@ -21,8 +21,12 @@
 //    path picked by llmk::simd_level() on llmk::num_threads() threads; CUDA
 //    pointers (Device::cuda) run on `stream` (nullptr: the legacy default
 //    stream) and the call returns without synchronizing.
-//  - Results are deterministic: a CPU run depends only on the inputs, the SIMD
-//    level and the thread count; a CUDA run only on the inputs.
+//  - Results are deterministic (no atomics; every sum in a fixed order): a CPU
+//    run depends only on the inputs, the SIMD level and the thread count; a
+//    CUDA run on the inputs, their alignment and row strides (16-byte vector
+//    or scalar chunks) and, for dweight / dbias, the device's SM count and
+//    occupancy (the number of row groups summed): repeated on one GPU with
+//    the same layout, it gives the same bits.
 //  - Special values: NaN and Inf propagate as in torch (a row holding one gives
 //    NaN y and dx in that row). eps = 0 on a constant row gives rstd = +inf and
 //    y = NaN (0 * inf), again as torch does; with eps > 0 a constant row gives

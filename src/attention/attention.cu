@@ -310,9 +310,7 @@ __global__ void hadamard_rows_kernel(const float* x, float* y, int64_t rows, int
 template <int T, int E>
 cudaError_t launch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
   const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
-  if (smem > 48 * 1024)
-    LLMK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(decode_kernel<T, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   int(smem)));
+  LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_kernel<T, E>, smem));
   decode_kernel<T, E><<<grid, kWarps * 32, smem, s>>>(a);
   LLMK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   if (a.splits > 1) {

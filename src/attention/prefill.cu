@@ -214,9 +214,7 @@ cudaError_t launch(const PrefillArgs& a, dim3 grid, size_t smem, cudaStream_t s)
   if constexpr (RW * E > 64) {
     return cudaErrorInvalidConfiguration;  // never offered (compiled() is false)
   } else {
-    if (smem > 48 * 1024)
-      LLMK_CUDA_RETURN_IF_ERROR(
-          cudaFuncSetAttribute(prefill_kernel<E, RW>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(prefill_kernel<E, RW>, smem));
     prefill_kernel<E, RW><<<grid, kThreads, smem, s>>>(a);
     return cudaGetLastError();
   }

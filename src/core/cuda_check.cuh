@@ -12,6 +12,21 @@ namespace llmk::cuda {
 // Throws llmk::RuntimeError naming the call site when err != cudaSuccess.
 void throw_on_error(cudaError_t err, const char* what, const char* file, int line);
 
+// Lets `kernel` be launched with `dynamic_bytes` of dynamic shared memory on
+// the current device. Without an opt-in, static + dynamic shared memory of a
+// block may not exceed 48 KiB, so a kernel with S bytes of static shared
+// memory fails to launch (cudaErrorInvalidValue) from 48 KiB - S + 1 dynamic
+// bytes on, not only above 48 KiB. Once static + dynamic passes 48 KiB, the
+// kernel's limit is raised, once per (kernel, device), to the most it can use
+// (the device's opt-in maximum minus S): always the same value, so launches
+// from several host threads with different sizes never lower it under one
+// another. A size above that maximum is left to the launch, which fails.
+cudaError_t allow_dynamic_smem(const void* kernel, size_t dynamic_bytes);
+template <class K>
+cudaError_t allow_dynamic_smem(K* kernel, size_t dynamic_bytes) {
+  return allow_dynamic_smem(reinterpret_cast<const void*>(kernel), dynamic_bytes);
+}
+
 }  // namespace llmk::cuda
 
 #define LLMK_CUDA_CHECK(expr) ::llmk::cuda::throw_on_error((expr), #expr, __FILE__, __LINE__)

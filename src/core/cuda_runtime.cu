@@ -1,5 +1,7 @@
 // Host-side CUDA queries and error formatting (compiled only with CUDA).
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/cuda_check.cuh"
 #include "llmk/cuda.hpp"
@@ -32,6 +34,38 @@ void throw_on_error(cudaError_t err, const char* what, const char* file, int lin
   throw RuntimeError(std::string("llmk: CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
                      ") in " + what + " at " + file + ":" + std::to_string(line));
 }
+
+cudaError_t allow_dynamic_smem(const void* kernel, size_t dynamic_bytes) {
+  if (dynamic_bytes == 0) return cudaSuccess;
+  int dev = 0;
+  LLMK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  struct Entry {
+    const void* kernel;
+    int dev;
+    size_t static_bytes;
+    bool raised;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> seen;  // one per (kernel, device) launched with dynamic shared memory
+  const std::lock_guard<std::mutex> lock(mu);
+  Entry* e = nullptr;
+  for (Entry& x : seen)
+    if (x.kernel == kernel && x.dev == dev) e = &x;
+  if (!e) {
+    cudaFuncAttributes fa{};
+    LLMK_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&fa, kernel));
+    seen.push_back({kernel, dev, fa.sharedSizeBytes, false});
+    e = &seen.back();
+  }
+  if (e->raised || e->static_bytes + dynamic_bytes <= (size_t(48) << 10)) return cudaSuccess;
+  int optin = 0;
+  LLMK_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  LLMK_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(e->static_bytes)));
+  e->raised = true;
+  return cudaSuccess;
+}
+
 }  // namespace cuda
 
 }  // namespace llmk

@@ -129,12 +129,11 @@ inline LaunchConfig layout_pick(bool vec_ok, int64_t D, size_t esize) {
   return c;
 }
 
-// Sets the dynamic shared memory limit of `kernel` when it needs more than 48 KiB.
+// Lets `kernel` take `bytes` of dynamic shared memory next to its static
+// reduction scratch (cuda::allow_dynamic_smem: the 48 KiB default covers both).
 template <class K>
 cudaError_t allow_smem(K kernel, size_t bytes) {
-  if (bytes <= (48 << 10)) return cudaSuccess;
-  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              int(bytes));
+  return cuda::allow_dynamic_smem(kernel, bytes);
 }
 
 // Every configuration a launcher could run: `pick` first, then each other

@@ -126,6 +126,58 @@ TEST(CudaNorm, LongRowsLargeMeansAndManyRows) {
       with_dtype(t, [&]<class T>() { run_every_config(NormData<T>(c), c.name() + " " + dtype_name(t)); });
 }
 
+// Hidden sizes where the launcher's picks ask for just 48 KiB of dynamic
+// shared memory (the row cache and the weight-gradient accumulators), next
+// to the kernels' 128 B of static reduction scratch: f32 backward at D = 768
+// (a warp per row) and 3072 (a block per row), f32 forward at D = 12288, and
+// in bf16 D = 1024 / 4096 backward. Static + dynamic then passes the 48 KiB a
+// kernel gets without opting in (cuda::allow_dynamic_smem); a launcher that
+// opted in only for dynamic sizes above 48 KiB failed to launch these.
+TEST(CudaNorm, SharedMemoryJustPast48KiB) {
+  LLMK_REQUIRE_CUDA();
+  for (const NormCase& c : {NormCase{.N = 40, .D = 768}, NormCase{.N = 9, .D = 3072, .rms = true},
+                            NormCase{.N = 3, .D = 12288}})
+    run_every_config(NormData<float>(c), c.name() + " f32");
+  for (const NormCase& c : {NormCase{.N = 40, .D = 1024}, NormCase{.N = 9, .D = 4096, .rms = true}})
+    run_every_config(NormData<bf16>(c), c.name() + " bf16");
+}
+
+// Backward without weight (and bias) gradients: the launch that allocates no
+// partial sums gives the same dx, bit for bit, as the one that does.
+TEST(CudaNorm, BackwardWithoutWeightGradients) {
+  LLMK_REQUIRE_CUDA();
+  const int64_t N = 37, D = 1000;
+  std::vector<float> x(static_cast<size_t>(N * D)), dy(x.size()), w(static_cast<size_t>(D));
+  fill_normal(x.data(), x.size(), 3);
+  fill_normal(dy.data(), dy.size(), 4);
+  fill_normal(w.data(), w.size(), 5);
+  DeviceGuarded<float> xd(x.size()), dyd(x.size()), wd(w.size()), yd(x.size()), md(static_cast<size_t>(N)),
+      rd(static_cast<size_t>(N)), dxa(x.size()), dxb(x.size()), dw(w.size()), db(w.size());
+  xd.upload(x.data());
+  dyd.upload(dy.data());
+  wd.upload(w.data());
+  const auto mat = [&](DeviceGuarded<float>& g) { return TensorView::matrix(g.data(), DType::f32, N, D, D, Device::cuda); };
+  const auto vec = [](DeviceGuarded<float>& g, int64_t n) { return TensorView::vector(g.data(), DType::f32, n, Device::cuda); };
+  for (bool rms : {false, true}) {
+    if (rms) {
+      rms_norm(mat(xd), vec(wd, D), 1e-5f, mat(yd), vec(rd, N));
+      rms_norm_backward(mat(dyd), mat(xd), vec(wd, D), vec(rd, N), mat(dxa), vec(dw, D));
+      rms_norm_backward(mat(dyd), mat(xd), vec(wd, D), vec(rd, N), mat(dxb), {});
+    } else {
+      layer_norm(mat(xd), vec(wd, D), {}, 1e-5f, mat(yd), vec(md, N), vec(rd, N));
+      layer_norm_backward(mat(dyd), mat(xd), vec(wd, D), vec(md, N), vec(rd, N), mat(dxa), vec(dw, D), vec(db, D));
+      layer_norm_backward(mat(dyd), mat(xd), vec(wd, D), vec(md, N), vec(rd, N), mat(dxb), {}, {});
+    }
+    ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize()) << (rms ? "rms" : "ln");
+    EXPECT_TRUE(dxa.guard_intact() && dxb.guard_intact() && dw.guard_intact() && db.guard_intact());
+    const std::vector<float> a = dxa.download(), b = dxb.download();
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << (rms ? "rms" : "ln");
+    bool finite = true;
+    for (float v : b) finite &= std::isfinite(v);
+    EXPECT_TRUE(finite) << (rms ? "rms" : "ln");
+  }
+}
+
 // Constant rows give y = bias exactly; eps = 0 there gives rstd = inf and
 // NaN y; a NaN or an infinity makes its row NaN; N = 0 writes zero gradients.
 TEST(CudaNorm, SpecialValuesAsOnTheCpu) {
