@@ -89,16 +89,30 @@ __global__ void __launch_bounds__(1024)
       }
 }
 
-// dw[j] = sum over groups of part[g][0][j], db[j] likewise, groups in order.
+// dw[j] = sum over groups of part[g][0][j], db[j] likewise, in a fixed order:
+// a block takes kFinCols columns; its kFinSlices thread rows each sum the
+// groups g = slice, slice + kFinSlices, ... in order (a warp reads 32
+// consecutive columns of one group: 128 coalesced bytes), then slice 0 adds
+// the slices' sums in slice order. One thread a column (the first version)
+// left most of the GPU idle on a sum over thousands of groups (N = 65536).
+constexpr int kFinCols = 32, kFinSlices = 8;
 __global__ void finalize_kernel(const float* part /* [groups][2][D] */, int64_t groups, int64_t D, float* dw,
                                 float* db) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= D) return;
+  __shared__ float red[2][kFinSlices][kFinCols];
+  const int tx = int(threadIdx.x) % kFinCols, ty = int(threadIdx.x) / kFinCols;
+  const int64_t j = int64_t(blockIdx.x) * kFinCols + tx;
   float sw = 0.0f, sb = 0.0f;
-  for (int64_t g = 0; g < groups; ++g) {
-    sw += part[g * 2 * D + j];
-    sb += part[g * 2 * D + D + j];
-  }
+  if (j < D)
+    for (int64_t g = ty; g < groups; g += kFinSlices) {
+      sw += part[g * 2 * D + j];
+      sb += part[g * 2 * D + D + j];
+    }
+  red[0][ty][tx] = sw;
+  red[1][ty][tx] = sb;
+  __syncthreads();
+  if (ty != 0 || j >= D) return;
+  sw = red[0][0][tx], sb = red[1][0][tx];
+  for (int y = 1; y < kFinSlices; ++y) sw += red[0][y][tx], sb += red[1][y][tx];
   if (dw) dw[j] = sw;
   if (db) db[j] = sb;
 }
@@ -129,7 +143,7 @@ cudaError_t launch_bwd(const BwdArgs& a, float* dw, float* db, const LaunchConfi
   kernel<<<unsigned(blocks), unsigned(c.threads), smem, s>>>(a, part, c.warp_row, c.cache, c.smem_acc && want);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && want) {
-    finalize_kernel<<<unsigned((a.D + 255) / 256), 256, 0, s>>>(part, groups, a.D, dw, db);
+    finalize_kernel<<<unsigned((a.D + kFinCols - 1) / kFinCols), kFinCols * kFinSlices, 0, s>>>(part, groups, a.D, dw, db);
     err = cudaGetLastError();
   }
   if (part) {

@@ -306,7 +306,8 @@ void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, c
                  "must be <= 1024 for the block configurations");
   if (config == TopkCudaConfig::split_row) {
     const int most = topk::max_splits(v, k);
-    if (splits == 0) splits = std::max(2, std::min(most, int((2 * topk::device_sms() + rows - 1) / rows)));
+    const int64_t r = std::max<int64_t>(rows, 1);  // B = 0 picks too (and returns below): no division by 0
+    if (splits == 0) splits = std::max(2, std::min(most, int((2 * topk::device_sms() + r - 1) / r)));
     LLMK_CHECK_ARG(splits >= 2 && splits <= std::min<int64_t>({32, topk::kPool / k, v}), fn, "splits", splits,
                    "must be in [2, min(32, 4096 / k, V)]");
   }

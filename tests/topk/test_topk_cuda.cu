@@ -128,6 +128,19 @@ TEST(SoftmaxTopkCuda, AutoPickAndBadArguments) {
   EXPECT_THROW(softmax_topk_cuda(view, 1024, 1.0f, out, nullptr, TopkCudaConfig::split_row, 5), InvalidArgument);
 }
 
+// No rows: every configuration returns without touching the device (the
+// split count was once computed as SMs / B first: a division by zero). Runs
+// without a GPU too (device_sms() then assumes 132).
+TEST(SoftmaxTopkCudaArgs, NoRowsEveryConfig) {
+  const SoftmaxTopkOut out{nullptr, nullptr, nullptr, nullptr};
+  for (int64_t v : {64, 5000, 32000, 128256}) {
+    const auto view = TensorView::matrix(nullptr, DType::f32, 0, v, v, Device::cuda);
+    EXPECT_NO_THROW(softmax_topk(view, 50, 1.0f, out)) << v;
+    for (TopkCudaConfig c : {TopkCudaConfig::block_per_row, TopkCudaConfig::split_row})
+      EXPECT_NO_THROW(softmax_topk_cuda(view, 50, 1.0f, out, nullptr, c)) << v << " " << topk_cuda_config_name(c);
+  }
+}
+
 // Small shapes for compute-sanitizer: every configuration, partial blocks, misalignment.
 TEST(SoftmaxTopkCudaSanitize, SmallShapes) {
   LLMK_REQUIRE_CUDA();
