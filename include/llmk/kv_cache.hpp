@@ -48,7 +48,7 @@ struct KvCacheConfig {
   int64_t block_tokens = 16;    // tokens per block, 1..2^20 (one max-length block per sequence = a contiguous cache)
   KvType k_type = KvType::f32;
   KvType v_type = KvType::f32;
-  int64_t budget_bytes = 0;     // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks
+  int64_t budget_bytes = 0;     // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks (+ < 128 B a layer of alignment)
   bool k_rotate = false;        // store each K head row Hadamard-rotated (llmk/kv_quant.hpp,
                                 // kv_rotation_block(head_dim)) before quantizing; attention
                                 // rotates q the same way, so results are unchanged in exact arithmetic
@@ -194,6 +194,7 @@ class KvCache {
   KvCacheConfig cfg_;
   KvBlockManager mgr_;
   int64_t k_block_bytes_, v_block_bytes_;  // one layer, one block
+  int64_t k_pool_bytes_, v_pool_bytes_;    // one layer's pool, rounded up to 64 bytes (see pool())
   Buffer storage_;
 };
 

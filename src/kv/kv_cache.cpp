@@ -71,14 +71,19 @@ KvCache::KvCache(const KvCacheConfig& cfg)
       mgr_(checked_blocks(cfg), cfg.block_tokens),
       k_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.k_type, cfg.head_dim)),
       v_block_bytes_(cfg.n_kv_heads * cfg.block_tokens * kv_row_bytes(cfg.v_type, cfg.head_dim)),
-      storage_(kv_pool_buffer(size_t(mgr_.num_blocks() * kv_block_bytes(cfg)))) {
+      k_pool_bytes_((mgr_.num_blocks() * k_block_bytes_ + 63) / 64 * 64),
+      v_pool_bytes_((mgr_.num_blocks() * v_block_bytes_ + 63) / 64 * 64),
+      storage_(kv_pool_buffer(size_t(cfg.n_layers * (k_pool_bytes_ + v_pool_bytes_)))) {
   // Zero-filled, so a never-written slot reads as 0 (tests poison it on purpose).
   std::memset(storage_.data(), 0, storage_.bytes());
 }
 
+// Every pool starts 64-byte aligned: int8 / int4 rows are 34 / 20 bytes a
+// group, so a pool of N blocks of them may end at 2 mod 4, and an f32 / f16
+// pool right after it would be misaligned for its element loads (on a GPU, a
+// copy of this storage faults on them).
 uint8_t* KvCache::pool(int64_t layer, int kv) const {
-  const int64_t nb = mgr_.num_blocks();
-  return storage_.as<uint8_t>() + layer * nb * (k_block_bytes_ + v_block_bytes_) + (kv ? nb * k_block_bytes_ : 0);
+  return storage_.as<uint8_t>() + layer * (k_pool_bytes_ + v_pool_bytes_) + (kv ? k_pool_bytes_ : 0);
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {

@@ -29,6 +29,29 @@ TEST(KvCache, PoolBufferIsHugePageAligned) {  // so transparent huge pages can b
   EXPECT_EQ(small.bytes(), 1000u);
 }
 
+// Every layer's K and V pool starts 64-byte aligned, also when the blocks of
+// the pool before it (int8 / int4: 34 / 20 bytes a group) sum to 2 mod 4
+// bytes: an f32 pool there was misaligned for its element loads.
+TEST(KvCache, EveryPoolIsAligned) {
+  KvCacheConfig cfg;
+  cfg.n_layers = 3, cfg.n_kv_heads = 1, cfg.head_dim = 96, cfg.block_tokens = 7;
+  for (auto [kt, vt] : {std::pair{KvType::int8, KvType::f32}, std::pair{KvType::int4, KvType::f16},
+                        std::pair{KvType::f32, KvType::int8}}) {
+    cfg.k_type = kt, cfg.v_type = vt;
+    cfg.budget_bytes = 5 * kv_block_bytes(cfg);  // 5 blocks: a K pool of 5 x 714 bytes (int8) ends at 2 mod 4
+    KvCache c(cfg);
+    for (int64_t l = 0; l < cfg.n_layers; ++l) {
+      const KvLayerView v = c.layer(l);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(v.k) % 64, 0u) << kv_type_name(kt) << " layer " << l;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(v.v) % 64, 0u) << kv_type_name(vt) << " layer " << l;
+      // and the pools do not overlap: K, then V, then the next layer's K
+      const int64_t kp = 5 * 7 * kv_row_bytes(kt, 96), vp = 5 * 7 * kv_row_bytes(vt, 96);
+      EXPECT_GE(static_cast<const uint8_t*>(v.v), static_cast<const uint8_t*>(v.k) + kp);
+      if (l > 0) EXPECT_GE(static_cast<const uint8_t*>(v.k), static_cast<const uint8_t*>(c.layer(l - 1).v) + vp);
+    }
+  }
+}
+
 TEST(KvBlockManager, AppendGivesSlotsAndPageTable) {
   KvBlockManager m(8, 4);
   const int64_t s = m.add_sequence();
