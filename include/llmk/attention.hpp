@@ -15,6 +15,8 @@
 //            cache, so query i of sequence b sits at position
 //            kv_len(b) - qo_len(b) + i and attends (causally) to positions 0 .. that
 //            position: a chunk attends to its already-cached prefix too.
+//   kv:      pools aligned to kv_type_align() of their types (KvCache's are 64-byte aligned);
+//            anything else is an InvalidArgument naming kv.k / kv.v.
 //   pages:   PageTableView over the same B sequences; kv_len(b) =
 //            (blocks(b) - 1) * block_tokens + last_len[b].
 //   out[t, h, :] = sum_j softmax_j(scale * q[t,h,:] . K[j, h/G, :]) V[j, h/G, :]

@@ -51,6 +51,10 @@ KvType parse_kv_type(std::string_view name, std::string_view arg = "kv_type");  
 bool kv_type_quantized(KvType t);
 // Bytes of one row of n values (n >= 1).
 int64_t kv_row_bytes(KvType t, int64_t n);
+// The alignment in bytes a pool of type t needs (the attention kernels and
+// the CUDA append load its elements, or the f16 scales of int8 / int4 blocks,
+// as such): 4 for f32, else 2. KvCache pools are 64-byte aligned.
+int64_t kv_type_align(KvType t);
 
 // Reference (scalar) quantization of one row: x[n] -> dst[kv_row_bytes(t, n)].
 void kv_quantize_row(KvType t, const float* x, int64_t n, void* dst);

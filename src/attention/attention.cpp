@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "attention/attention_kernel.hpp"
@@ -46,6 +48,10 @@ int64_t validate_common(const char* fn, const float* q, const KvLayerView& kv, c
   LLMK_CHECK_ARG(kv.k != nullptr && kv.v != nullptr, fn, "kv", "null pool", "k and v pools must not be null");
   LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
   LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.k) % uintptr_t(kv_type_align(kv.k_type)) == 0, fn, "kv.k", kv.k,
+                 "must be aligned to " + std::to_string(kv_type_align(kv.k_type)) + " bytes (its type's elements)");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.v) % uintptr_t(kv_type_align(kv.v_type)) == 0, fn, "kv.v", kv.v,
+                 "must be aligned to " + std::to_string(kv_type_align(kv.v_type)) + " bytes (its type's elements)");
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens", kv.block_tokens,
@@ -339,6 +345,8 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
     const int64_t len = opt.max_kv_len ? opt.max_kv_len : 32768;
     LLMK_CHECK_ARG(kv.n_kv_heads * ((Hq / kv.n_kv_heads + 7) / 8) <= 65535, fn, "kv.n_kv_heads", kv.n_kv_heads,
                    "times the CTAs a kv head takes (one per 8 query heads) must be <= 65535 (a grid dimension)");
+    LLMK_CHECK_ARG(p.num_seqs <= std::numeric_limits<int32_t>::max() / Hq, fn, "pages.num_seqs", p.num_seqs,
+                   "times n_heads = " + std::to_string(Hq) + " must be < 2^31 (the grid of the split merge)");
     const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, len);
     attn::decode_cuda(q, kv, p, Hq, scale, out, ns, opt.stream);
     return;

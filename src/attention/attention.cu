@@ -228,7 +228,9 @@ __device__ void quantize_group(const float* x, int n, uint8_t* dst, int lane) {
       if (lane == 0) b->d = b->m = 0x7e00;
       return;
     }
-    const float lo = warp_min(lane < n ? v : INFINITY), hi = warp_max(lane < n ? v : -INFINITY);
+    // + 0: a zero min / max is stored as +0 whichever zero the tree kept (as the host)
+    const float lo = __fadd_rn(warp_min(lane < n ? v : INFINITY), 0.0f);
+    const float hi = __fadd_rn(warp_max(lane < n ? v : -INFINITY), 0.0f);
     const uint16_t db = __half_as_ushort(__float2half_rn(__fdiv_rn(__fsub_rn(hi, lo), 15.0f)));
     const uint16_t mb = __half_as_ushort(__float2half_rn(lo));
     const float d = f16f(db), m = f16f(mb), id = d > 0.0f ? 1.0f / d : 0.0f;
@@ -409,6 +411,10 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
   const char* fn = "kv_append_cuda";
   LLMK_CHECK_ARG(kv.device == Device::cuda, fn, "kv.device", device_name(kv.device), "must be cuda");
   LLMK_CHECK_ARG(kv.k && kv.v, fn, "kv", "null pool", "k and v pools must not be null");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.k) % uintptr_t(kv_type_align(kv.k_type)) == 0, fn, "kv.k", kv.k,
+                 "must be aligned to " + std::to_string(kv_type_align(kv.k_type)) + " bytes (its type's elements)");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.v) % uintptr_t(kv_type_align(kv.v_type)) == 0, fn, "kv.v", kv.v,
+                 "must be aligned to " + std::to_string(kv_type_align(kv.v_type)) + " bytes (its type's elements)");
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
@@ -419,6 +425,9 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
   LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
   LLMK_CHECK_ARG(T >= 0, fn, "num_tokens", T, "must be >= 0");
   LLMK_CHECK_ARG(T == 0 || (k && v && slots), fn, "k/v/slots", "null", "must not be null");
+  // two warps (K, V) a (token, kv head, 32-group), 8 warps a CTA: the grid must fit 2^31 - 1 CTAs
+  LLMK_CHECK_ARG(double(T) * double(kv.n_kv_heads * ((kv.head_dim + 31) / 32)) * 2 / 8 < 2147483647.0, fn, "num_tokens",
+                 T, "times n_kv_heads x head_dim / 32 / 4 must be < 2^31 (CTAs of one launch)");
   if (T == 0) return;
   cuda::StreamBuffer ws(kv.k_rotated ? size_t(T * kv.n_kv_heads * kv.head_dim) * sizeof(float) : 0,
                         cudaStream_t(stream));

@@ -168,7 +168,10 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillArgs a) {
       const float mn = fmaxf(m[rr], warp_max(sc));
       const float mu = mn == -INFINITY ? 0.0f : mn;  // a row that has seen no key yet
       const float alpha = expf(m[rr] - mu);
-      const float p = ok ? expf(sc - mu) : 0.0f;
+      // -0 marks a key the row may not see (expf never returns -0): its V is never
+      // multiplied in, while a visible key whose weight underflows to +0 still is
+      // (0 x a NaN / inf V gives NaN, as on the CPU and in decode)
+      const float p = ok ? expf(sc - mu) : -0.0f;
       l[rr] = l[rr] * alpha + warp_sum(p);
       m[rr] = mn;
       ps[(warp * RW + rr) * kKeys + lane] = p;
@@ -184,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillArgs a) {
 #pragma unroll
       for (int rr = 0; rr < RW; ++rr) {
         const float p = ps[(warp * RW + rr) * kKeys + j];  // broadcast: the branch is warp-uniform
-        if (p != 0.0f) {
+        if (!signbit(p)) {
 #pragma unroll
           for (int i = 0; i < E; ++i) acc[rr][i] = fmaf(p, vx[i], acc[rr][i]);
         }
@@ -275,6 +278,10 @@ void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T,
   LLMK_CHECK_ARG(kv.k != nullptr && kv.v != nullptr, fn, "kv", "null pool", "k and v pools must not be null");
   LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
   LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.k) % uintptr_t(kv_type_align(kv.k_type)) == 0, fn, "kv.k", kv.k,
+                 "must be aligned to " + std::to_string(kv_type_align(kv.k_type)) + " bytes (its type's elements)");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.v) % uintptr_t(kv_type_align(kv.v_type)) == 0, fn, "kv.v", kv.v,
+                 "must be aligned to " + std::to_string(kv_type_align(kv.v_type)) + " bytes (its type's elements)");
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens",

@@ -30,6 +30,8 @@ KvType parse_kv_type(std::string_view name, std::string_view arg) {
 
 bool kv_type_quantized(KvType t) { return t == KvType::int8 || t == KvType::int4; }
 
+int64_t kv_type_align(KvType t) { return t == KvType::f32 ? 4 : 2; }
+
 int64_t kv_row_bytes(KvType t, int64_t n) {
   const int64_t groups = (n + kKvGroup - 1) / kKvGroup;
   switch (t) {
@@ -75,6 +77,9 @@ void quantize_q4(const float* x, int n, BlockQ4* b) {
   }
   float lo = x[0], hi = x[0];
   for (int j = 1; j < n; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+  // -0 + 0 = +0: which zero a min or max keeps among equal zeros depends on
+  // the order it compares them (the device reduces in a tree); both store +0.
+  lo += 0.0f, hi += 0.0f;
   b->d = f32_to_f16_bits((hi - lo) / 15.0f);
   b->m = f32_to_f16_bits(lo);
   const float d = f16_bits_to_f32(b->d), m = f16_bits_to_f32(b->m);

@@ -308,6 +308,27 @@ TEST(Attention, NanInOneKvRowReachesOnlyTheRowsThatSeeIt) {
 // contiguous cache (one max-length block per sequence, as in llama2.c) run
 // through the same kernel: bitwise equal. Also with K stored Hadamard-rotated
 // (k_rotate): then the oracle sees the rotated q and K rows the kernel sees.
+// A key the row may see whose weight underflows to 0 (score 200 below the
+// max) still has its V multiplied in: an inf there gives NaN (0 x inf), in
+// prefill and decode alike; only keys the row may not see are skipped.
+// tests/attention/test_prefill_cuda.cu asserts the same of the CUDA prefill.
+TEST(Attention, UnderflowedWeightOfAVisibleKeyStillMultipliesItsV) {
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = 1, cfg.head_dim = 64;
+  const Filled f = test::make_filled(
+      cfg, {2}, 3, [](std::vector<float>& k) { for (size_t i = 0; i < 128; ++i) k[i] = i < 64 ? 0.0f : 3.125f; },
+      [](std::vector<float>& v) { v[0] = INFINITY; });
+  const std::vector<float> q(64, 1.0f);  // scores 0 (key 0) and 64 x 3.125 = 200 (key 1)
+  const int64_t qo[] = {0, 1};
+  std::vector<float> a(64), b(64);
+  attention_prefill(q.data(), qo, f.cache->layer(0), f.pages.view(), 1, 1.0f, a.data());
+  attention_decode(q.data(), f.cache->layer(0), f.pages.view(), 1, 1.0f, b.data());
+  for (const auto* o : {&a, &b}) {
+    EXPECT_TRUE(std::isnan((*o)[0])) << (o == &a ? "prefill" : "decode") << " " << (*o)[0];
+    for (int64_t d = 1; d < 64; ++d) EXPECT_EQ((*o)[size_t(d)], f.v[size_t(64 + d)]) << d;  // all weight on key 1
+  }
+}
+
 TEST(Attention, CachedVsNonCachedOverManySteps) {
   for (bool rotate : {false, true}) {
     SCOPED_TRACE(rotate ? "k_rotate" : "plain");
@@ -616,14 +637,7 @@ TEST(Attention, BadArgumentsAreNamed) {
   const Filled f = test::make_filled(cfg, {5, 9}, 1);
   std::vector<float> q(2 * 4 * 64), out(q.size());
   const KvLayerView L = f.cache->layer(0);
-  auto msg = [&](auto fn) {
-    try {
-      fn();
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no throw");
-  };
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
   EXPECT_NE(msg([&] { attention_decode(q.data(), L, f.pages.view(), 3, 0.1f, out.data()); }).find("'n_heads' = 3"),
             std::string::npos);
   EXPECT_NE(msg([&] { attention_decode(nullptr, L, f.pages.view(), 4, 0.1f, out.data()); }).find("'q'"),
@@ -644,6 +658,14 @@ TEST(Attention, BadArgumentsAreNamed) {
   KvLayerView odd = L;
   odd.head_dim = 72;
   EXPECT_NE(msg([&] { attention_decode(q.data(), odd, f.pages.view(), 4, 0.1f, out.data()); }).find("kv.head_dim"),
+            std::string::npos);
+  // a pool not aligned to its elements (f32: 4 bytes), decode and prefill
+  KvLayerView shifted = L;
+  shifted.v = static_cast<const uint8_t*>(L.v) + 2;
+  EXPECT_NE(msg([&] { attention_decode(q.data(), shifted, f.pages.view(), 4, 0.1f, out.data()); }).find("'kv.v'"),
+            std::string::npos);
+  const int64_t qo1[] = {0, 1, 2};
+  EXPECT_NE(msg([&] { attention_prefill(q.data(), qo1, shifted, f.pages.view(), 4, 0.1f, out.data()); }).find("'kv.v'"),
             std::string::npos);
   // out written over q (still being read): named, decode and prefill.
   EXPECT_NE(msg([&] { attention_decode(q.data(), L, f.pages.view(), 4, 0.1f, q.data() + 64); }).find("must not overlap q"),

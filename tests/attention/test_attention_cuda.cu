@@ -138,6 +138,10 @@ void check_append(KvType kt, KvType vt, int64_t D, bool rotate = false) {
   test::fill_normal(k.data(), k.size(), 1, 0.2, 2.0);
   test::fill_normal(v.data(), v.size(), 2, -0.5, 1.0);
   k[7] = 300.0f;  // an outlier
+  // signed zeros: a group whose min is a zero of either sign, and an all-zero
+  // group (int4 stores +0 for a zero min / scale, whichever zero a reduction keeps)
+  v[0] = 0.0f, v[1] = -0.0f;
+  for (int64_t j = 0; j < 32; ++j) v[size_t(3 * D + j)] = j % 2 ? 0.0f : -0.0f, k[size_t(3 * D + j)] = j % 3 ? -0.0f : 0.0f;
   host.write(0, slots, k.data(), v.data());
   const KvLayerView hv = host.layer(0);
   const size_t kb = size_t(hv.num_blocks * 3 * 16 * kv_row_bytes(kt, D));

@@ -235,6 +235,27 @@ TEST(PrefillCuda, NoLeakOfOtherSequencesOrFutureTokens) {
 // (half a step plus f32 rounding, docs/kv_cache.md);
 // scores moved by <= delta move softmax weights by a factor in
 // [e^-2delta, e^2delta], hence an output by <= (e^(2 delta) - 1) max_j |v_j|.
+// As Attention.UnderflowedWeightOfAVisibleKeyStillMultipliesItsV on the CPU:
+// a visible key of weight 0 (underflow) still multiplies its V (inf: NaN out);
+// the kernel once skipped every key of weight 0, not only the invisible ones.
+TEST(PrefillCuda, UnderflowedWeightOfAVisibleKeyStillMultipliesItsV) {
+  LLMK_REQUIRE_CUDA();
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = 1, cfg.head_dim = 64;
+  Batch x;
+  x.f = test::make_filled(
+      cfg, {2}, 3, [](std::vector<float>& k) { for (size_t i = 0; i < 128; ++i) k[i] = i < 64 ? 0.0f : 3.125f; },
+      [](std::vector<float>& v) { v[0] = INFINITY; });
+  x.qo = {0, 1};
+  x.q.assign(64, 1.0f);  // scores 0 and 200
+  x.T = 1;
+  const OnDevice d(x.f);
+  for (const auto& [c, got] : run_all(x, d, Shape{1, 1, 64}, 1.0f)) {
+    EXPECT_TRUE(std::isnan(got[0])) << "cta_rows " << c << ": " << got[0];
+    for (int64_t e = 1; e < 64; ++e) EXPECT_EQ(got[size_t(e)], x.f.v[size_t(64 + e)]) << "cta_rows " << c << " " << e;
+  }
+}
+
 TEST(PrefillCuda, MatchesCpuPrefill) {
   LLMK_REQUIRE_CUDA();
   const Shape s{8, 2, 128};

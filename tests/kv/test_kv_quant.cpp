@@ -35,6 +35,25 @@ TEST(KvQuant, Int4NibbleOrderIsGgmlQ41) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j]);
 }
 
+// A zero min (or max) of an int4 group is stored as +0, whichever signed
+// zero comes first: the CUDA append reduces in a tree and must store the same bytes.
+TEST(KvQuant, Int4ZeroMinIsPositiveZero) {
+  for (bool neg_first : {false, true}) {
+    float x[32];
+    for (int j = 0; j < 32; ++j) x[j] = 1.0f + float(j);
+    x[0] = neg_first ? -0.0f : 0.0f;
+    x[1] = neg_first ? 0.0f : -0.0f;
+    BlockQ4 b;
+    kv_quantize_row(KvType::int4, x, 32, &b);
+    EXPECT_EQ(b.m, 0x0000) << neg_first;
+    float z[32];
+    for (int j = 0; j < 32; ++j) z[j] = (j % 2 == 0) == neg_first ? -0.0f : 0.0f;  // every element a zero
+    kv_quantize_row(KvType::int4, z, 32, &b);
+    EXPECT_EQ(b.m, 0x0000) << neg_first;
+    EXPECT_EQ(b.d, 0x0000) << neg_first;
+  }
+}
+
 TEST(KvQuant, Int8IsSymmetricQ80) {
   float x[32] = {};
   x[0] = -127.0f, x[5] = 63.5f, x[31] = 1.0f;
