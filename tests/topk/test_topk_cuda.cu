@@ -101,6 +101,56 @@ TEST(SoftmaxTopkCuda, SpecialRows) {
   }
 }
 
+// What the block pool meets at its worst and the launcher's boundaries:
+// ascending rows (every logit a candidate: a flush every step) and
+// descending ones, in f32 and f16; V = 8191 / 8192 / 8193, where the automatic
+// split count first reaches 2; K from 9 to 49, above the per-thread register
+// path (K <= 8); special rows in f16 and bf16; a temperature of 1e-3.
+TEST(SoftmaxTopkCuda, OrderedRowsBoundariesAndHalfSpecials) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {5000, 40000}) {
+    std::vector<float> x(size_t(2 * v));
+    for (int64_t j = 0; j < v; ++j) x[size_t(j)] = float(j) * 1e-3f, x[size_t(v + j)] = -float(j) * 1e-3f;
+    check_shape(x, 2, v, v, {1, 9, 50, 256, 1024});
+    std::vector<f16> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = from_f32<f16>(x[i] * 0.01f);  // ties where f16 rounds equal
+    check_shape(h, 2, v, v, {8, 50});
+  }
+  for (int64_t v : {8191, 8192, 8193}) check_shape(random_logits<float>(2, v, v, v), 2, v, v, {9, 17, 33, 49});
+  for (int64_t v : {40, 40000}) {
+    auto x = random_logits<float>(4, v, v, 11);
+    x[size_t(v + v - 1)] = NAN;
+    x[size_t(2 * v + 5)] = INFINITY;
+    for (int64_t j = 0; j < v; ++j) x[size_t(3 * v + j)] = -INFINITY;
+    std::vector<f16> h(x.size());
+    std::vector<bf16> b(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = from_f32<f16>(x[i]), b[i] = from_f32<bf16>(x[i]);
+    check_shape(h, 4, v, v, {1, 4});
+    check_shape(b, 4, v, v, {1, 4});
+  }
+  check_shape(random_logits<float>(2, 50257, 50257, 12), 2, 50257, 50257, {1, 50}, 1e-3f);
+}
+
+// Null row_max / lse outputs: the same probabilities and indices.
+TEST(SoftmaxTopkCuda, NullMaxAndLse) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t v : {300, 50257}) {
+    const auto host = random_logits<float>(3, v, v, 13);
+    DeviceGuarded<float> x(host.size()), p1(3 * 50), p2(3 * 50), mx(3), lse(3);
+    DeviceGuarded<int32_t> i1(3 * 50), i2(3 * 50);
+    x.upload(host.data());
+    const auto view = TensorView::matrix(x.data(), DType::f32, 3, v, v, Device::cuda);
+    softmax_topk(view, 50, 1.0f, {p1.data(), i1.data(), mx.data(), lse.data()});
+    softmax_topk(view, 50, 1.0f, {p2.data(), i2.data(), nullptr, nullptr});
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(p2.guard_intact() && i2.guard_intact());
+    const auto a = p1.download(), b = p2.download();
+    const auto ia = i1.download(), ib = i2.download();
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << v;
+    EXPECT_EQ(ia, ib) << v;
+  }
+}
+
 TEST(SoftmaxTopkCuda, HalfTypesStrideMisalignmentTemperature) {
   LLMK_REQUIRE_CUDA();
   for (int64_t v : {7, 1025, 50257}) {
