@@ -106,6 +106,55 @@ TEST(AttentionCuda, DecodeEveryTypeShapeAndSplit) {
     for (auto [kt, vt] : types) check_decode(s, kt, vt, {1, 17, 1023, 1025, 3000}, 16);
 }
 
+// The register layouts a lane's share of the head only partly fills (D = 16
+// and 48: 2 elements a lane; 112: 4; 160 and 192: 8), blocks of 1, 5 and 7
+// tokens (tiles that end inside a warp's keys), and an empty sequence (NaN
+// rows, llmk/attention.hpp) between two others, with and without splits.
+TEST(AttentionCuda, DecodePartialLanesOddBlocksAndEmptySequence) {
+  LLMK_REQUIRE_CUDA();
+  for (const Shape& s : {Shape{4, 2, 16}, Shape{6, 3, 48}, Shape{8, 2, 112}, Shape{4, 1, 160}, Shape{2, 2, 192}})
+    for (auto [kt, vt] : {std::pair{KvType::f32, KvType::f32}, std::pair{KvType::int8, KvType::int4}})
+      check_decode(s, kt, vt, {1, 17, 300}, 16);
+  for (int bt : {1, 5, 7})
+    for (auto [kt, vt] : {std::pair{KvType::f16, KvType::f16}, std::pair{KvType::int4, KvType::int8}})
+      check_decode({8, 2, 64}, kt, vt, {1, 6, 41, 130}, bt);
+  // sequence 1 empty: its rows are NaN, the others as a batch without it
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = 2, cfg.head_dim = 64;
+  const Filled f = test::make_filled(cfg, {9, 30}, 21);
+  PageTable pt;
+  pt.indptr = {0, f.pages.indptr[1], f.pages.indptr[1], f.pages.indptr[2]};
+  pt.indices = f.pages.indices;
+  pt.last_len = {f.pages.last_len[0], 0, f.pages.last_len[1]};
+  const KvLayerView hv = f.cache->layer(0);
+  const size_t kb = size_t(hv.num_blocks * 2 * 16 * kv_row_bytes(hv.k_type, 64));
+  Dev<uint8_t> dk(hv.k, kb), dv(hv.v, kb);
+  Dev<int64_t> ip(pt.indptr), ip2(f.pages.indptr);
+  Dev<int32_t> ix(pt.indices), ll(pt.last_len), ll2(f.pages.last_len);
+  KvLayerView dvw = hv;
+  dvw.k = dk.p, dvw.v = dv.p, dvw.device = Device::cuda;
+  std::vector<float> q(3 * 4 * 64), q2(2 * 4 * 64);
+  test::fill_normal(q.data(), q.size(), 4);
+  std::copy(q.begin(), q.begin() + 256, q2.begin());
+  std::copy(q.begin() + 512, q.end(), q2.begin() + 256);
+  Dev<float> dq(q), dq2(q2);
+  for (int splits : {1, 3}) {
+    AttentionOptions opt;
+    opt.splits = splits, opt.max_kv_len = 30;
+    DeviceGuarded<float> out(q.size()), out2(q2.size());
+    attention_decode(dq.p, dvw, {ip.p, ix.p, ll.p, 3, Device::cuda}, 4, 0.125f, out.data(), opt);
+    attention_decode(dq2.p, dvw, {ip2.p, ix.p, ll2.p, 2, Device::cuda}, 4, 0.125f, out2.data(), opt);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_TRUE(out.guard_intact() && out2.guard_intact());
+    const auto a = out.download(), b = out2.download();
+    for (size_t i = 0; i < 256; ++i) {
+      EXPECT_EQ(a[i], b[i]) << "seq 0, " << i << " splits " << splits;
+      EXPECT_TRUE(std::isnan(a[256 + i])) << "empty seq, " << i << " splits " << splits;
+      EXPECT_EQ(a[512 + i], b[256 + i]) << "seq 2, " << i << " splits " << splits;
+    }
+  }
+}
+
 TEST(AttentionCuda, DecodeRotatedKEveryHeadDim) {
   LLMK_REQUIRE_CUDA();
   const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {32, 1, 96}, {32, 8, 128}, {4, 2, 256}};
@@ -175,6 +224,54 @@ TEST(AttentionCuda, AppendRotatedKLikeTheHost) {
   LLMK_REQUIRE_CUDA();
   for (KvType t : {KvType::f32, KvType::int8, KvType::int4})
     for (int64_t D : {16, 48, 64, 80, 96, 128, 192, 256}) check_append(t, KvType::f16, D, true);
+}
+
+// Slots of -1 (padding) and past the pool are skipped: the pools equal the
+// host's after writing only the other tokens. A group holding NaN or inf
+// stores the NaN convention of the host (int8/int4: NaN scale, quants 0), and
+// f16 values past its range round as the host rounds them.
+TEST(AttentionCuda, AppendSkipsPaddingSlotsAndStoresSpecialsAsTheHost) {
+  LLMK_REQUIRE_CUDA();
+  for (KvType t : {KvType::f16, KvType::bf16, KvType::int8, KvType::int4}) {
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = 2, cfg.head_dim = 64, cfg.k_type = cfg.v_type = t, cfg.block_tokens = 16;
+    cfg.budget_bytes = 4 * kv_block_bytes(cfg);
+    KvCache host(cfg);
+    const int64_t a = host.add_sequence();
+    std::vector<int64_t> slots;
+    host.append(a, std::vector<int32_t>(12, 1), &slots);
+    const int64_t T = 12, W = 2 * 64;
+    std::vector<float> k(size_t(T * W)), v(k.size());
+    test::fill_normal(k.data(), k.size(), 7);
+    test::fill_normal(v.data(), v.size(), 8);
+    k[size_t(2 * W + 3)] = NAN, v[size_t(4 * W + 70)] = INFINITY, k[size_t(6 * W + 1)] = 70000.0f;  // f16 overflow
+    std::vector<int64_t> dev_slots = slots;
+    dev_slots[3] = -1, dev_slots[5] = host.layer(0).num_blocks * 16;  // padding, past the pool
+    std::vector<int64_t> keep;
+    std::vector<float> hk, hv;
+    for (int64_t i = 0; i < T; ++i)
+      if (i != 3 && i != 5) {
+        keep.push_back(slots[size_t(i)]);
+        hk.insert(hk.end(), k.begin() + i * W, k.begin() + (i + 1) * W);
+        hv.insert(hv.end(), v.begin() + i * W, v.begin() + (i + 1) * W);
+      }
+    host.write(0, keep, hk.data(), hv.data());
+    const KvLayerView L = host.layer(0);
+    const size_t bytes = size_t(L.num_blocks * 2 * 16 * kv_row_bytes(t, 64));
+    DeviceGuarded<uint8_t> dk(bytes), dv(bytes);
+    cudaMemset(dk.data(), 0, bytes);
+    cudaMemset(dv.data(), 0, bytes);
+    Dev<float> dkx(k), dvx(v);
+    Dev<int64_t> ds(dev_slots);
+    KvLayerView dl = L;
+    dl.k = dk.data(), dl.v = dv.data(), dl.device = Device::cuda;
+    kv_append_cuda(dl, dkx.p, dvx.p, ds.p, T);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_TRUE(dk.guard_intact() && dv.guard_intact());
+    const auto gk = dk.download(), gv = dv.download();
+    EXPECT_EQ(0, std::memcmp(gk.data(), L.k, bytes)) << kv_type_name(t);
+    EXPECT_EQ(0, std::memcmp(gv.data(), L.v, bytes)) << kv_type_name(t);
+  }
 }
 
 TEST(AttentionCudaSanitize, AppendSmall) {
