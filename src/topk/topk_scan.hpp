@@ -212,18 +212,35 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
     V bmax = S::load(src);
     for (int u = 1; u < nv; ++u) bmax = S::max(bmax, S::load(src + u * W));
     if (S::gt_mask(bmax, vthr)) [[unlikely]] {  // rare: candidates, and maybe a new max
-      for (int u = 0; u < nv; ++u) {
-        const V xu = S::load(src + u * W);
-        unsigned mask = S::gt_mask(xu, vthr);
-        if (!mask) continue;
-        alignas(64) float lane[W];
-        S::store(lane, xu);
-        do {
-          const int l = __builtin_ctz(mask);
-          add_cand(b, Cand{lane[l], int32_t(j + u * W + l)});
-          mask &= mask - 1;
-        } while (mask);
-        vthr = S::set1(b.thr);
+      if (b.k > kInsertK) {
+        // Appended (thr holds until the next flush): the lanes above thr of
+        // up to 64 elements in one mask, then a loop over its set bits, so a
+        // block costs one hard-to-predict loop exit instead of a branch per
+        // vector (at K = 256, V = 50257 almost half the blocks come here).
+        constexpr int kPerMask = W >= 64 ? 1 : 64 / W;  // vectors a 64-bit mask covers
+        for (int u0 = 0; u0 < nv; u0 += kPerMask) {
+          uint64_t mask = 0;
+          for (int u = u0; u < std::min(nv, u0 + kPerMask); ++u)
+            mask |= uint64_t(S::gt_mask(S::load(src + u * W), vthr)) << ((u - u0) * W);
+          for (; mask; mask &= mask - 1) {
+            const int e = u0 * W + __builtin_ctzll(mask);
+            b.c[b.n++] = Cand{to_f32(src[e]), int32_t(j + e)};
+          }
+        }
+      } else {
+        for (int u = 0; u < nv; ++u) {
+          const V xu = S::load(src + u * W);
+          unsigned mask = S::gt_mask(xu, vthr);
+          if (!mask) continue;
+          alignas(64) float lane[W];
+          S::store(lane, xu);
+          do {
+            const int l = __builtin_ctz(mask);
+            add_cand(b, Cand{lane[l], int32_t(j + u * W + l)});
+            mask &= mask - 1;
+          } while (mask);
+          vthr = S::set1(b.thr);
+        }
       }
       // A NaN lane may hide a larger logit from bmax (and a candidate from the
       // compare above); the part's sum is NaN anyway (exp2 of NaN below), so
