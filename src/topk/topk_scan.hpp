@@ -128,6 +128,27 @@ inline void add_cand(CandBuf& b, Cand x) {
   if (b.n == b.k) b.thr = b.c[b.k - 1].x;
 }
 
+// Appends the lanes above thr (vthr) of the nv vectors at src, element 0 at
+// index j (K > kInsertK: thr holds until the next flush). The lanes of up to
+// 64 elements go into one mask and a loop over its set bits appends them, so
+// a block costs one hard-to-predict loop exit instead of a branch per vector
+// (at K = 256, V = 50257 almost half the blocks come here). Out of line, so
+// scan_pass's hot loop stays small.
+template <class S, class E>
+[[gnu::noinline]] void append_cands(const E* src, int nv, int64_t j, typename S::V vthr, CandBuf& b) {
+  constexpr int W = S::kWidth;
+  constexpr int kPerMask = W >= 64 ? 1 : 64 / W;  // vectors a 64-bit mask covers
+  for (int u0 = 0; u0 < nv; u0 += kPerMask) {
+    uint64_t mask = 0;
+    for (int u = u0; u < std::min(nv, u0 + kPerMask); ++u)
+      mask |= uint64_t(S::gt_mask(S::load(src + u * W), vthr)) << ((u - u0) * W);
+    for (; mask; mask &= mask - 1) {
+      const int e = u0 * W + __builtin_ctzll(mask);
+      b.c[b.n++] = Cand{to_f32(src[e]), int32_t(j + e)};
+    }
+  }
+}
+
 // A starting threshold from a sample (K > kInsertK, parts of >= kSampleMinPart
 // elements): kSampleRuns runs of kSampleRun contiguous elements spread over
 // the part (sample_run; S = 4096 elements, ~3% of a 128K row's bytes). The
@@ -208,25 +229,14 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   // first, loaded from src wherever they are used (GCC keeps them in registers
   // or reloads them from L1): an array of loaded vectors handed to this lambda
   // made GCC store every block's vectors to the stack.
-  const auto block = [&](const auto* src, int nv, int64_t j) {
+  // always_inline: at -O2 GCC 12 called this lambda (its captures in memory):
+  // 3x the time of the inlined loop.
+  const auto block = [&](const auto* src, int nv, int64_t j) __attribute__((always_inline)) {
     V bmax = S::load(src);
     for (int u = 1; u < nv; ++u) bmax = S::max(bmax, S::load(src + u * W));
     if (S::gt_mask(bmax, vthr)) [[unlikely]] {  // rare: candidates, and maybe a new max
       if (b.k > kInsertK) {
-        // Appended (thr holds until the next flush): the lanes above thr of
-        // up to 64 elements in one mask, then a loop over its set bits, so a
-        // block costs one hard-to-predict loop exit instead of a branch per
-        // vector (at K = 256, V = 50257 almost half the blocks come here).
-        constexpr int kPerMask = W >= 64 ? 1 : 64 / W;  // vectors a 64-bit mask covers
-        for (int u0 = 0; u0 < nv; u0 += kPerMask) {
-          uint64_t mask = 0;
-          for (int u = u0; u < std::min(nv, u0 + kPerMask); ++u)
-            mask |= uint64_t(S::gt_mask(S::load(src + u * W), vthr)) << ((u - u0) * W);
-          for (; mask; mask &= mask - 1) {
-            const int e = u0 * W + __builtin_ctzll(mask);
-            b.c[b.n++] = Cand{to_f32(src[e]), int32_t(j + e)};
-          }
-        }
+        append_cands<S>(src, nv, j, vthr, b);
       } else {
         for (int u = 0; u < nv; ++u) {
           const V xu = S::load(src + u * W);
@@ -254,15 +264,13 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
         vm = S::set1(m);
       }
     }
-    // The terms, summed by a pairwise tree in source order (at most
-    // log2(kBlock) partial sums live).
-    const auto term = [&](int u) { return terms(S::sub(S::load(src + u * W), vm)); };
+    // The terms, summed by a pairwise tree in source order (written out: a
+    // recursive lambda was left as calls at -O2).
+    const auto term = [&](int u) __attribute__((always_inline)) { return terms(S::sub(S::load(src + u * W), vm)); };
     if (nv == 1) return acc.add(term(0));
-    const auto tree = [&](auto&& self, int u0, int n) -> V {
-      if (n == 1) return term(u0);
-      return S::add(self(self, u0, n / 2), self(self, u0 + n / 2, n / 2));
-    };
-    acc.add(tree(tree, 0, kBlock));
+    static_assert(kBlock == 8, "the tree below sums 8 vectors");
+    acc.add(S::add(S::add(S::add(term(0), term(1)), S::add(term(2), term(3))),
+                   S::add(S::add(term(4), term(5)), S::add(term(6), term(7)))));
   };
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
     const int64_t c1 = std::min(hi, c0 + kChunk);
