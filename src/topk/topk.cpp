@@ -130,10 +130,11 @@ namespace {
 // Moves the best k of c[0, n) (n > k) to c[0, k), in order when sorted is set.
 // From kRadixSelect candidates on, the whole buffer is radix-sorted
 // (sort_better: no data-dependent branch per element) and its head kept:
-// std::nth_element's comparisons mispredict about half the time, which made
-// it most of finish_row and flush at K = 256 (scratch profile, V = 50257,
-// ~400 candidates a row: 2.5x the radix sort's time).
-constexpr int64_t kRadixSelect = 256;
+// std::nth_element's comparisons mispredict about half the time. Scratch
+// driver, 64 rows, 2 threads: K = 256, V = 50257 (~380 candidates a row)
+// 1.27 -> 1.07 ms; from 128 on (not 256) K = 100 also gains (1.65 -> 1.55 ms),
+// while from 64 on K = 50 lost (0.54 -> 0.60 ms).
+constexpr int64_t kRadixSelect = 128;
 void select_best(Cand* c, int64_t n, int64_t k, bool& sorted) {
   if (n >= kRadixSelect) {
     sort_better(c, n);
