@@ -110,11 +110,25 @@ void sort_better(Cand* c, int64_t n) {
   }
   uint64_t* src = a.data();
   uint64_t* dst = b.data();
-  for (int shift = 0; shift < 64; shift += 8) {
-    if (((all_and ^ all_or) >> shift & 0xff) == 0) continue;  // the same digit in every key
-    uint32_t count[257] = {};
-    for (int64_t j = 0; j < n; ++j) ++count[(src[j] >> shift & 0xff) + 1];
-    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
+  // The digits that differ between keys (the same digit in every key needs
+  // no pass: the high index bytes, most exponent bits), and all their
+  // histograms from one read of the keys.
+  int shifts[8], np = 0;
+  for (int shift = 0; shift < 64; shift += 8)
+    if (((all_and ^ all_or) >> shift & 0xff) != 0) shifts[np++] = shift;
+  thread_local std::vector<uint32_t> hist;
+  hist.assign(size_t(np) * 256, 0u);
+  for (int64_t j = 0; j < n; ++j)
+    for (int p = 0; p < np; ++p) ++hist[size_t(p) * 256 + (src[j] >> shifts[p] & 0xff)];
+  for (int p = 0; p < np; ++p) {
+    uint32_t* count = hist.data() + size_t(p) * 256;
+    uint32_t sum = 0;
+    for (int d = 0; d < 256; ++d) {
+      const uint32_t c0 = count[d];
+      count[d] = sum;
+      sum += c0;
+    }
+    const int shift = shifts[p];
     for (int64_t j = 0; j < n; ++j) dst[count[src[j] >> shift & 0xff]++] = src[j];
     std::swap(src, dst);
   }
