@@ -138,16 +138,14 @@ void sort_better(Cand* c, int64_t n) {
     c[j].i = int32_t(uint32_t(src[j]));
   }
 }
-}  // namespace
 
-namespace {
-// Moves the best k of c[0, n) (n > k) to c[0, k), in order when sorted is set.
-// From kRadixSelect candidates on, the whole buffer is radix-sorted
-// (sort_better: no data-dependent branch per element) and its head kept:
-// std::nth_element's comparisons mispredict about half the time. Scratch
-// driver, 64 rows, 2 threads: K = 256, V = 50257 (~380 candidates a row)
-// 1.27 -> 1.07 ms; from 128 on (not 256) K = 100 also gains (1.65 -> 1.55 ms),
-// while from 64 on K = 50 lost (0.54 -> 0.60 ms).
+// Moves the best k of c[0, n) (n > k) to c[0, k), in order when sorted is set
+// (finish_row, which wants them sorted anyway). From kRadixSelect candidates
+// on, the whole buffer is radix-sorted (sort_better) and its head kept, else
+// std::nth_element then sort_better of the k. Scratch driver, 64 rows, 2
+// threads: K = 256, V = 50257 (~380 candidates a row) 1.25 -> 1.10 ms,
+// K = 1024, V = 128256 4.39 -> 4.06 ms; B = 1 within 10% either way; from 64
+// candidates on (not 128) K = 50 lost (0.54 -> 0.60 ms).
 constexpr int64_t kRadixSelect = 128;
 void select_best(Cand* c, int64_t n, int64_t k, bool& sorted) {
   if (n >= kRadixSelect) {
@@ -160,10 +158,15 @@ void select_best(Cand* c, int64_t n, int64_t k, bool& sorted) {
 }
 }  // namespace
 
+// Only the best k are wanted here, in any order: std::nth_element. (Radix
+// sorting the buffer instead, from 512 candidates, made B = 1, K = 1024 take
+// 2.1x the time in the scratch driver: a part with no sample guess flushes
+// every chunk, and the LSD radix sort is slow on the K that the previous
+// flush left sorted by value: a digit repeats from key to key and every count
+// update waits for the last.)
 void flush(CandBuf& b) {
   if (b.n <= b.k) return;
-  bool sorted;
-  select_best(b.c, b.n, b.k, sorted);
+  std::nth_element(b.c, b.c + (b.k - 1), b.c + b.n, better);
   b.thr = b.c[b.k - 1].x;
   b.n = b.k;
 }
