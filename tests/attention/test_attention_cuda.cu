@@ -170,6 +170,32 @@ TEST(AttentionCudaSanitize, DecodeSmall) {
 }
 
 namespace {
+// kv_append_cuda of T tokens (k, v [T, Hkv * D], slots [T] as given) into
+// zeroed device copies of hv's pools: both pools must equal the host's bytes,
+// no write may pass their ends, and the caller's k must come back unchanged.
+void expect_device_append_equals_host(const KvLayerView& hv, const std::vector<float>& k, const std::vector<float>& v,
+                                      const std::vector<int64_t>& slots, const std::string& what) {
+  const int64_t rows = hv.num_blocks * hv.n_kv_heads * hv.block_tokens;
+  const size_t kb = size_t(rows * kv_row_bytes(hv.k_type, hv.head_dim));
+  const size_t vb = size_t(rows * kv_row_bytes(hv.v_type, hv.head_dim));
+  DeviceGuarded<uint8_t> dk(kb), dv(vb);
+  cudaMemset(dk.data(), 0, kb);
+  cudaMemset(dv.data(), 0, vb);
+  Dev<float> dkx(k), dvx(v);
+  Dev<int64_t> ds(slots);
+  KvLayerView dl = hv;
+  dl.k = dk.data(), dl.v = dv.data(), dl.device = Device::cuda;
+  kv_append_cuda(dl, dkx.p, dvx.p, ds.p, int64_t(slots.size()));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+  ASSERT_TRUE(dk.guard_intact() && dv.guard_intact()) << what;
+  const auto gk = dk.download(), gv = dv.download();
+  EXPECT_EQ(0, std::memcmp(gk.data(), hv.k, kb)) << "K " << what;
+  EXPECT_EQ(0, std::memcmp(gv.data(), hv.v, vb)) << "V " << what;
+  std::vector<float> k_after(k.size());
+  cudaMemcpy(k_after.data(), dkx.p, k.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  EXPECT_EQ(0, std::memcmp(k_after.data(), k.data(), k.size() * sizeof(float))) << "append wrote the caller's k: " << what;
+}
+
 // rotate: k_rotate on both caches; the device rotates K before quantizing
 // (hadamard_rows_kernel), bitwise like the host's hadamard_transform.
 void check_append(KvType kt, KvType vt, int64_t D, bool rotate = false) {
@@ -192,25 +218,9 @@ void check_append(KvType kt, KvType vt, int64_t D, bool rotate = false) {
   v[0] = 0.0f, v[1] = -0.0f;
   for (int64_t j = 0; j < 32; ++j) v[size_t(3 * D + j)] = j % 2 ? 0.0f : -0.0f, k[size_t(3 * D + j)] = j % 3 ? -0.0f : 0.0f;
   host.write(0, slots, k.data(), v.data());
-  const KvLayerView hv = host.layer(0);
-  const size_t kb = size_t(hv.num_blocks * 3 * 16 * kv_row_bytes(kt, D));
-  const size_t vb = size_t(hv.num_blocks * 3 * 16 * kv_row_bytes(vt, D));
-  DeviceGuarded<uint8_t> dk(kb), dv(vb);
-  cudaMemset(dk.data(), 0, kb);
-  cudaMemset(dv.data(), 0, vb);
-  Dev<float> dkx(k), dvx(v);
-  Dev<int64_t> ds(slots);
-  KvLayerView dvw = hv;
-  dvw.k = dk.data(), dvw.v = dv.data(), dvw.device = Device::cuda;
-  kv_append_cuda(dvw, dkx.p, dvx.p, ds.p, T);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_TRUE(dk.guard_intact() && dv.guard_intact());
-  const auto gk = dk.download(), gv = dv.download();
-  EXPECT_EQ(0, std::memcmp(gk.data(), hv.k, kb)) << kv_type_name(kt) << " D=" << D << " rotate " << rotate;
-  EXPECT_EQ(0, std::memcmp(gv.data(), hv.v, vb)) << kv_type_name(vt) << " D=" << D << " rotate " << rotate;
-  std::vector<float> k_after(k.size());
-  cudaMemcpy(k_after.data(), dkx.p, k.size() * sizeof(float), cudaMemcpyDeviceToHost);
-  EXPECT_EQ(0, std::memcmp(k_after.data(), k.data(), k.size() * sizeof(float))) << "append wrote the caller's k";
+  expect_device_append_equals_host(host.layer(0), k, v, slots,
+                                   std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(D) +
+                                       " rotate " + std::to_string(rotate));
 }
 }  // namespace
 
@@ -256,21 +266,7 @@ TEST(AttentionCuda, AppendSkipsPaddingSlotsAndStoresSpecialsAsTheHost) {
         hv.insert(hv.end(), v.begin() + i * W, v.begin() + (i + 1) * W);
       }
     host.write(0, keep, hk.data(), hv.data());
-    const KvLayerView L = host.layer(0);
-    const size_t bytes = size_t(L.num_blocks * 2 * 16 * kv_row_bytes(t, 64));
-    DeviceGuarded<uint8_t> dk(bytes), dv(bytes);
-    cudaMemset(dk.data(), 0, bytes);
-    cudaMemset(dv.data(), 0, bytes);
-    Dev<float> dkx(k), dvx(v);
-    Dev<int64_t> ds(dev_slots);
-    KvLayerView dl = L;
-    dl.k = dk.data(), dl.v = dv.data(), dl.device = Device::cuda;
-    kv_append_cuda(dl, dkx.p, dvx.p, ds.p, T);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_TRUE(dk.guard_intact() && dv.guard_intact());
-    const auto gk = dk.download(), gv = dv.download();
-    EXPECT_EQ(0, std::memcmp(gk.data(), L.k, bytes)) << kv_type_name(t);
-    EXPECT_EQ(0, std::memcmp(gv.data(), L.v, bytes)) << kv_type_name(t);
+    expect_device_append_equals_host(host.layer(0), k, v, dev_slots, kv_type_name(t));
   }
 }
 
