@@ -25,7 +25,8 @@
 //    max / T itself overflows f32 (|max| / T > 3.4e38: a T near 1e-38, or
 //    logits near FLT_MAX); such a row has row_max = +-inf but finite probs.
 //  - Arguments: 1 <= K <= V, V <= 2^31 - 1 (int32 indices; offsets are 64-bit),
-//    T > 0 finite with log2(e)/T finite in f32 (T >= 4.2e-39); on CUDA also K <= 1024 when V > 1024.
+//    T > 0 finite with log2(e)/T finite in f32 (T >= 4.2e-39); on CUDA also K <= 1024 when V > 1024
+//    and logits.data aligned to its element size.
 //    Anything else throws llmk::InvalidArgument naming the argument, as does an
 //    output that shares memory with the logits or another output. Outputs
 //    live on the logits' device.
