@@ -96,7 +96,10 @@ void attention_reference(const float* q, const int64_t* qo_indptr, const float* 
 // through slots [T] (device int64), bitwise like KvCache::write (rotating the K
 // rows first when kv.k_rotated; the caller's k is not written). The host does
 // not read the device slots: a slot outside [0, num_blocks * block_tokens)
-// (such as the -1 of a padding token) is skipped, its rows not written.
+// (such as the -1 of a padding token) is skipped, its rows not written. The
+// valid slots must be distinct (as KvBlockManager hands them out): with a slot
+// given twice, which token's rows it ends up holding is unspecified (the
+// host's KvCache::write keeps the last).
 void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const int64_t* slots, int64_t num_tokens,
                     Stream stream = nullptr);
 
