@@ -188,7 +188,12 @@ cudaError_t backward(const BwdArgs& a, DType t, bool rms, float* dw, float* db, 
     if (db) LLMK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(db, 0, size_t(a.D) * 4, stream));
     return cudaSuccess;
   }
-  const LaunchConfig c = force ? *force : bwd_configs(a, t).front();
+  const std::vector<LaunchConfig> cs = bwd_configs(a, t);
+  // a forced configuration must be one the launcher could pick for this call
+  // (a vector layout on a misaligned row, or a shared-memory size past the
+  // device's, would read out of bounds or fail to launch)
+  if (force && std::find(cs.begin(), cs.end(), *force) == cs.end()) return cudaErrorInvalidConfiguration;
+  const LaunchConfig c = force ? *force : cs.front();
   switch (t) {
     case DType::f32: return launch_bwd<float>(a, rms, dw, db, c, stream);
     case DType::f16: return launch_bwd<__half>(a, rms, dw, db, c, stream);

@@ -31,6 +31,7 @@ struct LaunchConfig {
   bool cache = false;     // row staged in shared memory
   bool smem_acc = false;  // backward: weight-gradient partials in shared memory
   std::string describe() const;
+  bool operator==(const LaunchConfig&) const = default;
 };
 
 // Every configuration the launcher may pick for this call (the first one is

@@ -7,6 +7,7 @@
 // RMSNorm: x0 = dm = 0, no bias. The same formulas as the CPU path
 // (norm_kernels.hpp), so a constant row gives x_hat = 0 exactly. Also: the
 // launch-configuration list, device info, and the weight conversion kernel.
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -144,7 +145,12 @@ std::vector<LaunchConfig> fwd_configs(const FwdArgs& a, DType t) {
 
 cudaError_t forward(const FwdArgs& a, DType t, bool rms, cudaStream_t stream, const LaunchConfig* force) {
   if (a.N == 0) return cudaSuccess;
-  const LaunchConfig c = force ? *force : fwd_configs(a, t).front();
+  const std::vector<LaunchConfig> cs = fwd_configs(a, t);
+  // a forced configuration must be one the launcher could pick for this call
+  // (a vector layout on a misaligned row, or a shared-memory size past the
+  // device's, would read out of bounds or fail to launch)
+  if (force && std::find(cs.begin(), cs.end(), *force) == cs.end()) return cudaErrorInvalidConfiguration;
+  const LaunchConfig c = force ? *force : cs.front();
   switch (t) {
     case DType::f32: return launch_fwd<float>(a, rms, c, stream);
     case DType::f16: return launch_fwd<__half>(a, rms, c, stream);
