@@ -130,7 +130,9 @@ void write_special_row(const void* row, DType t, int64_t v, int64_t k, const Sof
 // Finishes a regular row from its merged state and its best candidates
 // (c[0..n), n <= cap, every logit > -inf when n < k): sorts the best k, fills
 // missing slots with the lowest -inf indices, writes probs/indices/max/lse.
+// sorted: c[0..n) is already in the op's order with n <= k (small_row's
+// output), so no sort is needed.
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
-                int64_t n, const SoftmaxTopkOut& out, int64_t b);
+                int64_t n, const SoftmaxTopkOut& out, int64_t b, bool sorted = false);
 
 }  // namespace llmk::topk
