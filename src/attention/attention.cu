@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "attention/attn_cuda.cuh"
+#include "attention/kv_checks.hpp"
 #include "core/cuda_check.cuh"
 #include "llmk/attention.hpp"
 
@@ -411,10 +412,7 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
   const char* fn = "kv_append_cuda";
   LLMK_CHECK_ARG(kv.device == Device::cuda, fn, "kv.device", device_name(kv.device), "must be cuda");
   LLMK_CHECK_ARG(kv.k && kv.v, fn, "kv", "null pool", "k and v pools must not be null");
-  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.k) % uintptr_t(kv_type_align(kv.k_type)) == 0, fn, "kv.k", kv.k,
-                 "must be aligned to " + std::to_string(kv_type_align(kv.k_type)) + " bytes (its type's elements)");
-  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.v) % uintptr_t(kv_type_align(kv.v_type)) == 0, fn, "kv.v", kv.v,
-                 "must be aligned to " + std::to_string(kv_type_align(kv.v_type)) + " bytes (its type's elements)");
+  attn::check_pools_aligned(fn, kv);
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "attention/attn_cuda.cuh"
+#include "attention/kv_checks.hpp"
 #include "core/cuda_check.cuh"
 #include "llmk/attention.hpp"
 #include "llmk/error.hpp"
@@ -278,10 +279,7 @@ void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T,
   LLMK_CHECK_ARG(kv.k != nullptr && kv.v != nullptr, fn, "kv", "null pool", "k and v pools must not be null");
   LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
   LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
-  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.k) % uintptr_t(kv_type_align(kv.k_type)) == 0, fn, "kv.k", kv.k,
-                 "must be aligned to " + std::to_string(kv_type_align(kv.k_type)) + " bytes (its type's elements)");
-  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(kv.v) % uintptr_t(kv_type_align(kv.v_type)) == 0, fn, "kv.v", kv.v,
-                 "must be aligned to " + std::to_string(kv_type_align(kv.v_type)) + " bytes (its type's elements)");
+  attn::check_pools_aligned(fn, kv);
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens",

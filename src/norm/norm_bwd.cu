@@ -130,7 +130,7 @@ template <class T, bool kRms, bool kVec>
 cudaError_t launch_bwd(const BwdArgs& a, float* dw, float* db, const LaunchConfig& c, cudaStream_t s) {
   const auto kernel = bwd_kernel<T, kRms, kVec>;
   const size_t smem = bwd_smem(c, a.D, sizeof(T));
-  LLMK_CUDA_RETURN_IF_ERROR(allow_smem(kernel, smem));
+  LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(kernel, smem));
   int per_sm = 0;
   LLMK_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c.threads, smem));
   const int64_t rpb = rows_per_block(c);
@@ -189,11 +189,9 @@ cudaError_t backward(const BwdArgs& a, DType t, bool rms, float* dw, float* db, 
     return cudaSuccess;
   }
   const std::vector<LaunchConfig> cs = bwd_configs(a, t);
-  // a forced configuration must be one the launcher could pick for this call
-  // (a vector layout on a misaligned row, or a shared-memory size past the
-  // device's, would read out of bounds or fail to launch)
-  if (force && std::find(cs.begin(), cs.end(), *force) == cs.end()) return cudaErrorInvalidConfiguration;
-  const LaunchConfig c = force ? *force : cs.front();
+  const LaunchConfig* pc = run_config(cs, force);
+  if (!pc) return cudaErrorInvalidConfiguration;
+  const LaunchConfig c = *pc;
   switch (t) {
     case DType::f32: return launch_bwd<float>(a, rms, dw, db, c, stream);
     case DType::f16: return launch_bwd<__half>(a, rms, dw, db, c, stream);

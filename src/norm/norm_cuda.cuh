@@ -129,11 +129,13 @@ inline LaunchConfig layout_pick(bool vec_ok, int64_t D, size_t esize) {
   return c;
 }
 
-// Lets `kernel` take `bytes` of dynamic shared memory next to its static
-// reduction scratch (cuda::allow_dynamic_smem: the 48 KiB default covers both).
-template <class K>
-cudaError_t allow_smem(K kernel, size_t bytes) {
-  return cuda::allow_dynamic_smem(kernel, bytes);
+// The configuration a launch runs: `force` when the launcher's own list for
+// the call holds it (else null: a vector layout on a misaligned row, or a
+// shared-memory size past the device's, would read out of bounds or fail to
+// launch), or the list's first entry, the launcher's pick.
+inline const LaunchConfig* run_config(const std::vector<LaunchConfig>& cs, const LaunchConfig* force) {
+  if (!force) return &cs.front();
+  return std::find(cs.begin(), cs.end(), *force) != cs.end() ? force : nullptr;
 }
 
 // Every configuration a launcher could run: `pick` first, then each other

@@ -7,7 +7,6 @@
 // RMSNorm: x0 = dm = 0, no bias. The same formulas as the CPU path
 // (norm_kernels.hpp), so a constant row gives x_hat = 0 exactly. Also: the
 // launch-configuration list, device info, and the weight conversion kernel.
-#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -89,7 +88,7 @@ template <class T, bool kRms, bool kVec>
 cudaError_t launch_fwd(const FwdArgs& a, const LaunchConfig& c, cudaStream_t s) {
   const auto kernel = fwd_kernel<T, kRms, kVec>;
   const size_t smem = fwd_smem(c, a.D, sizeof(T));
-  LLMK_CUDA_RETURN_IF_ERROR(allow_smem(kernel, smem));
+  LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(kernel, smem));
   const int64_t rpb = rows_per_block(c);
   const int64_t blocks = std::min<int64_t>((a.N + rpb - 1) / rpb, int64_t(1) << 30);
   kernel<<<unsigned(blocks), unsigned(c.threads), smem, s>>>(a, c.warp_row, c.cache);
@@ -146,11 +145,9 @@ std::vector<LaunchConfig> fwd_configs(const FwdArgs& a, DType t) {
 cudaError_t forward(const FwdArgs& a, DType t, bool rms, cudaStream_t stream, const LaunchConfig* force) {
   if (a.N == 0) return cudaSuccess;
   const std::vector<LaunchConfig> cs = fwd_configs(a, t);
-  // a forced configuration must be one the launcher could pick for this call
-  // (a vector layout on a misaligned row, or a shared-memory size past the
-  // device's, would read out of bounds or fail to launch)
-  if (force && std::find(cs.begin(), cs.end(), *force) == cs.end()) return cudaErrorInvalidConfiguration;
-  const LaunchConfig c = force ? *force : cs.front();
+  const LaunchConfig* pc = run_config(cs, force);
+  if (!pc) return cudaErrorInvalidConfiguration;
+  const LaunchConfig c = *pc;
   switch (t) {
     case DType::f32: return launch_fwd<float>(a, rms, c, stream);
     case DType::f16: return launch_fwd<__half>(a, rms, c, stream);

@@ -139,22 +139,17 @@ void sort_better(Cand* c, int64_t n) {
   }
 }
 
-// Moves the best k of c[0, n) (n > k) to c[0, k), in order when sorted is set
-// (finish_row, which wants them sorted anyway). From kRadixSelect candidates
-// on, the whole buffer is radix-sorted (sort_better) and its head kept, else
-// std::nth_element then sort_better of the k. Scratch driver, 64 rows, 2
-// threads: K = 256, V = 50257 (~380 candidates a row) 1.25 -> 1.10 ms,
-// K = 1024, V = 128256 4.39 -> 4.06 ms; B = 1 within 10% either way; from 64
-// candidates on (not 128) K = 50 lost (0.54 -> 0.60 ms).
+// Moves the best k of c[0, n) (n > k) to c[0, k) in order (finish_row). From
+// kRadixSelect candidates on, the whole buffer is radix-sorted (sort_better)
+// and its head kept, else std::nth_element then sort_better of the k. Scratch
+// driver, 64 rows, 2 threads: K = 256, V = 50257 (~380 candidates a row)
+// 1.25 -> 1.10 ms, K = 1024, V = 128256 4.39 -> 4.06 ms; B = 1 within 10%
+// either way; from 64 candidates on (not 128) K = 50 lost (0.54 -> 0.60 ms).
 constexpr int64_t kRadixSelect = 128;
-void select_best(Cand* c, int64_t n, int64_t k, bool& sorted) {
-  if (n >= kRadixSelect) {
-    sort_better(c, n);
-    sorted = true;
-  } else {
-    std::nth_element(c, c + (k - 1), c + n, better);
-    sorted = false;
-  }
+void sorted_best(Cand* c, int64_t n, int64_t k) {
+  if (n >= kRadixSelect) return sort_better(c, n);
+  std::nth_element(c, c + (k - 1), c + n, better);
+  sort_better(c, k);
 }
 }  // namespace
 
@@ -174,9 +169,9 @@ void flush(CandBuf& b) {
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
                 int64_t n, const SoftmaxTopkOut& out, int64_t b, bool sorted) {
   if (std::isnan(st.s) || st.m == kNegInf) return write_special_row(row, t, v, k, out, b);
+  // sorted: small_row's output, already in order (a sort of these 1..16 took
+  // a tenth of a 4096x8 K = 8 call, scratch profile)
   if (sorted) {
-    // small_row's output: already in order (a sort of these 1..16 took a
-    // tenth of a 4096x8 K = 8 call, scratch profile)
   } else if (k <= kInsertK && n > k) {
     // Small k (MoE routing, greedy): one insertion pass keeps the best k sorted in
     // c[0, k), cheaper than nth_element + sort on a few dozen candidates.
@@ -190,10 +185,8 @@ void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, co
     }
     n = k;
   } else if (n > k) {
-    bool sorted;
-    select_best(c, n, k, sorted);
+    sorted_best(c, n, k);
     n = k;
-    if (!sorted) sort_better(c, n);
   } else {
     sort_better(c, n);
   }
