@@ -92,7 +92,10 @@ namespace {
 // the passes whose digit is the same in every key (the high index bytes, most
 // exponent bits): no data-dependent branch per element, where std::sort's
 // comparisons mispredict about half the time. `bench softmax-topk`, K = 256.
-void sort_better(Cand* c, int64_t n) {
+// by_index: c is in increasing index order, so only the logit's digits are
+// sorted (LSD passes are stable: equal logits keep their index order), about
+// half the passes (the index bytes of a 128K row differ in 3 bytes).
+void sort_better(Cand* c, int64_t n, bool by_index = false) {
   if (n < 128) return std::sort(c, c + n, better);
   thread_local std::vector<uint64_t> a, b;
   a.resize(size_t(n));
@@ -114,7 +117,7 @@ void sort_better(Cand* c, int64_t n) {
   // no pass: the high index bytes, most exponent bits), and all their
   // histograms from one read of the keys.
   int shifts[8], np = 0;
-  for (int shift = 0; shift < 64; shift += 8)
+  for (int shift = by_index ? 32 : 0; shift < 64; shift += 8)
     if (((all_and ^ all_or) >> shift & 0xff) != 0) shifts[np++] = shift;
   thread_local std::vector<uint32_t> hist;
   hist.assign(size_t(np) * 256, 0u);
@@ -146,8 +149,8 @@ void sort_better(Cand* c, int64_t n) {
 // 1.25 -> 1.10 ms, K = 1024, V = 128256 4.39 -> 4.06 ms; B = 1 within 10%
 // either way; from 64 candidates on (not 128) K = 50 lost (0.54 -> 0.60 ms).
 constexpr int64_t kRadixSelect = 128;
-void sorted_best(Cand* c, int64_t n, int64_t k) {
-  if (n >= kRadixSelect) return sort_better(c, n);
+void sorted_best(Cand* c, int64_t n, int64_t k, bool by_index) {
+  if (n >= kRadixSelect) return sort_better(c, n, by_index);
   std::nth_element(c, c + (k - 1), c + n, better);
   sort_better(c, k);
 }
@@ -161,17 +164,18 @@ void sorted_best(Cand* c, int64_t n, int64_t k) {
 // update waits for the last.)
 void flush(CandBuf& b) {
   if (b.n <= b.k) return;
+  b.in_index_order = false;
   std::nth_element(b.c, b.c + (b.k - 1), b.c + b.n, better);
   b.thr = b.c[b.k - 1].x;
   b.n = b.k;
 }
 
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
-                int64_t n, const SoftmaxTopkOut& out, int64_t b, bool sorted) {
+                int64_t n, const SoftmaxTopkOut& out, int64_t b, CandOrder order) {
   if (std::isnan(st.s) || st.m == kNegInf) return write_special_row(row, t, v, k, out, b);
   // sorted: small_row's output, already in order (a sort of these 1..16 took
   // a tenth of a 4096x8 K = 8 call, scratch profile)
-  if (sorted) {
+  if (order == CandOrder::sorted) {
   } else if (k <= kInsertK && n > k) {
     // Small k (MoE routing, greedy): one insertion pass keeps the best k sorted in
     // c[0, k), cheaper than nth_element + sort on a few dozen candidates.
@@ -185,10 +189,10 @@ void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, co
     }
     n = k;
   } else if (n > k) {
-    sorted_best(c, n, k);
+    sorted_best(c, n, k, order == CandOrder::by_index);
     n = k;
   } else {
-    sort_better(c, n);
+    sort_better(c, n, order == CandOrder::by_index);
   }
   // Fewer than k logits > -inf: every one of them is here; the rest of the
   // output are the lowest-index -inf logits, probability 0.
@@ -258,14 +262,15 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
       if (small) {
         PartState st;
         const int64_t n = small(row, t, v, k, scale, buf.data(), st);
-        finish_row(row, t, v, k, scale, st, buf.data(), n, out, r, true);
+        finish_row(row, t, v, k, scale, st, buf.data(), n, out, r, CandOrder::sorted);
         continue;
       }
-      CandBuf cb{buf.data(), 0, cap, k, kNegInf};
+      CandBuf cb{buf.data(), 0, cap, k, kNegInf, k > kInsertK};
       PartState st;
       scan(row, t, v * p / parts, v * (p + 1) / parts, scale, cb, st);
       if (parts == 1) {
-        finish_row(row, t, v, k, scale, st, cb.c, cb.n, out, r);
+        finish_row(row, t, v, k, scale, st, cb.c, cb.n, out, r,
+                   cb.in_index_order ? CandOrder::by_index : CandOrder::any);
         continue;
       }
       flush(cb);

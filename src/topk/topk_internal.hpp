@@ -64,10 +64,14 @@ inline void merge_state(PartState& a, const PartState& b, double scale) {
 // K-th best logit after the last flush (-inf before): later elements of the
 // same part (higher indices) enter only when strictly above it, since an equal
 // one loses the tie to the K kept ones.
+// in_index_order: c[0, n) is in increasing index order (appended by the scan of
+// one part, K > kInsertK, and not yet reordered by a flush), so a stable sort
+// by logit alone puts ties in the op's order (sort_better's by_index).
 struct CandBuf {
   Cand* c = nullptr;
   int64_t n = 0, cap = 0, k = 0;
   float thr = kNegInf;
+  bool in_index_order = false;
 };
 
 // k up to this keeps its candidates sorted by insertion (scan) and finishes by
@@ -91,6 +95,11 @@ void validate(const char* fn, const TensorView& logits, int64_t k, float tempera
 
 // Keeps the best min(n, k) candidates (unordered) and raises thr to the k-th.
 void flush(CandBuf& b);
+
+// How finish_row's candidates c[0, n) are ordered: no order; increasing index
+// (CandBuf::in_index_order); or already in the op's order with n <= k
+// (small_row's output).
+enum class CandOrder { any, by_index, sorted };
 
 // The r-th largest of v[0, n) (1 <= r <= n, no NaN) into rth and the largest
 // into max; reorders v. For the sampled threshold (topk_scan.hpp).
@@ -130,9 +139,8 @@ void write_special_row(const void* row, DType t, int64_t v, int64_t k, const Sof
 // Finishes a regular row from its merged state and its best candidates
 // (c[0..n), n <= cap, every logit > -inf when n < k): sorts the best k, fills
 // missing slots with the lowest -inf indices, writes probs/indices/max/lse.
-// sorted: c[0..n) is already in the op's order with n <= k (small_row's
-// output), so no sort is needed.
+// order: what finish_row may assume of c[0..n) (CandOrder::sorted: no sort).
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
-                int64_t n, const SoftmaxTopkOut& out, int64_t b, bool sorted = false);
+                int64_t n, const SoftmaxTopkOut& out, int64_t b, CandOrder order = CandOrder::any);
 
 }  // namespace llmk::topk

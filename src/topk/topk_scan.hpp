@@ -26,8 +26,9 @@
 // and topk.cpp's finish_row / write_special_row for rows with fewer than K
 // logits above -inf or with a NaN / +inf (one more read of such a row).
 // For K > 16 the candidate buffer is flushed (nth_element, topk.cpp) at the
-// start of a chunk of kChunk elements whenever it holds more than 2K or the
-// chunk might not fit, which also raises the threshold.
+// start of a chunk of kChunk elements whenever it holds more than 2K (with a
+// sampled guess: twice the count expected above the guess) or the chunk might
+// not fit, which also raises the threshold.
 #pragma once
 #include <cfloat>
 #include <cmath>
@@ -174,6 +175,7 @@ template <class S, class E>
 // correct, twice the reads.
 struct Guess {
   float thr = kNegInf, max = kNegInf;  // the sample's r-th best and its max
+  int64_t above = 0;                   // r n / S: about how many logits of a random-order part lie above thr
 };
 inline constexpr int64_t kMaxSampleRank = kSampleRuns;
 template <class S, class T>
@@ -204,14 +206,17 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
     best[i] = v == v ? v : kNegInf;
   }
   Guess g;
+  g.above = r * n / s;
   rth_largest(best, kSampleRuns, r, g.thr, g.max);
   return g.thr == kNegInf ? Guess{} : g;
 }
 
 // One pass over [lo, hi) into b (empty, b.thr its starting threshold) from the
-// reference max m0 >= b.thr (-FLT_MAX, or the sample's max): returns the part's state.
+// reference max m0 >= b.thr (-FLT_MAX, or the sample's max): returns the part's
+// state. A chunk starts with a flush once the buffer holds more than flush_at
+// candidates (below).
 template <class S, bool kFold, class T>
-PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0) {
+PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0, int64_t flush_at) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   // Vectors a block: independent exps (ILP), summed by a tree in f32 (each
@@ -255,13 +260,16 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
       // A NaN lane may hide a larger logit from bmax (and a candidate from the
       // compare above); the part's sum is NaN anyway (exp2 of NaN below), so
       // the row is special: rescanned, its candidates and m unused.
-      const float bm = S::hmax(bmax);
-      if (bm > m) {
-        // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
-        const double d = (double(m) - double(bm)) * double(s2);
-        acc.scale(d < -1100 ? 0.0 : std::exp2(d));
-        m = bm;
-        vm = S::set1(m);
+      // (a vector compare first: most candidate blocks hold no new max)
+      if (S::gt_mask(bmax, vm)) {
+        const float bm = S::hmax(bmax);
+        if (bm > m) {
+          // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
+          const double d = (double(m) - double(bm)) * double(s2);
+          acc.scale(d < -1100 ? 0.0 : std::exp2(d));
+          m = bm;
+          vm = S::set1(m);
+        }
       }
     }
     // The terms, summed by a pairwise tree in source order (written out: a
@@ -275,10 +283,16 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
     const int64_t c1 = std::min(hi, c0 + kChunk);
     // Flush when a chunk might not fit, and also as soon as the buffer holds
-    // more than 2K: the first chunks then raise the threshold early instead of
-    // filling the buffer. Each flush costs O(n) and drops n - K >= n / 2
-    // candidates, so the work per candidate stays O(1).
-    if (b.n + (c1 - c0) > b.cap || b.n > 2 * b.k) {
+    // more than flush_at: without a guess 2K, so the first chunks raise the
+    // threshold early instead of filling the buffer; each flush costs O(n)
+    // and drops n - K >= n / 2 candidates, so the work per candidate stays
+    // O(1). With a guess, twice the count expected above it (g.above): a
+    // random-order part then never flushes, so its buffer stays in index
+    // order for finish_row, where a flush at 2K cost more (nth_element) than
+    // the candidates it kept out (64 rows of V = 128256, K = 50, one thread:
+    // 45.0 -> 43.7 us a row, scratch driver); a part whose sample misleads
+    // (a descending row: ~8% of it above the guess) still flushes early.
+    if (b.n + (c1 - c0) > b.cap || b.n > flush_at) {
       flush(b);
       vthr = S::set1(b.thr);
     }
@@ -314,12 +328,13 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
   const Guess g = b.k > kInsertK && b.n == 0 && b.thr == kNegInf ? sample_guess<S>(row, lo, hi, b.k) : Guess{};
   if (g.thr > kNegInf) {
     b.thr = g.thr;
-    const PartState p = pass(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX));
+    const PartState p = pass(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX), std::max(2 * b.k, 2 * g.above));
     if (b.n >= b.k) return merge_state(st, p, scale);
     b.n = 0;  // unsafe guess
     b.thr = kNegInf;
+    b.in_index_order = true;
   }
-  merge_state(st, pass(row, lo, hi, scale, b, -FLT_MAX), scale);
+  merge_state(st, pass(row, lo, hi, scale, b, -FLT_MAX, 2 * b.k), scale);
 }
 
 // A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn): copied to
