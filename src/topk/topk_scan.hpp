@@ -10,10 +10,11 @@
 //     a guess from a sample, sample_guess, checked at the end). Almost every
 //     block is below it and costs only that;
 //  2. otherwise (rare) each lane above thr becomes a candidate (for K <= 16
-//     inserted in order, add_cand, so thr rises at once), and if the block
-//     holds a logit above m, m rises to it and acc is multiplied by
-//     2^((m_old - m_new) * s2). thr <= m always, so every logit above m is
-//     seen here, and t = (x - m) * s2 <= 0 for every term;
+//     inserted in order, add_cand, so thr rises at once; for K > 16 appended
+//     after the chunk's blocks, kDefer, thr being fixed until the next flush),
+//     and if the block holds a logit above m, m rises to it and acc is
+//     multiplied by 2^((m_old - m_new) * s2) before the block's terms. So
+//     t = (x - m) * s2 <= 0 for every term;
 //  3. 2^t of every element (Terms: simd::Exp2Scaled), the kBlock vectors summed by a
 //     tree in f32 and widened into acc.
 // This is the online normalizer of Milakov & Gimelshein 2018, rescaled when the
@@ -215,7 +216,7 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
 // reference max m0 >= b.thr (-FLT_MAX, or the sample's max): returns the part's
 // state. A chunk starts with a flush once the buffer holds more than flush_at
 // candidates (below).
-template <class S, bool kFold, class T>
+template <class S, bool kFold, bool kAppend, class T>
 PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0, int64_t flush_at) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
@@ -225,6 +226,7 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   constexpr int kBlock = 8;
   constexpr int kBlockElems = kBlock * W;
   static_assert(kChunk % kBlockElems == 0, "a full chunk is whole blocks");
+  constexpr bool kDefer = kAppend && kChunk / kBlockElems <= 64;
   const float s2 = scale * kLog2e;  // exp(d * scale) = 2^(d * scale * log2(e))
   const Terms<S, kFold> terms(s2);
   float m = m0;  // reference max: every logit > -inf seen so far is <= m, and thr <= m
@@ -236,11 +238,37 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   // made GCC store every block's vectors to the stack.
   // always_inline: at -O2 GCC 12 called this lambda (its captures in memory):
   // 3x the time of the inlined loop.
+  // Raises m to the block max when it is larger, rescaling acc. A NaN lane
+  // may hide a larger logit from bmax (and a candidate from the compare with
+  // thr); the part's sum is NaN anyway (exp2 of NaN below), so the row is
+  // special: rescanned, its candidates and m unused. (A vector compare
+  // first: most candidate blocks hold no new max.)
+  const auto raise_max = [&](V bmax) __attribute__((always_inline)) {
+    if (!S::gt_mask(bmax, vm)) return;
+    const float bm = S::hmax(bmax);
+    if (bm > m) {
+      // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
+      const double d = (double(m) - double(bm)) * double(s2);
+      acc.scale(d < -1100 ? 0.0 : std::exp2(d));
+      m = bm;
+      vm = S::set1(m);
+    }
+  };
+  // kDefer (K > 16, whole blocks): a block's compare with thr only sets its
+  // bit in cmask, no branch; after the chunk's blocks (still in L1) the set
+  // bits' blocks append their candidates. Where a branch a candidate block
+  // mispredicted (a block in 5 holds one at K = 256, V = 128256) and emptied
+  // the pipeline of the exps in flight, there is now one hard loop exit a
+  // chunk; m still needs a branch (bmax > m: a few times a row).
+  uint64_t cmask = 0;  // bit i: block i of the chunk holds a candidate
   const auto block = [&](const auto* src, int nv, int64_t j) __attribute__((always_inline)) {
     V bmax = S::load(src);
     for (int u = 1; u < nv; ++u) bmax = S::max(bmax, S::load(src + u * W));
-    if (S::gt_mask(bmax, vthr)) [[unlikely]] {  // rare: candidates, and maybe a new max
-      if (b.k > kInsertK) {
+    if (kDefer && nv == kBlock) {  // (the part's tail takes the path below)
+      cmask |= uint64_t(S::gt_mask(bmax, vthr) != 0) << ((j - lo) % kChunk / kBlockElems);
+      if (S::gt_mask(bmax, vm)) [[unlikely]] raise_max(bmax);
+    } else if (S::gt_mask(bmax, vthr)) [[unlikely]] {  // rare: candidates, and maybe a new max
+      if (kAppend) {
         append_cands<S>(src, nv, j, vthr, b);
       } else {
         for (int u = 0; u < nv; ++u) {
@@ -257,20 +285,7 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
           vthr = S::set1(b.thr);
         }
       }
-      // A NaN lane may hide a larger logit from bmax (and a candidate from the
-      // compare above); the part's sum is NaN anyway (exp2 of NaN below), so
-      // the row is special: rescanned, its candidates and m unused.
-      // (a vector compare first: most candidate blocks hold no new max)
-      if (S::gt_mask(bmax, vm)) {
-        const float bm = S::hmax(bmax);
-        if (bm > m) {
-          // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
-          const double d = (double(m) - double(bm)) * double(s2);
-          acc.scale(d < -1100 ? 0.0 : std::exp2(d));
-          m = bm;
-          vm = S::set1(m);
-        }
-      }
+      raise_max(bmax);
     }
     // The terms, summed by a pairwise tree in source order (written out: a
     // recursive lambda was left as calls at -O2).
@@ -298,6 +313,12 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
     }
     int64_t j = c0;
     for (; j + kBlockElems <= c1; j += kBlockElems) block(row + j, kBlock, j);
+    if constexpr (kDefer) {
+      for (; cmask; cmask &= cmask - 1) {
+        const int64_t jb = c0 + int64_t(__builtin_ctzll(cmask)) * kBlockElems;
+        append_cands<S>(row + jb, kBlock, jb, vthr, b);
+      }
+    }
     for (; j + W <= c1; j += W) block(row + j, 1, j);  // the part's tail: single vectors
     if (j < c1) {  // and its last < W elements, padded with -inf (never a candidate, 2^-inf = 0)
       alignas(64) float pad[W];
@@ -322,9 +343,11 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
 // depend on thr (only its rounding on where m starts).
 template <class S, class T>
 void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
-  auto pass = scan_pass<S, false, T>;
+  const bool app = b.k > kInsertK;
+  auto pass = app ? scan_pass<S, false, true, T> : scan_pass<S, false, false, T>;
   if constexpr (!std::is_same_v<S, Scalar>)
-    if (scale * kLog2e >= simd::Exp2Scaled<S>::kMinScale) pass = scan_pass<S, true, T>;
+    if (scale * kLog2e >= simd::Exp2Scaled<S>::kMinScale)
+      pass = app ? scan_pass<S, true, true, T> : scan_pass<S, true, false, T>;
   const Guess g = b.k > kInsertK && b.n == 0 && b.thr == kNegInf ? sample_guess<S>(row, lo, hi, b.k) : Guess{};
   if (g.thr > kNegInf) {
     b.thr = g.thr;
