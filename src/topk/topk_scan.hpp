@@ -238,13 +238,13 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   // made GCC store every block's vectors to the stack.
   // always_inline: at -O2 GCC 12 called this lambda (its captures in memory):
   // 3x the time of the inlined loop.
-  // Raises m to the block max when it is larger, rescaling acc. A NaN lane
-  // may hide a larger logit from bmax (and a candidate from the compare with
+  // Raises m to the block max when it is larger, rescaling acc; called once
+  // a vector compare found a lane of bmax above m (cheaper than the
+  // horizontal max: most candidate blocks hold no new max). A NaN lane may
+  // hide a larger logit from bmax (and a candidate from the compare with
   // thr); the part's sum is NaN anyway (exp2 of NaN below), so the row is
-  // special: rescanned, its candidates and m unused. (A vector compare
-  // first: most candidate blocks hold no new max.)
+  // special: rescanned, its candidates and m unused.
   const auto raise_max = [&](V bmax) __attribute__((always_inline)) {
-    if (!S::gt_mask(bmax, vm)) return;
     const float bm = S::hmax(bmax);
     if (bm > m) {
       // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
@@ -290,7 +290,7 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
           vthr = S::set1(b.thr);
         }
       }
-      raise_max(bmax);
+      if (S::gt_mask(bmax, vm)) raise_max(bmax);
     }
     // The terms, summed by a pairwise tree in source order (written out: a
     // recursive lambda was left as calls at -O2).
@@ -353,7 +353,7 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
   if constexpr (!std::is_same_v<S, Scalar>)
     if (scale * kLog2e >= simd::Exp2Scaled<S>::kMinScale)
       pass = app ? scan_pass<S, true, true, T> : scan_pass<S, true, false, T>;
-  const Guess g = b.k > kInsertK && b.n == 0 && b.thr == kNegInf ? sample_guess<S>(row, lo, hi, b.k) : Guess{};
+  const Guess g = app && b.n == 0 && b.thr == kNegInf ? sample_guess<S>(row, lo, hi, b.k) : Guess{};
   if (g.thr > kNegInf) {
     b.thr = g.thr;
     const PartState p = pass(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX), std::max(2 * b.k, 2 * g.above));
