@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <limits>
 
 #include "core/constants.hpp"
 #include "llmk/dtype.hpp"
@@ -213,33 +214,44 @@ inline typename S::V exp2_nonpos(typename S::V t) {
   return S::mul(p, S::pow2i_biased(z));
 }
 
-// 2^(d * s) for d <= 0 and s >= 2^-100 (d = x - max, s = log2(e) / T), the
-// softmax terms of the topk scan and of attention: the product folded into
-// the reduction and a table of the 8 values 2^(j / 8) held in one register,
-// so the polynomial is of degree 3. d is clamped to lo = -127 / s (so d * s
-// >= -127 up to rounding, and -inf gives exactly 0); z = d * s + 1.5 * 2^20 +
-// 127 by one FMA (the sum's ulp is 1/8, so z's low mantissa bits hold q =
-// round(8 (d * s + 127)) = 8 (n + 127) + j, j in [0, 8)); r = d * s - (z -
-// shifter) by a second FMA, |r| <= 1/16, the exact product minus q / 8
-// rounded once. Then 2^(d s) = p(r) * 2^(j / 8) * 2^n: the table entry is
-// picked by j (the permute reads the low bits of z) and stored as its
-// mantissa bits minus j << 20, so adding q << 20 gives the bits of
-// 2^(j / 8) * 2^n in one integer add; one multiply by p(r) (a degree-3 Lawson
-// fit, p(0) = 1, 2.5e-8 on [-1/16, 1/16]). 11 vector ops, 6 of them on the FMA
-// pipes (the same fold with exp2_nonpos's degree-5 polynomial: 8). Bounds,
-// tested in tests/core/test_simd.cpp: 1.9e-7 relative against the exact
-// product for d * s >= -126; below, the exponent field may be 0 (a subnormal
-// without the implicit one), an absolute error under 2^-126; NaN stays NaN
-// (the multiply by p(NaN)).
+// 2^(x * s - c) for s >= 2^-100 and an offset c that is a multiple of 1/8
+// with |c| <= 2^18 (offset_for gives one), where x * s - c <= 120: the terms
+// of a softmax sum, 2^((x - max) log2(e) / T), for the topk scan (x a logit,
+// c = max * s rounded up to the 1/8 grid, so the subtraction x - max folds
+// into the first FMA) and for attention (x = score - max, c = 0). x is
+// clamped to lo = (c - 127) / s (so x s - c >= -127 up to 2^-24 |c - 127| <
+// 1/16, and -inf gives exactly 0); z = x * s + c1, c1 = 1.5 * 2^20 + 127 - c
+// (exact: on the 1/8 grid in [2^20, 2^21)), by one FMA; z's ulp is 1/8, so
+// its low mantissa bits hold q = round(8 (x s - c + 127)) = 8 (n + 127) + j,
+// j in [0, 8); r = x * s - (z - c1) by a second FMA (z - c1 is exact), |r| <=
+// 1/16, the exact x s - c + 127 - q / 8 rounded once. Then 2^(x s - c) = p(r)
+// * 2^(j / 8) * 2^n: the table entry is picked by j (the permute reads the
+// low bits of z) and stored as its mantissa bits minus j << 20, so adding q
+// << 20 gives the bits of 2^(j / 8) * 2^n in one integer add; one multiply by
+// p(r) (a degree-3 Lawson fit, p(0) = 1, 2.5e-8 on [-1/16, 1/16]). 11 vector
+// ops, 6 of them on the FMA pipes (the same fold with exp2_nonpos's degree-5
+// polynomial: 8). Bounds, tested in tests/core/test_simd.cpp: 1.9e-7 relative
+// against the exact x s - c for -126 <= x s - c <= 120; below, the exponent
+// field may be 0 (a subnormal without the implicit one), an absolute error
+// under 2^-126; NaN stays NaN (the multiply by p(NaN)).
 // s < 2^-100 would make lo overflow: the caller uses exp2_nonpos(d * s) there.
+inline constexpr double kExp2MaxOffset = 0x1p18;
+// The least offset for Exp2Scaled >= x * scale (x * scale is exact in
+// double: 48 bits), or NaN where there is none (beyond 2^18).
+inline double exp2_offset_for(float x, float scale) {
+  const double c = std::ceil(double(x) * double(scale) * 8) / 8;
+  return std::fabs(c) <= kExp2MaxOffset ? c : std::numeric_limits<double>::quiet_NaN();
+}
 template <class S>
 struct Exp2Scaled {
   using V = typename S::V;
   static constexpr float kMinScale = 0x1p-100f;
   static constexpr int kBits = 3;  // 8 entries; AVX-512's 16 lanes hold them twice (its permute reads 4 bits)
+  static constexpr float kShifter = 1.5f * float(1 << (23 - kBits)) + 127.0f;
   static_assert(S::kWidth % 8 == 0, "the table fills whole lanes");
-  V s, lo, table;
-  explicit Exp2Scaled(float scale) : s(S::set1(scale)), lo(S::set1(-127.0f / scale)) {
+  float scale;
+  V s, lo, c1, table;
+  explicit Exp2Scaled(float scale, float c = 0) : scale(scale), s(S::set1(scale)) {
     // Mantissa bits of 2^(j / 8) rounded to f32.
     static constexpr uint32_t kM[8] = {0x000000u, 0x0b95c2u, 0x1837f0u, 0x25fed7u,
                                        0x3504f3u, 0x45672au, 0x5744fdu, 0x6ac0c7u};
@@ -248,12 +260,16 @@ struct Exp2Scaled {
     alignas(64) float tf[S::kWidth];
     std::memcpy(tf, t, sizeof(t));
     table = S::load(tf);
+    rebase(c);
   }
-  V operator()(V d) const {
-    d = S::max(lo, d);  // NaN d stays NaN
-    const V shifter = S::set1(1.5f * float(1 << (23 - kBits)) + 127.0f);
-    const V z = S::fmadd(d, s, shifter);
-    const V r = S::fmsub(d, s, S::sub(z, shifter));
+  void rebase(float c) {
+    c1 = S::set1(kShifter - c);
+    lo = S::set1((c - 127.0f) / scale);
+  }
+  V operator()(V x) const {
+    x = S::max(lo, x);  // NaN x stays NaN
+    const V z = S::fmadd(x, s, c1);
+    const V r = S::fmsub(x, s, S::sub(z, c1));
     V p = S::set1(5.549622327e-02f);
     p = S::fmadd(p, r, S::set1(2.402576357e-01f));
     p = S::fmadd(p, r, S::set1(6.931472421e-01f));

@@ -89,26 +89,52 @@ struct DoubleAcc<simd::Avx512> {
 };
 #endif
 
-// The terms 2^(d * s2), d = x - m <= 0 (error bounds in core/simd.hpp). With
-// kFold (vector ISAs, s2 >= 2^-100, i.e. T <= 1.8e30) simd::Exp2Scaled: the
-// product folded into the reduction, 2^(j/8) from a table, 6 FMA-pipe ops a
-// vector; otherwise the product is rounded first: a multiply and
-// simd::exp2_nonpos (7 FMA-pipe ops), or std::exp2 on the scalar path.
+// The terms 2^((x - m) s2) of the elements x of a part, m its reference max,
+// as 2^(x s2 - ref), ref the reference in log2 units. kFold (vector ISAs, s2
+// >= 2^-100, i.e. T <= 1.8e30): simd::Exp2Scaled with ref = c, m s2 rounded
+// up to a multiple of 1/8, the subtraction x - m folded into its first FMA
+// (6 FMA-pipe ops a vector, and one register fewer than x - m held in one;
+// 20% less time a row at K = 1 than the fold after a subtraction, scratch
+// driver); rebase fails where |m s2| > 2^18 (|m| / T > 1.8e5), and the
+// caller rescans the part with the general terms. Otherwise (kFold false):
+// the difference d = x - m rounded first, a multiply and simd::exp2_nonpos
+// (7 FMA-pipe ops), or std::exp2 on the scalar path; ref = m s2.
 template <class S, bool kFold>
 struct Terms {
   using V = typename S::V;
-  explicit Terms(float s2) : vs2(S::set1(s2)) {}
-  V operator()(V d) const {
-    if constexpr (std::is_same_v<S, Scalar>)
-      return std::exp2(d * vs2);
-    else
-      return simd::exp2_nonpos<S>(S::mul(d, vs2));
+  Terms(float s2, float m) : s2(s2), vs2(S::set1(s2)) { rebase(m); }
+  bool rebase(float m) {
+    vm = S::set1(m);
+    ref = double(m) * s2;
+    return true;
   }
-  V vs2;
+  V operator()(V x) const {
+    if constexpr (std::is_same_v<S, Scalar>)
+      return std::exp2((x - vm) * vs2);
+    else
+      return simd::exp2_nonpos<S>(S::mul(S::sub(x, vm), vs2));
+  }
+  float s2;
+  V vs2, vm;
+  double ref;
 };
 template <class S>
 struct Terms<S, true> : simd::Exp2Scaled<S> {
-  using simd::Exp2Scaled<S>::Exp2Scaled;
+  using E = simd::Exp2Scaled<S>;
+  Terms(float s2, float m) : E(s2) { rebase(m); }
+  // False (and ref = -inf: the sum so far is dropped) where m s2 is beyond
+  // the offsets the fold takes; the part's result is then not used.
+  bool rebase(float m) {
+    const double c = simd::exp2_offset_for(m, this->scale);
+    if (c != c) {
+      ref = -std::numeric_limits<double>::infinity();
+      return false;
+    }
+    E::rebase(float(c));
+    ref = c;
+    return true;
+  }
+  double ref;
 };
 
 // Adds candidate x (x.x > b.thr; x has a higher index than every held
@@ -215,9 +241,13 @@ Guess sample_guess(const T* row, int64_t lo, int64_t hi, int64_t k) {
 // One pass over [lo, hi) into b (empty, b.thr its starting threshold) from the
 // reference max m0 >= b.thr (-FLT_MAX, or the sample's max): returns the part's
 // state. A chunk starts with a flush once the buffer holds more than flush_at
-// candidates (below).
+// candidates (below). kFold: in_range comes back false when a max was beyond
+// the fold's offsets (Terms), or the part's max is -FLT_MAX (the fold has no
+// offset for it, and its terms 2^0 = 1 count); then neither b nor the state is
+// the part's, and the caller rescans it with kFold false.
 template <class S, bool kFold, bool kAppend, class T>
-PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0, int64_t flush_at) {
+PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, float m0, int64_t flush_at,
+                    bool& in_range) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   // Vectors a block: independent exps (ILP), summed by a tree in f32 (each
@@ -228,7 +258,8 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   static_assert(kChunk % kBlockElems == 0, "a full chunk is whole blocks");
   constexpr bool kDefer = kAppend && kChunk / kBlockElems <= 64;
   const float s2 = scale * kLog2e;  // exp(d * scale) = 2^(d * scale * log2(e))
-  const Terms<S, kFold> terms(s2);
+  Terms<S, kFold> terms(s2, m0);
+  in_range = m0 == -FLT_MAX || terms.ref > -HUGE_VAL;
   float m = m0;  // reference max: every logit > -inf seen so far is <= m, and thr <= m
   V vm = S::set1(m), vthr = S::set1(b.thr);
   DoubleAcc<S> acc;
@@ -247,9 +278,12 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   const auto raise_max = [&](V bmax) __attribute__((always_inline)) {
     const float bm = S::hmax(bmax);
     if (bm > m) {
-      // 2^d underflows to 0 below -1075 (always at the first max, from -FLT_MAX): skip libm's slow path.
-      const double d = (double(m) - double(bm)) * double(s2);
-      acc.scale(d < -1100 ? 0.0 : std::exp2(d));
+      const double ref = terms.ref;
+      in_range &= terms.rebase(bm);
+      // 2^d underflows to 0 below -1075 (always at the first max, from
+      // -FLT_MAX): skip libm's slow path. NaN (-inf - -inf): nothing counted yet.
+      const double d = ref - terms.ref;
+      acc.scale(!(d > -1100) ? 0.0 : std::exp2(d));
       m = bm;
       vm = S::set1(m);
     }
@@ -294,13 +328,14 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
     }
     // The terms, summed by a pairwise tree in source order (written out: a
     // recursive lambda was left as calls at -O2).
-    const auto term = [&](int u) __attribute__((always_inline)) { return terms(S::sub(S::load(src + u * W), vm)); };
+    const auto term = [&](int u) __attribute__((always_inline)) { return terms(S::load(src + u * W)); };
     if (nv == 1) return acc.add(term(0));
     static_assert(kBlock == 8, "the tree below sums 8 vectors");
     acc.add(S::add(S::add(S::add(term(0), term(1)), S::add(term(2), term(3))),
                    S::add(S::add(term(4), term(5)), S::add(term(6), term(7)))));
   };
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
+    if (kFold && !in_range) return {};
     const int64_t c1 = std::min(hi, c0 + kChunk);
     // Flush when a chunk might not fit, and also as soon as the buffer holds
     // more than flush_at: without a guess 2K, so the first chunks raise the
@@ -331,9 +366,18 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
       block(static_cast<const float*>(pad), 1, j);
     }
   }
-  // The term of the element at m is 2^0 = 1, so sum > 0 unless every element
-  // is -inf (then m is still -FLT_MAX: the part is empty) or NaN.
-  const double s = acc.sum();
+  // The term of the element at m is 2^0 = 1 without kFold, so sum > 0 unless
+  // every element is -inf (then m is still -FLT_MAX: the part is empty) or
+  // NaN. With kFold the sum is relative to ref: times 2^(ref - m s2) (exact
+  // in double: m s2 has 48 bits) it is relative to m, and one element at m
+  // counts exactly 1 instead of its term times that (within 1.9e-7 of 1), so a
+  // row whose other terms underflow sums to exactly 1, as without kFold.
+  double s = acc.sum();
+  if constexpr (kFold) {
+    if (m == -FLT_MAX) in_range = false;
+    const double tm = S::hmax(terms(S::set1(m)));
+    s = (s - tm) * std::exp2(terms.ref - double(m) * s2) + 1;
+  }
   return s == 0 ? PartState{} : PartState{m, s};
 }
 
@@ -349,20 +393,33 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
 template <class S, class T>
 void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
   const bool app = b.k > kInsertK;
-  auto pass = app ? scan_pass<S, false, true, T> : scan_pass<S, false, false, T>;
+  const auto general = app ? scan_pass<S, false, true, T> : scan_pass<S, false, false, T>;
+  auto pass = general;
   if constexpr (!std::is_same_v<S, Scalar>)
     if (scale * kLog2e >= simd::Exp2Scaled<S>::kMinScale)
       pass = app ? scan_pass<S, true, true, T> : scan_pass<S, true, false, T>;
+  // A pass from threshold thr0 and max m0; again with the general terms where
+  // a max was beyond the fold's range.
+  const auto run = [&](float thr0, float m0, int64_t flush_at) {
+    bool in_range = true;
+    b.thr = thr0;
+    PartState p = pass(row, lo, hi, scale, b, m0, flush_at, in_range);
+    if (!in_range) {
+      b.n = 0;
+      b.thr = thr0;
+      b.in_index_order = true;
+      p = general(row, lo, hi, scale, b, m0, flush_at, in_range);
+    }
+    return p;
+  };
   const Guess g = app && b.n == 0 && b.thr == kNegInf ? sample_guess<S>(row, lo, hi, b.k) : Guess{};
   if (g.thr > kNegInf) {
-    b.thr = g.thr;
-    const PartState p = pass(row, lo, hi, scale, b, std::max(g.max, -FLT_MAX), std::max(2 * b.k, 2 * g.above));
+    const PartState p = run(g.thr, std::max(g.max, -FLT_MAX), std::max(2 * b.k, 2 * g.above));
     if (b.n >= b.k) return merge_state(st, p, scale);
     b.n = 0;  // unsafe guess
-    b.thr = kNegInf;
     b.in_index_order = true;
   }
-  merge_state(st, pass(row, lo, hi, scale, b, -FLT_MAX, 2 * b.k), scale);
+  merge_state(st, run(kNegInf, -FLT_MAX, 2 * b.k), scale);
 }
 
 // A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn): copied to
@@ -389,10 +446,9 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
     st = PartState{};
     return 0;
   }
-  const V vm = S::set1(m);
-  const Terms<S, false> terms(scale * kLog2e);
+  const Terms<S, false> terms(scale * kLog2e, m);
   DoubleAcc<S> acc;
-  for (int64_t u = 0; u < nv; ++u) acc.add(terms(S::sub(S::load(x + u * W), vm)));
+  for (int64_t u = 0; u < nv; ++u) acc.add(terms(S::load(x + u * W)));
   st = PartState{m, acc.sum()};
   if (std::isnan(st.s)) return 0;
   if constexpr (!std::is_same_v<S, Scalar>) {

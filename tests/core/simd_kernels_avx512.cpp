@@ -7,10 +7,10 @@ void exp2_nonpos_avx512(const float* x, float* y, int n) {
   using S = simd::Avx512;
   for (int i = 0; i < n; i += S::kWidth) S::store(y + i, simd::exp2_nonpos<S>(S::load(x + i)));
 }
-void exp2_scaled_avx512(const float* d, float scale, float* y, int n) {
+void exp2_scaled_avx512(const float* x, float scale, float c, float* y, int n) {
   using S = simd::Avx512;
-  const simd::Exp2Scaled<S> e(scale);
-  for (int i = 0; i < n; i += S::kWidth) S::store(y + i, e(S::load(d + i)));
+  const simd::Exp2Scaled<S> e(scale, c);
+  for (int i = 0; i < n; i += S::kWidth) S::store(y + i, e(S::load(x + i)));
 }
 void bf16_roundtrip_avx512(const float* x, bf16* y, int n) {
   using S = simd::Avx512;

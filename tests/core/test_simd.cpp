@@ -1,7 +1,7 @@
 // The SIMD layer (src/core/simd.hpp) on every ISA this CPU has: exp2_nonpos
 // (the softmax-sum 2^t, t <= 0) against std::exp2 in double over the whole
-// t <= 0 range, Exp2Scaled (2^(d s)) against the exact product for every scale,
-// and bf16 stores against the scalar conversion.
+// t <= 0 range, Exp2Scaled (2^(x s - c)) against the exact x s - c for every
+// scale and offset, and bf16 stores against the scalar conversion.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "core/simd.hpp"
 #include "tests/common/testutil.hpp"
 
 namespace llmk::test {
 void exp2_nonpos_avx2(const float* x, float* y, int n);
 void exp2_nonpos_avx512(const float* x, float* y, int n);
-void exp2_scaled_avx2(const float* d, float scale, float* y, int n);
-void exp2_scaled_avx512(const float* d, float scale, float* y, int n);
+void exp2_scaled_avx2(const float* x, float scale, float c, float* y, int n);
+void exp2_scaled_avx512(const float* x, float scale, float c, float* y, int n);
 void bf16_roundtrip_avx2(const float* x, bf16* y, int n);
 void bf16_roundtrip_avx512(const float* x, bf16* y, int n);
 }  // namespace llmk::test
@@ -26,7 +27,7 @@ struct Isa {
   SimdLevel level;
   void (*bf16)(const float*, bf16*, int);
   void (*exp2_nonpos)(const float*, float*, int);
-  void (*exp2_scaled)(const float*, float, float*, int);
+  void (*exp2_scaled)(const float*, float, float, float*, int);
 };
 std::vector<Isa> isas() {
   std::vector<Isa> v;
@@ -92,55 +93,73 @@ TEST(Simd, Exp2NonposWithinBoundOnEveryNonpositiveInput) {
   }
 }
 
-// Exp2Scaled (2^(d * s): the product folded into the reduction, a table of
-// 2^(j / 8) and a degree-3 polynomial): |y - 2^(d s)| <= 1.9e-7 * 2^(d s) +
-// 2^-150 against the exact product in double when d * s >= -126 (the table
-// entry's share 3.2e-8, the polynomial's 2.5e-8, its FMA rounding and the
-// final multiply's one ulp each, the rounding of r: every term below 6e-8);
-// below -126 the result's exponent field may be 0 (a subnormal without the
-// implicit one), so there only |y - 2^(d s)| <= 2^-126; exactly 0 for d = -inf
-// and from d * s = -127.5 down (d is clamped to -127 / s), NaN for NaN.
-// Scales from the smallest allowed (2^-100) to 3e7 (T = 4.8e-8), d over every
-// 61 * 7-th f32 t in [-128, 0] divided by s, plus the ends. The table and the
-// polynomial are checked for every j: t covers every residue.
-TEST(Simd, Exp2ScaledWithinBoundForEveryScale) {
+// Exp2Scaled (2^(x * s - c): the product and the offset folded into the
+// reduction, a table of 2^(j / 8) and a degree-3 polynomial): |y - 2^t| <=
+// 1.9e-7 * 2^t + 2^-150 against the exact t = x s - c in double when -126 <= t
+// <= 120 (the table entry's share 3.2e-8, the polynomial's 2.5e-8, its FMA
+// rounding and the final multiply's one ulp each, the rounding of r: every
+// term below 6e-8); below -126 the result's exponent field may be 0 (a
+// subnormal without the implicit one), so there only |y - 2^t| <= 2^-126;
+// exactly 0 for x = -inf and from t = -127.5 down (x is clamped to (c - 127)
+// / s), NaN for NaN. Scales from the smallest allowed (2^-100) to 3e7 (T =
+// 4.8e-8), offsets 0 (attention), the least one above a logit's x s
+// (offset_for, as the topk scan picks them) and the ends +-2^18; x over every
+// 61 * 7-th f32 t in [-128, 0] and every 61 * 97-th in [0, 119], plus the
+// ends. The table and the polynomial are checked for every j: t covers every
+// residue. A wrong offset (c1 or lo) moves every result: the test fails.
+TEST(Simd, Exp2ScaledWithinBoundForEveryScaleAndOffset) {
   if (isas().empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
   const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> t;
+  for (uint32_t b = 0x80000000u; b <= 0xC3000000u; b += 61 * 7) {
+    float v;
+    std::memcpy(&v, &b, 4);
+    t.push_back(v);
+  }
+  for (uint32_t b = 0; b <= 0x42EE0000u; b += 61 * 97) {  // 0 .. 119
+    float v;
+    std::memcpy(&v, &b, 4);
+    t.push_back(v);
+  }
+  for (float v : {-0.0f, 0.0f, -126.5f, -127.0f, -127.5f, -128.0f, 119.0f}) t.push_back(v);
   for (float s : {1.0f, 1.44269504f, 0.37f, 1000.0f, 3.0e7f, 0x1p-100f}) {
-    std::vector<float> d;
-    for (uint32_t b = 0x80000000u; b <= 0xC3000000u; b += 61 * 7) {
-      float v;
-      std::memcpy(&v, &b, 4);
-      d.push_back(v / s);
-    }
-    for (float v : {-0.0f, 0.0f, -126.5f / s, -127.0f / s, -127.5f / s, -128.0f / s, -std::numeric_limits<float>::max(),
-                    -inf, std::nanf("")})
-      d.push_back(v);
-    while (d.size() % 16) d.push_back(-1.0f / s);
-    for (const auto& isa : isas()) {
-      std::vector<float> y(d.size());
-      isa.exp2_scaled(d.data(), s, y.data(), int(d.size()));
-      double worst = 0;
-      for (size_t i = 0; i < d.size(); ++i) {
-        const auto at = [&] { return std::string(simd_name(isa.level)) + " s=" + std::to_string(s) + " d=" + std::to_string(d[i]); };
-        if (std::isnan(d[i])) {
-          ASSERT_TRUE(std::isnan(y[i])) << at();
-          continue;
+    const double near = simd::exp2_offset_for(12.34f, s);  // 12.34 s rounded up to 1/8
+    for (double c : {0.0, near, 0x1p18, -0x1p18}) {
+      if (c != c) continue;  // 12.34 * 3e7 is beyond the offsets
+      std::vector<float> x;
+      for (float v : t) x.push_back(float((double(v) + c) / s));
+      for (float v : {-std::numeric_limits<float>::max(), -inf, std::nanf("")}) x.push_back(v);
+      while (x.size() % 16) x.push_back(float((c - 1) / s));
+      for (const auto& isa : isas()) {
+        std::vector<float> y(x.size());
+        isa.exp2_scaled(x.data(), s, float(c), y.data(), int(x.size()));
+        double worst = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          const auto at = [&] {
+            return std::string(simd_name(isa.level)) + " s=" + std::to_string(s) + " c=" + std::to_string(c) +
+                   " x=" + std::to_string(x[i]);
+          };
+          if (std::isnan(x[i])) {
+            ASSERT_TRUE(std::isnan(y[i])) << at();
+            continue;
+          }
+          const double ti = double(x[i]) * double(s) - c, e = std::exp2(ti);
+          if (ti <= -127.5 || x[i] == -inf) {
+            ASSERT_EQ(y[i], 0.0f) << at();
+            continue;
+          }
+          if (ti < -126) {
+            ASSERT_LE(std::fabs(double(y[i]) - e), std::ldexp(1.0, -126)) << at();
+            continue;
+          }
+          ASSERT_LE(ti, 120.0) << at();  // the sweep stays in the stated range
+          const double err = std::fabs(double(y[i]) - e);
+          ASSERT_LE(err, 1.9e-7 * e + std::ldexp(1.0, -150)) << at() << " got " << y[i];
+          if (ti >= -125) worst = std::max(worst, err / e);
         }
-        const double t = double(d[i]) * double(s), e = std::exp2(t);
-        if (t <= -127.5 || d[i] == -inf) {
-          ASSERT_EQ(y[i], 0.0f) << at();
-          continue;
-        }
-        if (t < -126) {
-          ASSERT_LE(std::fabs(double(y[i]) - e), std::ldexp(1.0, -126)) << at();
-          continue;
-        }
-        const double err = std::fabs(double(y[i]) - e);
-        ASSERT_LE(err, 1.9e-7 * e + std::ldexp(1.0, -150)) << at() << " got " << y[i];
-        if (t >= -125) worst = std::max(worst, err / e);
+        std::printf("exp2_scaled %s s=%g c=%g: max relative error %.3g for -125 <= x s - c <= 120\n",
+                    simd_name(isa.level), s, c, worst);
       }
-      std::printf("exp2_scaled %s s=%g: max relative error %.3g for d*s >= -125\n", simd_name(isa.level), s, worst);
     }
   }
 }

@@ -309,6 +309,43 @@ TEST(SoftmaxTopk, RunningMaxRises) {
   }
 }
 
+// The vector scan folds x - m into its exp (simd::Exp2Scaled, offset c = m s2
+// on the 1/8 grid, |c| <= 2^18) and rescans a part with the general terms
+// where a max is beyond that or is -FLT_MAX: rows all -FLT_MAX (uniform), with
+// -inf among them, -FLT_MAX then ordinary logits, a max just inside and just
+// outside the range (m s2 = 2^18 -+ 16 at T = 1), and a jump out of it near
+// the end of a row that started in range. Every K path, 1 and 3 threads (the
+// split parts meet the jump at different places).
+TEST(SoftmaxTopk, FoldRangeAndLowestLogits) {
+  const int64_t v = 40000, rows = 6;
+  auto x = random_logits<float>(rows, v, v, 61);
+  const float lowest = std::numeric_limits<float>::lowest(), edge = 262144.0f / 1.44269504f;
+  for (int64_t j = 0; j < v; ++j) {
+    x[j] = lowest;
+    x[v + j] = j % 3 ? lowest : -INFINITY;
+    if (j < v / 2) x[2 * v + j] = lowest;
+  }
+  x[3 * v + 777] = edge - 11.0f;  // m s2 = 2^18 - 16: in range
+  x[4 * v + 777] = edge + 11.0f;  // just beyond
+  x[5 * v + v - 100] = 2.0f * edge;  // a jump out of range near the end
+  const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
+  const auto ref = run_ref(view, 256, 1.0f);
+  for (SimdLevel lvl : simd_levels()) {
+    ScopedSimdLimit lim(lvl);
+    for (int threads : {1, 3}) {
+      ThreadScope ts(threads);
+      for (int64_t k : {1, 8, 50, 256}) {
+        const auto r = run_fused(view, k, 1.0f);
+        EXPECT_TRUE(same_topk(r, ref, rows,
+                              std::string(simd_name(lvl)) + " fold range, threads " + std::to_string(threads) + " K " +
+                                  std::to_string(k)));
+        EXPECT_EQ(r.row_max[0], lowest);
+        EXPECT_NEAR(r.probs[0], 1.0 / double(v), 1e-6 / double(v));  // uniform
+      }
+    }
+  }
+}
+
 // The sampled starting threshold (topk_scan.hpp, sample_guess) where the
 // guess is unsafe and the part must be rescanned: a row whose sample runs
 // (topk_internal.hpp, sample_run) hold its largest logits, for the split into
