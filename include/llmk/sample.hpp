@@ -135,7 +135,7 @@ SampleCudaPlan sample_cuda_plan(const SamplingParams* params /* [B] */, int64_t 
 // Forces softmax_topk's launch configuration inside sample_cuda (tests).
 struct SampleCudaOptions {
   TopkCudaConfig topk_config = TopkCudaConfig::auto_pick;
-  int topk_splits = 0;
+  int topk_splits = 0;  // split_row only (0 = pick), as softmax_topk_cuda's splits
 };
 
 // The device sampler: logits f32 [B, V] on the GPU (any row stride >= V, never

@@ -69,10 +69,12 @@ enum class TopkCudaConfig : int {
   split_row = 3,      // row split over several blocks + an exact merge kernel (small B)
 };
 const char* topk_cuda_config_name(TopkCudaConfig c);
-// What auto_pick chooses for this shape on the current device.
+// What auto_pick chooses for this shape on the current device (rows >= 0,
+// vocab >= 1, k >= 1, else InvalidArgument).
 TopkCudaConfig softmax_topk_cuda_config(int64_t rows, int64_t vocab, int64_t k);
 // Like softmax_topk on a CUDA tensor, with a forced configuration (warp_per_row
-// needs V <= 1024; split_row uses `splits` blocks per row, 0 = pick).
+// needs V <= 1024; split_row uses `splits` blocks per row, 0 = pick; splits
+// must be 0 with any other config, auto_pick included).
 void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
                        Stream stream, TopkCudaConfig config, int splits = 0);
 

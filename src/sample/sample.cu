@@ -175,6 +175,8 @@ void check_logits(const char* fn, const char* what, const TensorView& t) {
   LLMK_CHECK_ARG(t.cols() >= 1 && t.cols() <= INT32_MAX, fn, what, t.describe(), "needs 1 <= V <= 2^31 - 1");
   LLMK_CHECK_ARG(t.rows() <= 1 || t.row_stride() >= t.cols(), fn, what, t.describe(), "row stride must be >= V");
   LLMK_CHECK_ARG(t.rows() == 0 || t.data != nullptr, fn, what, t.describe(), "data is null");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0, fn, what, t.describe(),
+                 "data must be 4-byte aligned");
 }
 
 void check_common(const char* fn, const TensorView& logits, const SamplingParams* params,
@@ -264,6 +266,8 @@ void sample_cuda(const TensorView& logits, const SamplingParams* params, const D
   const int64_t k = plan.k;
   if (k > 0 && opt.topk_config == TopkCudaConfig::warp_per_row)
     LLMK_CHECK_ARG(v <= 1024, fn, "options.topk_config", "warp_per_row", "needs V <= 1024");
+  LLMK_CHECK_ARG(opt.topk_splits == 0 || opt.topk_config == TopkCudaConfig::split_row, fn, "options.topk_splits",
+                 opt.topk_splits, "must be 0 unless options.topk_config is split_row");
   if (k > 0 && opt.topk_config == TopkCudaConfig::split_row) {
     const int64_t most = std::min<int64_t>({32, 4096 / k, v});
     LLMK_CHECK_ARG(most >= 2, fn, "options.topk_config", "split_row", "needs min(32, 4096 / K, V) >= 2");

@@ -283,6 +283,10 @@ cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float sca
 namespace llmk {
 
 TopkCudaConfig softmax_topk_cuda_config(int64_t rows, int64_t vocab, int64_t k) {
+  const char* fn = "softmax_topk_cuda_config";
+  LLMK_CHECK_ARG(rows >= 0, fn, "rows", rows, "must be >= 0");
+  LLMK_CHECK_ARG(vocab >= 1, fn, "vocab", vocab, "must be >= 1");
+  LLMK_CHECK_ARG(k >= 1, fn, "k", k, "must be >= 1");
   if (vocab <= 1024) return TopkCudaConfig::warp_per_row;
   // Fewer rows than SMs: split rows so that about two blocks run per SM.
   if (rows < topk::device_sms() && topk::max_splits(vocab, k) >= 2) return TopkCudaConfig::split_row;
@@ -299,6 +303,8 @@ void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, c
                  logits.describe(), "data must be aligned to its element size");
   const int64_t rows = logits.rows(), v = logits.cols();
   LLMK_CHECK_ARG(v <= 1024 || k <= topk::kMaxBlockK, fn, "k", k, "must be <= 1024 on CUDA when V > 1024");
+  LLMK_CHECK_ARG(splits == 0 || config == TopkCudaConfig::split_row, fn, "splits", splits,
+                 "must be 0 unless config is split_row (auto_pick may not pick it)");
   if (config == TopkCudaConfig::auto_pick) config = softmax_topk_cuda_config(rows, v, k);
   LLMK_CHECK_ARG(config != TopkCudaConfig::warp_per_row || v <= 1024, fn, "config", topk_cuda_config_name(config),
                  "warp_per_row needs V <= 1024");

@@ -364,7 +364,7 @@ TEST(SampleCudaSanitize, TinyTemperatureRowsAreDefined) {
   const int64_t v = 1025;
   Batch b = make_batch(3, v, v, 12);
   for (int64_t j = 0; j < v; ++j) b.x[2 * v + j] = -10.0f - float(j % 7);  // all negative: max / T -> -inf
-  b.x[0 * v + 3] = 5.0f, b.x[0 * v + 4] = 5.0f;                           // a tie at the top
+  b.x[0 * v + 3] = 50.0f, b.x[0 * v + 4] = 50.0f;                         // a tie at the top (N(0, 2.5) elsewhere)
   b.x[1 * v + 700] = 40.0f;
   const std::vector<SamplingParams> p = {{1e-38f, 50, 1.0f, 0.0f, 1.0f, 0.0f},
                                          {0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f},
@@ -377,6 +377,8 @@ TEST(SampleCudaSanitize, TinyTemperatureRowsAreDefined) {
     EXPECT_GE(want, 0) << r;
     EXPECT_EQ(got[size_t(r)], want) << "row " << r;
   }
+  EXPECT_TRUE(got[0] == 3 || got[0] == 4) << got[0];
+  EXPECT_EQ(got[1], 700);
 }
 
 TEST(SampleCudaSanitize, BadArguments) {
@@ -401,6 +403,12 @@ TEST(SampleCudaSanitize, BadArguments) {
   EXPECT_NE(err([&] { sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::split_row, 40}); })
                 .find("topk_splits"),
             std::string::npos);
+  EXPECT_NE(err([&] { sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::auto_pick, 4}); })
+                .find("topk_splits"),
+            std::string::npos);
+  const auto odd = TensorView::matrix(reinterpret_cast<float*>(reinterpret_cast<char*>(d.x.data()) + 2), DType::f32,
+                                      1, 1000, 2000, Device::cuda);
+  EXPECT_NE(err([&] { sample_cuda(odd, p.data(), {}, 0, 0, tok.data()); }).find("4-byte aligned"), std::string::npos);
   EXPECT_NE(err([&] { sample_cuda(view, p.data(), {nullptr, d.hist.data(), 3}, 0, 0, tok.data()); })
                 .find("history.indptr"),
             std::string::npos);

@@ -191,6 +191,22 @@ TEST(SoftmaxTopkCudaArgs, NoRowsEveryConfig) {
   }
 }
 
+// Arguments checked before anything runs (no GPU needed): splits only with
+// split_row (auto_pick included, which picks it only for some shapes), and the
+// configuration query's k, vocab and rows.
+TEST(SoftmaxTopkCudaArgs, SplitsNeedSplitRowAndConfigQueryChecksK) {
+  const SoftmaxTopkOut out{nullptr, nullptr, nullptr, nullptr};
+  const auto view = TensorView::matrix(nullptr, DType::f32, 0, 5000, 5000, Device::cuda);
+  for (TopkCudaConfig c : {TopkCudaConfig::auto_pick, TopkCudaConfig::block_per_row})
+    EXPECT_NE(invalid_argument_message([&] { softmax_topk_cuda(view, 50, 1.0f, out, nullptr, c, 4); }).find("splits"),
+              std::string::npos)
+        << topk_cuda_config_name(c);
+  EXPECT_NO_THROW(softmax_topk_cuda(view, 50, 1.0f, out, nullptr, TopkCudaConfig::split_row, 4));
+  EXPECT_NE(invalid_argument_message([] { softmax_topk_cuda_config(1, 5000, 0); }).find("'k' = 0"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { softmax_topk_cuda_config(1, 0, 1); }).find("vocab"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { softmax_topk_cuda_config(-1, 5000, 1); }).find("rows"), std::string::npos);
+}
+
 // Small shapes for compute-sanitizer: every configuration, partial blocks, misalignment.
 TEST(SoftmaxTopkCudaSanitize, SmallShapes) {
   LLMK_REQUIRE_CUDA();
