@@ -110,7 +110,9 @@ class F32Param {
 #ifdef LLMK_HAVE_CUDA
     LLMK_CUDA_CHECK(cudaMallocAsync(&dev_, size_t(n) * sizeof(float), stream));
     p_ = dev_;
-    LLMK_CUDA_CHECK(norm_cuda::to_f32(v.data, v.dtype, dev_, n, stream));
+    const cudaError_t e = norm_cuda::to_f32(v.data, v.dtype, dev_, n, stream);
+    if (e != cudaSuccess) cudaFreeAsync(dev_, stream);  // the destructor does not run: the constructor throws
+    LLMK_CUDA_CHECK(e);
 #endif
   }
   ~F32Param() {

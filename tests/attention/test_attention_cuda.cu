@@ -78,6 +78,7 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
   for (int splits : {1, 2, 7, 0}) {
     DeviceGuarded<float> out(static_cast<size_t>(n));
+    cudaMemset(out.data(), 0xFF, size_t(n) * sizeof(float));  // NaN: an element decode does not write fails
     AttentionOptions opt;
     opt.splits = splits;
     opt.max_kv_len = max_len;
@@ -101,7 +102,8 @@ TEST(AttentionCuda, DecodeEveryTypeShapeAndSplit) {
   const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {32, 1, 96}, {32, 8, 128}, {4, 2, 256}};
   const std::pair<KvType, KvType> types[] = {{KvType::f32, KvType::f32}, {KvType::f16, KvType::f16},
                                              {KvType::bf16, KvType::bf16}, {KvType::int8, KvType::int8},
-                                             {KvType::int4, KvType::int4}, {KvType::int8, KvType::int4}};
+                                             {KvType::int4, KvType::int4}, {KvType::int8, KvType::int4},
+                                             {KvType::int8, KvType::f16},  {KvType::bf16, KvType::int4}};
   for (const Shape& s : shapes)
     for (auto [kt, vt] : types) check_decode(s, kt, vt, {1, 17, 1023, 1025, 3000}, 16);
 }

@@ -1,6 +1,7 @@
 // attention_prefill_cuda against the double oracle (attention_reference over
 // the fixture's dequantized rows; the kernel keeps f32 queries) for every
-// storage type (and a mixed K/V pair), head_dim 64/80/96/128/256, MHA / GQA /
+// storage type (and a mixed K/V pair), head_dim 64/80/96/128/256 (and the
+// partly filled lane layouts 16/48/112/160/192), MHA / GQA /
 // MQA and every CTA row count the launcher may pick; varlen batches whose new
 // tokens straddle the block size and 1023/1024/1025, random cached prefixes
 // over randomly placed blocks (make_filled), prefix-only and empty sequences;
@@ -153,6 +154,15 @@ TEST(PrefillCuda, EveryTypeShapeAndConfig) {
       prefix[6] = 0;
       check(s, kt, vt, 16, qo_len, prefix, 1.0, uint64_t(s.D * 7 + s.Hq + int(kt) * 3 + int(vt)));
     }
+}
+
+// The register layouts a lane's share of the head only partly fills (D = 16
+// and 48: 2 elements a lane; 112: 4; 160 and 192: 8), as decode is tested.
+TEST(PrefillCuda, PartialLaneHeadDims) {
+  LLMK_REQUIRE_CUDA();
+  for (const Shape& s : {Shape{4, 2, 16}, Shape{6, 3, 48}, Shape{8, 2, 112}, Shape{4, 1, 160}, Shape{2, 2, 192}})
+    for (auto [kt, vt] : {std::pair{KvType::f32, KvType::f32}, std::pair{KvType::int8, KvType::int4}})
+      check(s, kt, vt, 16, {1, 17, 40, 0}, {5, 0, 33, 12}, 1.0, uint64_t(s.D * 5 + int(kt)));
 }
 
 TEST(PrefillCuda, LongVarlenStraddlingPowersOfTwo) {
