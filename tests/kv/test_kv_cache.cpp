@@ -3,6 +3,8 @@
 // compare), LRU eviction, out of blocks (all-or-nothing), stats and the
 // memory target (256 sequences of 1..4096 tokens hold <= 1.04x their bytes).
 #include <algorithm>
+#include <map>
+#include <string>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -344,4 +346,130 @@ TEST(KvCache, WriteRejectsSlotsOfBlocksNoSequenceHolds) {
             std::string::npos) << m;
   const int64_t never[] = {7 * 4};  // a block never handed out
   EXPECT_THROW(c.write(0, never, k.data(), k.data()), InvalidArgument);
+}
+
+// Random operations against a plain model (each live sequence's token list),
+// with a fake storage that holds, per slot, the token id written there: after
+// every step each sequence's page table must read back exactly its tokens (a
+// copy-on-write that writes a shared block, a prefix attached from the wrong
+// chain, an eviction of a block still in use or a truncate that keeps a stale
+// block shows up as a wrong token), reference counts must equal the number of
+// sequences holding a block, the stats must add up, and an out_of_blocks
+// append must change nothing. Tokens come from a vocabulary of 3 and prompts
+// from a few shared documents, so equal blocks under different parents and
+// prefix hits are common; 24 blocks of 4 tokens run out often.
+TEST(KvBlockManager, RandomOperationsAgainstAModel) {
+  for (uint64_t seed : {1, 2, 3}) {
+    std::mt19937_64 g(seed);
+    const int64_t nb = 24, bt = 4;
+    KvBlockManager m(nb, bt);
+    std::vector<int32_t> store(size_t(nb * bt), -1);  // token id written at each slot
+    std::map<int64_t, std::vector<int32_t>> model;
+    std::vector<std::vector<int32_t>> docs(3);
+    for (auto& d : docs)
+      for (int i = 0; i < 40; ++i) d.push_back(int32_t(g() % 3));
+    const auto rand_tokens = [&](int n) {
+      std::vector<int32_t> t(static_cast<size_t>(n));
+      for (auto& x : t) x = int32_t(g() % 3);
+      return t;
+    };
+    const auto pick = [&]() {
+      auto it = model.begin();
+      std::advance(it, g() % model.size());
+      return it->first;
+    };
+    // Appends through the fake storage (copies first, then the new tokens).
+    const auto append = [&](int64_t s, const std::vector<int32_t>& t) {
+      std::vector<int64_t> slots;
+      std::vector<KvBlockCopy> copies;
+      const KvStatus st = m.append(s, t, &slots, &copies);
+      if (st != KvStatus::ok) return st;
+      for (const KvBlockCopy& c : copies)
+        std::copy_n(store.begin() + int64_t(c.src) * bt, bt, store.begin() + int64_t(c.dst) * bt);
+      EXPECT_EQ(slots.size(), t.size());
+      for (size_t i = 0; i < t.size(); ++i) store[size_t(slots[i])] = t[i];
+      model[s].insert(model[s].end(), t.begin(), t.end());
+      return st;
+    };
+    for (int step = 0; step < 3000; ++step) {
+      const int op = model.empty() ? 0 : int(g() % 10);
+      const std::string at = "seed " + std::to_string(seed) + " step " + std::to_string(step) + " op " + std::to_string(op);
+      if (op <= 1) {  // a new sequence: a document's prefix (reused where cached) and its own tokens
+        const int64_t s = m.add_sequence();
+        model[s] = {};
+        const auto& d = docs[g() % docs.size()];
+        std::vector<int32_t> prompt(d.begin(), d.begin() + int64_t(g() % d.size()));
+        const int64_t reused = m.reuse_prefix(s, prompt);
+        ASSERT_EQ(reused % bt, 0) << at;
+        ASSERT_LE(reused, int64_t(prompt.size())) << at;
+        model[s].assign(prompt.begin(), prompt.begin() + reused);
+        std::vector<int32_t> rest(prompt.begin() + reused, prompt.end());
+        const auto more = rand_tokens(int(g() % 6));
+        rest.insert(rest.end(), more.begin(), more.end());
+        if (append(s, rest) != KvStatus::ok) {  // keep the sequence as reused; maybe free it
+          if (g() % 2) {
+            m.free_sequence(s);
+            model.erase(s);
+          }
+        }
+      } else if (op <= 4) {  // append to a live sequence; out_of_blocks must change nothing
+        const int64_t s = pick();
+        const auto before = m.stats();
+        std::map<int64_t, std::vector<int32_t>> blocks_before;
+        for (const auto& [q, _] : model) blocks_before[q].assign(m.blocks(q).begin(), m.blocks(q).end());
+        if (append(s, rand_tokens(1 + int(g() % 9))) == KvStatus::out_of_blocks) {
+          const auto after = m.stats();
+          ASSERT_EQ(after.blocks_used, before.blocks_used) << at;
+          ASSERT_EQ(after.blocks_cached, before.blocks_cached) << at;
+          ASSERT_EQ(after.tokens_stored, before.tokens_stored) << at;
+          for (const auto& [q, b] : blocks_before)
+            ASSERT_TRUE(std::equal(b.begin(), b.end(), m.blocks(q).begin(), m.blocks(q).end())) << at;
+        }
+      } else if (op == 5) {
+        const int64_t s = pick();
+        const int64_t f = m.fork(s);
+        model[f] = model[s];
+      } else if (op == 6) {
+        const int64_t s = pick();
+        const int64_t len = int64_t(g() % (model[s].size() + 1));
+        m.truncate(s, len);
+        model[s].resize(size_t(len));
+      } else {
+        const int64_t s = pick();
+        m.free_sequence(s);
+        model.erase(s);
+      }
+      // Invariants over every live sequence.
+      std::vector<int32_t> refs(size_t(nb), 0);
+      std::vector<int64_t> seqs;
+      for (const auto& [s, toks] : model) {
+        seqs.push_back(s);
+        ASSERT_EQ(m.length(s), int64_t(toks.size())) << at << " seq " << s;
+        ASSERT_TRUE(std::equal(toks.begin(), toks.end(), m.tokens(s).begin(), m.tokens(s).end())) << at;
+        const auto blocks = m.blocks(s);
+        ASSERT_EQ(int64_t(blocks.size()), (int64_t(toks.size()) + bt - 1) / bt) << at << " seq " << s;
+        for (size_t p = 0; p < toks.size(); ++p)
+          ASSERT_EQ(store[size_t(int64_t(blocks[p / bt]) * bt + int64_t(p) % bt)], toks[p])
+              << at << " seq " << s << " position " << p;
+        for (int32_t b : blocks) ++refs[size_t(b)];
+      }
+      int64_t used = 0;
+      for (int32_t b = 0; b < int32_t(nb); ++b) {
+        ASSERT_EQ(m.refcount(b), refs[size_t(b)]) << at << " block " << b;
+        used += refs[size_t(b)] > 0;
+      }
+      const KvStats st = m.stats();
+      ASSERT_EQ(st.blocks_used, used) << at;
+      ASSERT_EQ(st.blocks_used + st.blocks_free + st.blocks_cached, nb) << at;
+      ASSERT_EQ(m.available_blocks(), st.blocks_free + st.blocks_cached) << at;
+      const PageTable pt = m.page_table(seqs);
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const auto blocks = m.blocks(seqs[i]);
+        ASSERT_EQ(pt.indptr[i + 1] - pt.indptr[i], int64_t(blocks.size())) << at;
+        ASSERT_TRUE(std::equal(blocks.begin(), blocks.end(), pt.indices.begin() + pt.indptr[i])) << at;
+        const int64_t len = m.length(seqs[i]);
+        ASSERT_EQ(pt.last_len[i], len == 0 ? 0 : int32_t(len - (int64_t(blocks.size()) - 1) * bt)) << at;
+      }
+    }
+  }
 }
