@@ -4,8 +4,10 @@
 // norm_avx512.cpp through make_kernels<S>().
 //
 // Per row (D elements, which stay in L1/L2 between the passes):
-//  forward:  pass 1  dm = sum(x - x0) / D, mean = x0 + dm   (shifted: exact for a constant row)
-//            pass 2  var = sum(((x - x0) - dm)^2) / D        (two-pass: no E[x^2] - E[x]^2 cancellation)
+//  forward:  pass 1  dm = sum(x - x0) / D, mean = x0 + dm, and sum((x - x0)^2)
+//                    (x0: the mean of the first vector; shifted: exact for a constant row)
+//            pass 2  only where x0 is not within sd / 2 of the mean:
+//                    var = sum(((x - x0) - dm)^2) / D (two-pass: no E[x^2] - E[x]^2 cancellation)
 //            pass 3  y = ((x - x0) - dm) * rstd * w + b
 //            RMSNorm: x0 = dm = 0 and no b.
 //  backward: pass A  xc = x - mean, g = dy * w; sums of xc, g and g * xc
@@ -51,13 +53,7 @@ inline void store_nt(T* p, typename S::V v) {
   }
 }
 
-// acc + (x - c) and acc + ((x - c) - c2)^2, for any ISA I (vectors or Scalar).
-struct SumDev {
-  template <class I>
-  static typename I::V acc(typename I::V a, typename I::V x, typename I::V c, typename I::V) {
-    return I::add(a, I::sub(x, c));
-  }
-};
+// acc + ((x - c) - c2)^2, for any ISA I (vectors or Scalar).
 struct SumDevSq {
   template <class I>
   static typename I::V acc(typename I::V a, typename I::V x, typename I::V c, typename I::V c2) {
@@ -86,6 +82,35 @@ inline float reduce_row(const T* x, int64_t D, float c, float c2) {
   return s;
 }
 
+// sum(x - c) and sum((x - c)^2) over x[0..D) in one pass, four vector
+// accumulators each plus a scalar tail.
+template <class S, class T>
+inline void reduce_row2(const T* x, int64_t D, float c, float& s1, float& s2) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  const V cv = S::set1(c);
+  V a[4] = {S::zero(), S::zero(), S::zero(), S::zero()}, q[4] = {a[0], a[0], a[0], a[0]};
+  int64_t i = 0;
+  for (; i + 4 * W <= D; i += 4 * W)
+    for (int u = 0; u < 4; ++u) {
+      const V d = S::sub(S::load(x + i + u * W), cv);
+      a[u] = S::add(a[u], d);
+      q[u] = S::fmadd(d, d, q[u]);
+    }
+  for (; i + W <= D; i += W) {
+    const V d = S::sub(S::load(x + i), cv);
+    a[0] = S::add(a[0], d);
+    q[0] = S::fmadd(d, d, q[0]);
+  }
+  s1 = S::hsum(S::add(S::add(a[0], a[1]), S::add(a[2], a[3])));
+  s2 = S::hsum(S::add(S::add(q[0], q[1]), S::add(q[2], q[3])));
+  for (; i < D; ++i) {
+    const float d = to_f32(x[i]) - c;
+    s1 += d;
+    s2 += d * d;
+  }
+}
+
 // Stores v at p: non-temporal when kNt (p then aligned to the vector).
 template <class S, bool kNt, class T>
 inline void put(T* p, typename S::V v) {
@@ -106,9 +131,14 @@ inline int64_t aligned_head(const T* y, int64_t D) {
   return i;
 }
 
-// y = ((x - x0) - dm) * rs * w + b over one row (w, b null: 1, 0). x - x0 is
-// exact when x and x0 are within a factor of two (Sterbenz), so x_hat keeps
-// full precision even when |mean| dwarfs the spread.
+// y = ((x - x0) - dm) * rs * w + b over one row (w, b null: 1, 0), x_hat =
+// (x - x0) * rs - dm * rs by one FMA. x - x0 is exact when x and x0 are
+// within a factor of two (Sterbenz), so x_hat keeps full precision even when
+// |mean| dwarfs the spread; the product dm * rs is rounded once: x0, the mean
+// of the row's first W elements, lies within sqrt(D / W) sd of the row's
+// mean (Cauchy-Schwarz), so |dm * rs| <= sqrt(D / W) and x_hat is off by at
+// most sqrt(D / W) 2^-25 more than ((x - x0) - dm) * rs would be (1.4e-6 at
+// D = 4096 with AVX2; usually dm * rs is below 1).
 template <class S, bool kNt, class T>
 inline void write_row(const T* x, T* y, int64_t D, float x0, float dm, float rs, const float* w, const float* b) {
   using V = typename S::V;
@@ -119,10 +149,10 @@ inline void write_row(const T* x, T* y, int64_t D, float x0, float dm, float rs,
   };
   const int64_t head = aligned_head<S, kNt>(y, D);
   for (int64_t i = 0; i < head; ++i) one(i);
-  const V x0v = S::set1(x0), dmv = S::set1(dm), rv = S::set1(rs);
+  const V x0v = S::set1(x0), rv = S::set1(rs), ndmr = S::set1(-(dm * rs));
   int64_t i = head;
   for (; i + W <= D; i += W) {
-    const V xh = S::mul(S::sub(S::sub(S::load(x + i), x0v), dmv), rv);
+    const V xh = S::fmadd(S::sub(S::load(x + i), x0v), rv, ndmr);
     const V bv = b ? S::load(b + i) : S::zero();
     put<S, kNt>(y + i, w ? S::fmadd(xh, S::load(w + i), bv) : S::add(xh, bv));
   }
@@ -136,13 +166,25 @@ void fwd_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
   for (int64_t n = r0; n < r1; ++n) {
     const T* x = static_cast<const T*>(a.x) + n * a.x_stride;  // [D]
     T* y = static_cast<T*>(a.y) + n * a.y_stride;              // [D]
-    float x0 = 0.0f, dm = 0.0f;  // mean = x0 + dm
+    float x0 = 0.0f, dm = 0.0f, var;  // mean = x0 + dm
     if constexpr (!kRms) {
-      x0 = to_f32(x[0]);
-      dm = reduce_row<S, SumDev>(x, D, x0, 0.0f) / float(D);
+      // One pass for both sums around x0, the mean of the first vector: var =
+      // sum((x - x0)^2) / D - dm^2 loses (dm / sd)^2 of the sum's relative
+      // rounding, so it is kept only when dm^2 <= var / 4 (x0 within sd / 2
+      // of the mean, as usual when the first W elements are a sample of the
+      // row: then its error is at most 1.25x the two-pass one's). Otherwise
+      // (a sorted row, an outlier in front, a negative difference, NaN) a
+      // second pass sums ((x - x0) - dm)^2, the two-pass variance.
+      x0 = D >= S::kWidth ? S::hsum(S::load(x)) / float(S::kWidth) : to_f32(x[0]);
+      float s1, s2;
+      reduce_row2<S>(x, D, x0, s1, s2);
+      dm = s1 / float(D);
+      var = s2 / float(D) - dm * dm;
+      if (!(dm * dm <= 0.25f * var)) var = reduce_row<S, SumDevSq>(x, D, x0, dm) / float(D);
       a.mean[n] = x0 + dm;
+    } else {
+      var = reduce_row<S, SumDevSq>(x, D, 0.0f, 0.0f) / float(D);
     }
-    const float var = reduce_row<S, SumDevSq>(x, D, x0, dm) / float(D);
     const float rs = 1.0f / std::sqrt(var + a.eps);
     a.rstd[n] = rs;
     if (kCanNt && a.nt)

@@ -36,6 +36,9 @@ struct NormCase {
   float eps = 1e-5f;
   uint64_t seed = 1;
   double center = 0.0, spread = 1.0;  // x ~ N(center, spread)
+  int64_t front = 0;                  // the first `front` elements of a row shifted by front_shift
+  double front_shift = 0.0;
+  bool sorted = false;                // each row sorted ascending
   std::string name() const {
     return std::string(rms ? "rms" : "ln") + " N=" + std::to_string(N) + " D=" + std::to_string(D) +
            " pad=" + std::to_string(pad) + " misalign=" + std::to_string(misalign) + (has_w ? " w" : "") +
@@ -62,6 +65,8 @@ struct NormData {
     std::vector<T> row(static_cast<size_t>(D));
     for (int64_t n = 0; n < N; ++n) {
       fill_normal(row.data(), size_t(D), c.seed * 1000003 + uint64_t(n), c.center, c.spread);
+      for (int64_t i = 0; i < std::min(c.front, D); ++i) row[size_t(i)] = from_f32<T>(float(to_f32(row[size_t(i)]) + c.front_shift));
+      if (c.sorted) std::sort(row.begin(), row.end(), [](T a, T b) { return to_f32(a) < to_f32(b); });
       std::copy(row.begin(), row.end(), x.begin() + n * S);
       fill_normal(row.data(), size_t(D), c.seed * 7919 + uint64_t(n) + 77, 0.0, 1.0);
       std::copy(row.begin(), row.end(), dy.begin() + n * S);

@@ -274,6 +274,30 @@ TEST(Norm, LargeMeanRowsDefeatOnePassVarianceButNotOurs) {
   }
 }
 
+// The forward sums x - x0 and its square in one pass around x0, the mean of
+// the row's first vector, and takes the two-pass variance where x0 is not
+// within sd / 2 of the mean (the one-pass one loses (dm / sd)^2 of the sum's
+// relative rounding, up to D / W). Rows whose first vector misleads: 8
+// outliers in front (x0 up to sqrt(D / 8) sd from the mean) and sorted rows
+// (x0 at the bottom), around centers 0, 1e4 and 1e6, D up to 65536. With the
+// second pass disabled the outlier rows fail the harness's rstd tolerance.
+TEST(Norm, RowsWhoseFirstVectorMisleadsTakeTheTwoPassPath) {
+  for (double center : {0.0, 1e4, 1e6})
+    for (int64_t D : {int64_t(4096), int64_t(65536)})
+      for (int kind = 0; kind < 2; ++kind) {
+        NormCase c{.N = 3, .D = D, .seed = 7, .center = center, .spread = 1.0};
+        if (kind == 0) c.front = 8, c.front_shift = 1e4;
+        else c.sorted = true;
+        const NormData<float> d(c);
+        for (SimdLevel l : simd_levels()) {
+          ScopedSimdLimit lim(l);
+          const std::string where = "center " + std::to_string(center) + " D " + std::to_string(D) +
+                                    (kind == 0 ? " outliers in front " : " sorted ") + simd_name(l);
+          check_outputs(d, run_cpu(d, where), where);
+        }
+      }
+}
+
 // The weight gradients come from per-thread partials summed in thread order:
 // two runs give the same bits.
 TEST(Norm, BackwardIsBitwiseRepeatable) {
