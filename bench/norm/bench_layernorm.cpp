@@ -5,12 +5,14 @@
 // the same data. Bytes are the minimum traffic: fwd reads x and writes y
 // (2*N*D*s), bwd reads x and dy and writes dx (3*N*D*s); the N-sized stats and
 // the D-sized weights are not counted. Three rounds (one with --quick) of the
-// in-process rows then the torch peer; each row is its median round.
+// in-process rows then the torch peer; each row is its median round. Within a
+// round, each shape's in-process implementations take turns (6 turns each).
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -190,15 +192,26 @@ int run(const Options& opt) {
         rows.push_back(Row{"layernorm", impl, op, shape, "f32", ms, bytes / (ms * 1e6), {}});
       };
       llmk_fwd(d);  // stats for every backward below
-      add("llmk", "fwd", median_ms([&] { llmk_fwd(d); }, 5, min_s), fb);
-      add("llmk", "bwd", median_ms([&] { llmk_bwd(d); }, 5, min_s), bb);
+      // The implementations in turns within the round (interleaved_median_ms):
+      // a slow phase of this shared machine then hits each of them alike.
+      struct Fn {
+        const char* impl;
+        const char* op;
+        double bytes;
+        std::function<void()> fn;
+      };
+      std::vector<Fn> fns = {{"llmk", "fwd", fb, [&] { llmk_fwd(d); }}, {"llmk", "bwd", bb, [&] { llmk_bwd(d); }}};
 #ifdef LLMK_HAVE_DNNL
       Dnnl dn(d);
-      add("onednn", "fwd", median_ms([&] { dn.run_fwd(); }, 5, min_s), fb);
-      add("onednn", "bwd", median_ms([&] { dn.run_bwd(); }, 5, min_s), bb);
+      fns.push_back({"onednn", "fwd", fb, [&] { dn.run_fwd(); }});
+      fns.push_back({"onednn", "bwd", bb, [&] { dn.run_bwd(); }});
 #endif
-      add("naive", "fwd", median_ms([&] { naive_fwd(d); }, 5, min_s), fb);
-      add("naive", "bwd", median_ms([&] { naive_bwd(d); }, 5, min_s), bb);
+      fns.push_back({"naive", "fwd", fb, [&] { naive_fwd(d); }});
+      fns.push_back({"naive", "bwd", bb, [&] { naive_bwd(d); }});
+      std::vector<std::function<void()>> calls;
+      for (const Fn& f : fns) calls.push_back(f.fn);
+      const std::vector<double> ms = interleaved_median_ms(calls, 6, min_s / 6);
+      for (size_t i = 0; i < fns.size(); ++i) add(fns[i].impl, fns[i].op, ms[i], fns[i].bytes);
     }
     all.push_back(std::move(rows));
     if (why.empty()) {  // a peer that failed once is not retried
