@@ -4,8 +4,11 @@
 //          dm = sum(x - x0) / D, mean = x0 + dm        (x0 = the row's first element)
 //   pass 2 (from the cache, or again from global/L2): var = sum(((x - x0) - dm)^2) / D
 //   pass 3 y = ((x - x0) - dm) * rstd * w + b
-// RMSNorm: x0 = dm = 0, no bias. The same formulas as the CPU path
-// (norm_kernels.hpp), so a constant row gives x_hat = 0 exactly. Also: the
+// RMSNorm: x0 = dm = 0, no bias. The CPU path's formulas before its
+// one-pass statistics (norm_kernels.hpp: there x0 is the mean of the first
+// vector, the variance one-pass where that is near the mean); here the
+// passes re-read the row from on-chip memory. A constant row gives x_hat = 0
+// exactly on both. Also: the
 // launch-configuration list, device info, and the weight conversion kernel.
 #include <mutex>
 #include <string>
