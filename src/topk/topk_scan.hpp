@@ -94,8 +94,8 @@ struct DoubleAcc<simd::Avx512> {
 // >= 2^-100, i.e. T <= 1.8e30): simd::Exp2Scaled with ref = c, m s2 rounded
 // up to a multiple of 1/8, the subtraction x - m folded into its first FMA
 // (6 FMA-pipe ops a vector, and one register fewer than x - m held in one;
-// 20% less time a row at K = 1 than the fold after a subtraction, scratch
-// driver); rebase fails where |m s2| > 2^18 (|m| / T > 1.8e5), and the
+// 9% less time at K = 1 on one thread than the fold after a subtraction,
+// docs/softmax_topk.md); rebase fails where |m s2| > 2^18 (|m| / T > 1.8e5), and the
 // caller rescans the part with the general terms. Otherwise (kFold false):
 // the difference d = x - m rounded first, a multiply and simd::exp2_nonpos
 // (7 FMA-pipe ops), or std::exp2 on the scalar path; ref = m s2.
