@@ -8,6 +8,7 @@
 // the last three also with Hadamard-rotated K (k_rotate).
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "llmk/parallel.hpp"
 #include "tests/attention/attn_fixture.hpp"
@@ -83,6 +84,105 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
                                             std::to_string(s.Hq) + " splits=" + std::to_string(splits)));
           }
     }
+}
+
+// Random decode cases against the oracle, drawn across the knobs together:
+// Hkv 1..8 with groups 1..8 (MHA, GQA, MQA), head_dim 16..256 in steps of 16,
+// blocks of 1..32 tokens, 1..5 sequences of 1..400 tokens, K and V types
+// drawn apart (mixed pairs), splits 0 / 1 / 2 / 5, 1..3 threads, every SIMD
+// level. A fixed seed: a failure names its case.
+TEST(Attention, DecodeRandomizedAgainstOracle) {
+  std::mt19937_64 g(20261201);
+  const KvType kinds[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
+  const int64_t groups[] = {1, 2, 3, 4, 8}, blocks[] = {1, 3, 7, 16, 32}, kv_heads[] = {1, 2, 3, 4, 8};
+  const int splits_of[] = {0, 1, 2, 5};
+  const std::vector<SimdLevel> levels = test::simd_levels();
+  for (int it = 0; it < 40; ++it) {
+    const int64_t Hkv = kv_heads[g() % 5], Hq = Hkv * groups[g() % 5], D = 16 * (1 + int64_t(g() % 16));
+    const KvType kt = kinds[g() % 5], vt = kinds[g() % 5];
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = blocks[g() % 5];
+    std::vector<int64_t> lens(1 + g() % 5);
+    for (auto& n : lens) n = 1 + int64_t(g() % 400);
+    const Filled f = test::make_filled(cfg, lens, g());
+    const Shape s{Hq, Hkv, D};
+    const int64_t B = int64_t(lens.size()), n = B * Hq * D;
+    std::vector<float> q(static_cast<size_t>(n));
+    test::fill_normal(q.data(), q.size(), g());
+    const float scale = float(1 / std::sqrt(double(D)));
+    const auto qk = kv_type_quantized(kt) ? test::quantized_queries(q.data(), B * Hq, D, scale) : q;
+    const auto want = decode_oracle(f, qk.data(), s, true);
+    const SimdLevel lvl = levels[g() % levels.size()];
+    const int threads = 1 + int(g() % 3), splits = splits_of[g() % 4];
+    ScopedSimdLimit lim(lvl);
+    ThreadCount tc(threads);
+    test::Guarded<float> out(size_t(n), 4);
+    AttentionOptions opt;
+    opt.splits = splits;
+    attention_decode(q.data(), f.cache->layer(0), f.pages.view(), Hq, scale, out.data(), opt);
+    ASSERT_TRUE(out.guard_intact());
+    std::string lens_s;
+    for (int64_t l : lens) lens_s += " " + std::to_string(l);
+    ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol, kTol,
+                                "case " + std::to_string(it) + ": " + simd_name(lvl) + " " + kv_type_name(kt) + "/" +
+                                    kv_type_name(vt) + " Hq " + std::to_string(Hq) + " Hkv " + std::to_string(Hkv) +
+                                    " D " + std::to_string(D) + " bt " + std::to_string(cfg.block_tokens) +
+                                    " lens" + lens_s + " splits " + std::to_string(splits) + " threads " +
+                                    std::to_string(threads)));
+  }
+}
+
+// Random varlen prefill cases against the oracle (the causal mask over each
+// sequence's cached prefix and new tokens): the same knobs as decode above,
+// 0..60 new tokens after a 0..200-token prefix (prefix-only sequences
+// included, at least one new token a batch), context chunks of 16, 64 or 1024
+// positions.
+TEST(Attention, PrefillRandomizedAgainstOracle) {
+  std::mt19937_64 g(20261202);
+  const KvType kinds[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
+  const int64_t groups[] = {1, 2, 3, 4, 8}, blocks[] = {1, 3, 7, 16, 32}, kv_heads[] = {1, 2, 3, 4, 8};
+  const int64_t chunks[] = {16, 64, 1024};
+  const std::vector<SimdLevel> levels = test::simd_levels();
+  for (int it = 0; it < 30; ++it) {
+    const int64_t Hkv = kv_heads[g() % 5], Hq = Hkv * groups[g() % 5], D = 16 * (1 + int64_t(g() % 16));
+    const KvType kt = kinds[g() % 5], vt = kinds[g() % 5];
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = blocks[g() % 5];
+    const int64_t B = 1 + int64_t(g() % 4);
+    std::vector<int64_t> lens, qo = {0};
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t prefix = int64_t(g() % 201), fresh = b == 0 ? 1 + int64_t(g() % 60) : int64_t(g() % 61);
+      lens.push_back(prefix + fresh);
+      qo.push_back(qo.back() + fresh);
+    }
+    const Filled f = test::make_filled(cfg, lens, g());
+    const int64_t T = qo.back(), n = T * Hq * D;
+    std::vector<float> q(static_cast<size_t>(n));
+    test::fill_normal(q.data(), q.size(), g());
+    const float scale = float(1 / std::sqrt(double(D)));
+    const auto qk = kv_type_quantized(kt) ? test::quantized_queries(q.data(), T * Hq, D, scale) : q;
+    std::vector<double> want(static_cast<size_t>(n));
+    attention_reference(qk.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), B, Hq, Hkv, D,
+                        double(scale), want.data());
+    const SimdLevel lvl = levels[g() % levels.size()];
+    const int threads = 1 + int(g() % 3);
+    ScopedSimdLimit lim(lvl);
+    ThreadCount tc(threads);
+    test::Guarded<float> out(size_t(n), 4);
+    AttentionOptions opt;
+    opt.prefill_chunk = chunks[g() % 3];
+    attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), Hq, scale, out.data(), opt);
+    ASSERT_TRUE(out.guard_intact());
+    std::string lens_s;
+    for (int64_t b = 0; b < B; ++b) lens_s += " " + std::to_string(lens[size_t(b)] - (qo[size_t(b) + 1] - qo[size_t(b)])) +
+                                              "+" + std::to_string(qo[size_t(b) + 1] - qo[size_t(b)]);
+    ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol, kTol,
+                                "case " + std::to_string(it) + ": " + simd_name(lvl) + " " + kv_type_name(kt) + "/" +
+                                    kv_type_name(vt) + " Hq " + std::to_string(Hq) + " Hkv " + std::to_string(Hkv) +
+                                    " D " + std::to_string(D) + " bt " + std::to_string(cfg.block_tokens) +
+                                    " prefix+new" + lens_s + " chunk " + std::to_string(opt.prefill_chunk) +
+                                    " threads " + std::to_string(threads)));
+  }
 }
 
 TEST(Attention, PrefillVarlenMatchesOracleNoLeak) {
