@@ -86,26 +86,40 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
     }
 }
 
-// Random decode cases against the oracle, drawn across the knobs together:
-// Hkv 1..8 with groups 1..8 (MHA, GQA, MQA), head_dim 16..256 in steps of 16,
-// blocks of 1..32 tokens, 1..5 sequences of 1..400 tokens, K and V types
-// drawn apart (mixed pairs), splits 0 / 1 / 2 / 5, 1..3 threads, every SIMD
-// level. A fixed seed: a failure names its case.
-TEST(Attention, DecodeRandomizedAgainstOracle) {
-  std::mt19937_64 g(20261201);
+namespace {
+// The layout of one random attention case: Hkv 1..8 with groups 1..8 (MHA,
+// GQA, MQA), head_dim 16..256 in steps of 16, K and V types drawn apart,
+// blocks of 1..32 tokens.
+struct RandomLayout {
+  Shape s;
+  KvCacheConfig cfg;
+};
+RandomLayout random_layout(std::mt19937_64& g) {
   const KvType kinds[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
   const int64_t groups[] = {1, 2, 3, 4, 8}, blocks[] = {1, 3, 7, 16, 32}, kv_heads[] = {1, 2, 3, 4, 8};
+  RandomLayout r;
+  const int64_t Hkv = kv_heads[g() % 5];
+  r.s = Shape{Hkv * groups[g() % 5], Hkv, 16 * (1 + int64_t(g() % 16))};
+  r.cfg.n_kv_heads = Hkv, r.cfg.head_dim = r.s.D, r.cfg.k_type = kinds[g() % 5], r.cfg.v_type = kinds[g() % 5];
+  r.cfg.block_tokens = blocks[g() % 5];
+  return r;
+}
+}  // namespace
+
+// Random decode cases against the oracle, drawn across the knobs together:
+// a random_layout, 1..5 sequences of 1..400 tokens, splits 0 / 1 / 2 / 5,
+// 1..3 threads, every SIMD level. A fixed seed: a failure names its case.
+TEST(Attention, DecodeRandomizedAgainstOracle) {
+  std::mt19937_64 g(20261201);
   const int splits_of[] = {0, 1, 2, 5};
   const std::vector<SimdLevel> levels = test::simd_levels();
   for (int it = 0; it < 40; ++it) {
-    const int64_t Hkv = kv_heads[g() % 5], Hq = Hkv * groups[g() % 5], D = 16 * (1 + int64_t(g() % 16));
-    const KvType kt = kinds[g() % 5], vt = kinds[g() % 5];
-    KvCacheConfig cfg;
-    cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = blocks[g() % 5];
+    const auto [s, cfg] = random_layout(g);
+    const int64_t Hq = s.Hq, Hkv = s.Hkv, D = s.D;
+    const KvType kt = cfg.k_type, vt = cfg.v_type;
     std::vector<int64_t> lens(1 + g() % 5);
     for (auto& n : lens) n = 1 + int64_t(g() % 400);
     const Filled f = test::make_filled(cfg, lens, g());
-    const Shape s{Hq, Hkv, D};
     const int64_t B = int64_t(lens.size()), n = B * Hq * D;
     std::vector<float> q(static_cast<size_t>(n));
     test::fill_normal(q.data(), q.size(), g());
@@ -139,15 +153,12 @@ TEST(Attention, DecodeRandomizedAgainstOracle) {
 // positions.
 TEST(Attention, PrefillRandomizedAgainstOracle) {
   std::mt19937_64 g(20261202);
-  const KvType kinds[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
-  const int64_t groups[] = {1, 2, 3, 4, 8}, blocks[] = {1, 3, 7, 16, 32}, kv_heads[] = {1, 2, 3, 4, 8};
   const int64_t chunks[] = {16, 64, 1024};
   const std::vector<SimdLevel> levels = test::simd_levels();
   for (int it = 0; it < 30; ++it) {
-    const int64_t Hkv = kv_heads[g() % 5], Hq = Hkv * groups[g() % 5], D = 16 * (1 + int64_t(g() % 16));
-    const KvType kt = kinds[g() % 5], vt = kinds[g() % 5];
-    KvCacheConfig cfg;
-    cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = blocks[g() % 5];
+    const auto [s, cfg] = random_layout(g);
+    const int64_t Hq = s.Hq, Hkv = s.Hkv, D = s.D;
+    const KvType kt = cfg.k_type, vt = cfg.v_type;
     const int64_t B = 1 + int64_t(g() % 4);
     std::vector<int64_t> lens, qo = {0};
     for (int64_t b = 0; b < B; ++b) {
