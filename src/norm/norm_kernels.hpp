@@ -53,39 +53,39 @@ inline void store_nt(T* p, typename S::V v) {
   }
 }
 
-// acc + ((x - c) - c2)^2, for any ISA I (vectors or Scalar).
-struct SumDevSq {
-  template <class I>
-  static typename I::V acc(typename I::V a, typename I::V x, typename I::V c, typename I::V c2) {
-    const typename I::V d = I::sub(I::sub(x, c), c2);
-    return I::fmadd(d, d, a);
-  }
-};
-
-// Sum over x[0..D) of Op(x, c, c2), in four vector accumulators plus a scalar tail.
-template <class S, class Op, class T>
-inline float reduce_row(const T* x, int64_t D, float c, float c2) {
+// sum(((x - c) - c2)^2) over x[0..D), in four vector accumulators plus a
+// scalar tail: the two-pass variance (c2 = dm) and RMSNorm's sum of squares
+// (c = c2 = 0).
+template <class S, class T>
+inline float sum_sq_dev(const T* x, int64_t D, float c, float c2) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   const V cv = S::set1(c), c2v = S::set1(c2);
+  const auto acc = [&](V a, V xv) __attribute__((always_inline)) {
+    const V d = S::sub(S::sub(xv, cv), c2v);
+    return S::fmadd(d, d, a);
+  };
   V a0 = S::zero(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 4 * W <= D; i += 4 * W) {
-    a0 = Op::template acc<S>(a0, S::load(x + i), cv, c2v);
-    a1 = Op::template acc<S>(a1, S::load(x + i + W), cv, c2v);
-    a2 = Op::template acc<S>(a2, S::load(x + i + 2 * W), cv, c2v);
-    a3 = Op::template acc<S>(a3, S::load(x + i + 3 * W), cv, c2v);
+    a0 = acc(a0, S::load(x + i));
+    a1 = acc(a1, S::load(x + i + W));
+    a2 = acc(a2, S::load(x + i + 2 * W));
+    a3 = acc(a3, S::load(x + i + 3 * W));
   }
-  for (; i + W <= D; i += W) a0 = Op::template acc<S>(a0, S::load(x + i), cv, c2v);
+  for (; i + W <= D; i += W) a0 = acc(a0, S::load(x + i));
   float s = S::hsum(S::add(S::add(a0, a1), S::add(a2, a3)));
-  for (; i < D; ++i) s = Op::template acc<Scalar>(s, to_f32(x[i]), c, c2);
+  for (; i < D; ++i) {
+    const float d = (to_f32(x[i]) - c) - c2;
+    s = Scalar::fmadd(d, d, s);
+  }
   return s;
 }
 
 // sum(x - c) and sum((x - c)^2) over x[0..D) in one pass, four vector
 // accumulators each plus a scalar tail.
 template <class S, class T>
-inline void reduce_row2(const T* x, int64_t D, float c, float& s1, float& s2) {
+inline void sum_dev_and_sq(const T* x, int64_t D, float c, float& s1, float& s2) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
   const V cv = S::set1(c);
@@ -177,13 +177,13 @@ void fwd_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
       // second pass sums ((x - x0) - dm)^2, the two-pass variance.
       x0 = D >= S::kWidth ? S::hsum(S::load(x)) / float(S::kWidth) : to_f32(x[0]);
       float s1, s2;
-      reduce_row2<S>(x, D, x0, s1, s2);
+      sum_dev_and_sq<S>(x, D, x0, s1, s2);
       dm = s1 / float(D);
       var = s2 / float(D) - dm * dm;
-      if (!(dm * dm <= 0.25f * var)) var = reduce_row<S, SumDevSq>(x, D, x0, dm) / float(D);
+      if (!(dm * dm <= 0.25f * var)) var = sum_sq_dev<S>(x, D, x0, dm) / float(D);
       a.mean[n] = x0 + dm;
     } else {
-      var = reduce_row<S, SumDevSq>(x, D, 0.0f, 0.0f) / float(D);
+      var = sum_sq_dev<S>(x, D, 0.0f, 0.0f) / float(D);
     }
     const float rs = 1.0f / std::sqrt(var + a.eps);
     a.rstd[n] = rs;
