@@ -468,24 +468,34 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
   if constexpr (!std::is_same_v<S, Scalar>) {
     if (nv == 1) {
       // One vector: every element's rank in the op's order at once, rank_i =
-      // #{j : x_j > x_i, or x_j == x_i and j < i}, and element i goes to slot
-      // rank_i; no branch depends on the data (the rounds below are a chain
-      // of dependent horizontal maxima). -inf logits rank after every finite
-      // one, in index order, as finish_row would add them; the -inf padding
-      // never beats a logit (its indices are higher) and ranks >= v.
+      // #{j : x_j > x_i, or x_j == x_i and j < i}, and output slot s takes the
+      // element of rank s; no branch depends on the data (the rounds below
+      // are a chain of dependent horizontal maxima). -inf logits rank after
+      // every finite one, in index order, as finish_row would add them; the
+      // -inf padding never beats a logit (its indices are higher).
       const V xv = S::load(x), one = S::set1(1.0f), zero = S::zero();
       alignas(64) float iota[W];
       for (int i = 0; i < W; ++i) iota[i] = float(i);
       const V lane = S::load(iota);
-      V rank = zero;
-      for (int j = 0; j < W; ++j) {
+      V rank0 = zero, rank1 = zero;  // two chains: the adds' latency, not their count, bounds this loop
+      const auto beats = [&](int64_t j) {  // lanes that x[j] beats
         const V xj = S::set1(x[j]);
-        const V beats = S::select(S::cmp_gt(xj, xv), S::cmp_ge(xj, xv), S::cmp_gt(lane, S::set1(float(j))));
-        rank = S::add(rank, S::select(zero, one, beats));
+        return S::select(zero, one, S::select(S::cmp_gt(xj, xv), S::cmp_ge(xj, xv), S::cmp_gt(lane, S::set1(float(j)))));
+      };
+      // Only the v real logits can beat anything (the -inf padding has the highest indices).
+      int64_t j = 0;
+      for (; j + 1 < v; j += 2) rank0 = S::add(rank0, beats(j)), rank1 = S::add(rank1, beats(j + 1));
+      if (j < v) rank0 = S::add(rank0, beats(j));
+      const V rank = S::add(rank0, rank1);
+      // The ranks of x[0, v) are 0 .. v - 1 (a total order): slot s takes the
+      // lane whose rank is s, found by a compare (a scatter of all v by rank
+      // was slower: GCC made it a vpscatterqd).
+      const unsigned real = (2u << (v - 1)) - 1;  // lanes < v (v <= W <= 16)
+      for (int64_t s = 0; s < k; ++s) {
+        const V vs = S::set1(float(s));
+        const int i = __builtin_ctz(~(S::gt_mask(rank, vs) | S::gt_mask(vs, rank)) & real);
+        c[s] = Cand{x[i], int32_t(i)};
       }
-      alignas(64) float rk[W];
-      S::store(rk, rank);
-      for (int64_t i = 0; i < v; ++i) c[int64_t(rk[i])] = Cand{x[i], int32_t(i)};  // c holds >= W
       return k;
     }
   }
