@@ -86,6 +86,7 @@ struct Avx2 {
   static V select(V mask_src_a, V b, V mask) { return _mm256_blendv_ps(mask_src_a, b, mask); }
   static V cmp_gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
   static V cmp_ge(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+  static V cmp_eq(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
 };
 #endif
 
@@ -139,6 +140,7 @@ struct Avx512 {
   }
   static V cmp_gt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
   static V cmp_ge(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)); }
+  static V cmp_eq(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)); }
 
  private:
   static V mask_to_v(__mmask16 m) { return _mm512_castsi512_ps(_mm512_movm_epi32(m)); }

@@ -198,9 +198,12 @@ void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, co
   // output are the lowest-index -inf logits, probability 0.
   for (int64_t j = 0; n < k && j < v; ++j)
     if (load_f32(row, t, j) == kNegInf) c[n++] = Cand{kNegInf, int32_t(j)};
+  // The logits at the max (the first, and its ties) have exp(0) = 1: no call
+  // (a MoE row of 8 logits, K = 2, spent a fifth of its time in exp).
   const double m = st.m;
   for (int64_t j = 0; j < k; ++j) {
-    out.probs[b * k + j] = float(std::exp((double(c[j].x) - m) * scale) / st.s);
+    const double e = c[j].x == st.m ? 1.0 : std::exp((double(c[j].x) - m) * scale);
+    out.probs[b * k + j] = float(e / st.s);
     out.indices[b * k + j] = c[j].i;
   }
   if (out.row_max) out.row_max[b] = float(m * scale);
@@ -216,6 +219,15 @@ SmallFn pick_small() {
     case SimdLevel::avx512: return small_avx512;
     case SimdLevel::avx2: return small_avx2;
     default: return small_scalar;
+  }
+}
+
+// The batched small-row path and its batch (the vector width), or none (scalar).
+std::pair<SmallRowsFn, int64_t> pick_small_rows() {
+  switch (simd_level()) {
+    case SimdLevel::avx512: return {small_rows_avx512, 16};
+    case SimdLevel::avx2: return {small_rows_avx2, 8};
+    default: return {nullptr, 1};
   }
 }
 
@@ -248,6 +260,9 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   const int64_t cap = cand_capacity(k);
   const ScanFn scan = pick_scan();
   const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? pick_small() : nullptr;
+  // Up to kBatchV logits a row: rows in the lanes of a vector (small_rows), bw at a time.
+  const auto [small_rows, bw] = small && v <= kBatchV ? pick_small_rows() : std::pair<SmallRowsFn, int64_t>{};
+  const int64_t batches = small_rows ? (rows + bw - 1) / bw : 0;
   // parts > 1: each part leaves its state and best <= k candidates here.
   std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
   std::vector<Cand> pc(parts > 1 ? rows * parts * k : 0);
@@ -255,8 +270,19 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
 #pragma omp parallel num_threads(nt)
   {
     std::vector<Cand> buf(size_t(std::max(cap, parts * k)));
+    if (small_rows) {
+      PartState st[16];
+#pragma omp for schedule(dynamic, std::max(1, grain / int(bw)))
+      for (int64_t u = 0; u < batches; ++u) {
+        const int64_t r0 = u * bw, nr = std::min(bw, rows - r0);
+        small_rows(base + size_t(r0) * size_t(ld) * esz, t, ld, nr, v, k, scale, buf.data(), st);
+        for (int64_t i = 0; i < nr; ++i)
+          finish_row(base + size_t(r0 + i) * size_t(ld) * esz, t, v, k, scale, st[i], buf.data() + i * k, k, out,
+                     r0 + i, CandOrder::sorted);
+      }
+    }
 #pragma omp for schedule(dynamic, grain)
-    for (int64_t u = 0; u < rows * parts; ++u) {
+    for (int64_t u = 0; u < (small_rows ? 0 : rows * parts); ++u) {
       const int64_t r = u / parts, p = u % parts;
       const void* row = base + size_t(r) * size_t(ld) * esz;
       if (small) {

@@ -9,4 +9,8 @@ void scan_avx2(const void* row, DType dtype, int64_t lo, int64_t hi, float scale
 int64_t small_avx2(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st) {
   return small_row<simd::Avx2>(row, dtype, v, k, scale, c, st);
 }
+void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale,
+                     Cand* c, PartState* st) {
+  small_rows<simd::Avx2>(base, dtype, ld, nr, v, k, scale, c, st);
+}
 }  // namespace llmk::topk

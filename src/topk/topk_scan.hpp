@@ -71,6 +71,10 @@ struct DoubleAcc<simd::Avx2> {
     _mm256_store_pd(t, _mm256_add_pd(a, b));
     return (t[0] + t[1]) + (t[2] + t[3]);
   }
+  void lanes(double* o) const {  // o[i]: the sum of lane i's terms (o[8])
+    _mm256_storeu_pd(o, a);
+    _mm256_storeu_pd(o + 4, b);
+  }
 };
 #endif
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -86,6 +90,10 @@ struct DoubleAcc<simd::Avx512> {
     b = _mm512_mul_pd(b, _mm512_set1_pd(f));
   }
   double sum() const { return _mm512_reduce_add_pd(_mm512_add_pd(a, b)); }
+  void lanes(double* o) const {  // o[i]: the sum of lane i's terms (o[16])
+    _mm512_storeu_pd(o, a);
+    _mm512_storeu_pd(o + 8, b);
+  }
 };
 #endif
 
@@ -422,7 +430,8 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
   merge_state(st, run(kNegInf, -FLT_MAX, 2 * b.k), scale);
 }
 
-// A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn): copied to
+// A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn; on the
+// vector ISAs rows of v <= kBatchV take small_rows below instead): copied to
 // f32 and padded with -inf to whole vectors; m = its max, the sum of
 // 2^((x - m) * s2) over double lanes as in scan_pass (NaN or +inf make it NaN:
 // the row is special; all -inf leaves m = -inf: special too); then k rounds
@@ -465,40 +474,6 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
   for (int64_t u = 0; u < nv; ++u) acc.add(terms(S::load(x + u * W)));
   st = PartState{m, acc.sum()};
   if (std::isnan(st.s)) return 0;
-  if constexpr (!std::is_same_v<S, Scalar>) {
-    if (nv == 1) {
-      // One vector: every element's rank in the op's order at once, rank_i =
-      // #{j : x_j > x_i, or x_j == x_i and j < i}, and output slot s takes the
-      // element of rank s; no branch depends on the data (the rounds below
-      // are a chain of dependent horizontal maxima). -inf logits rank after
-      // every finite one, in index order, as finish_row would add them; the
-      // -inf padding never beats a logit (its indices are higher).
-      const V xv = S::load(x), one = S::set1(1.0f), zero = S::zero();
-      alignas(64) float iota[W];
-      for (int i = 0; i < W; ++i) iota[i] = float(i);
-      const V lane = S::load(iota);
-      V rank0 = zero, rank1 = zero;  // two chains: the adds' latency, not their count, bounds this loop
-      const auto beats = [&](int64_t j) {  // lanes that x[j] beats
-        const V xj = S::set1(x[j]);
-        return S::select(zero, one, S::select(S::cmp_gt(xj, xv), S::cmp_ge(xj, xv), S::cmp_gt(lane, S::set1(float(j)))));
-      };
-      // Only the v real logits can beat anything (the -inf padding has the highest indices).
-      int64_t j = 0;
-      for (; j + 1 < v; j += 2) rank0 = S::add(rank0, beats(j)), rank1 = S::add(rank1, beats(j + 1));
-      if (j < v) rank0 = S::add(rank0, beats(j));
-      const V rank = S::add(rank0, rank1);
-      // The ranks of x[0, v) are 0 .. v - 1 (a total order): slot s takes the
-      // lane whose rank is s, found by a compare (a scatter of all v by rank
-      // was slower: GCC made it a vpscatterqd).
-      const unsigned real = (2u << (v - 1)) - 1;  // lanes < v (v <= W <= 16)
-      for (int64_t s = 0; s < k; ++s) {
-        const V vs = S::set1(float(s));
-        const int i = __builtin_ctz(~(S::gt_mask(rank, vs) | S::gt_mask(vs, rank)) & real);
-        c[s] = Cand{x[i], int32_t(i)};
-      }
-      return k;
-    }
-  }
   constexpr unsigned kLanes = W >= 32 ? ~0u : (1u << W) - 1;
   // A taken logit leaves by a vector min with -inf in its lane (no NaN is
   // left here): a scalar store into a vector that is loaded next would stall
@@ -522,6 +497,80 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
     }
   }
   return n;
+}
+
+// nr <= W whole rows of v <= kBatchV logits, k <= kInsertK (vector ISAs,
+// SmallRowsFn): one row a lane, so a MoE batch of 8 experts, top 2, costs a
+// few vector ops a row, where small_row's one row at a time is a chain of
+// dependent horizontal steps. Row i's logits are copied to the columns of xt
+// (xt[j W + i] = logit j; rows past nr are zeros). Then, each step one vector
+// op for W rows: m = max_j x_j (a NaN or +inf makes the sum NaN below: the
+// row is special, as in small_row); the sum of 2^((x_j - m) s2) over double
+// lanes; and k rounds that take each row's best remaining logit in one pass
+// over j: best = max(y_j, best) from -inf, its index moving to j where y_j >
+// best (strictly: a tie keeps the lower index). A taken logit becomes NaN,
+// which neither compares above best nor passes max's second operand (vmaxps
+// returns it when either is NaN). A row with only -inf logits left finds
+// none above best = -inf (idx stays -1): a second pass takes its lowest
+// remaining index, so -inf logits come in index order, as finish_row would
+// add them. Row i's best k go to c[i k, i k + k), in the op's order; st[i]
+// is its state (PartState{} when all its logits are -inf).
+template <class S, class T>
+void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale, Cand* c,
+                      PartState* st) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  alignas(64) float xt[kBatchV * W];
+  for (int64_t i = 0; i < W; ++i)
+    for (int64_t j = 0; j < v; ++j) xt[j * W + i] = i < nr ? to_f32(base[i * ld + j]) : 0.0f;
+  V m = S::load(xt);
+  for (int64_t j = 1; j < v; ++j) m = S::max(m, S::load(xt + j * W));
+  const V s2 = S::set1(scale * kLog2e);
+  DoubleAcc<S> acc;
+  for (int64_t j = 0; j < v; ++j) acc.add(simd::exp2_nonpos<S>(S::mul(S::sub(S::load(xt + j * W), m), s2)));
+  alignas(64) float mv[W];
+  alignas(64) double sv[W];
+  S::store(mv, m);
+  acc.lanes(sv);
+  for (int64_t i = 0; i < nr; ++i) st[i] = mv[i] == kNegInf ? PartState{} : PartState{mv[i], sv[i]};
+  const V none = S::set1(-1.0f), ninf = S::set1(kNegInf), nan = S::set1(std::numeric_limits<float>::quiet_NaN());
+  V idx = none;
+  for (int64_t r = 0; r < k; ++r) {
+    const V prev = idx;  // taken in the last round: NaN from now on
+    V best = ninf;
+    idx = none;
+    for (int64_t j = 0; j < v; ++j) {
+      const V jv = S::set1(float(j));
+      V y = S::load(xt + j * W);
+      if (r > 0) {
+        y = S::select(y, nan, S::cmp_eq(prev, jv));
+        S::store(xt + j * W, y);
+      }
+      idx = S::select(idx, jv, S::cmp_gt(y, best));
+      best = S::max(y, best);
+    }
+    if (S::gt_mask(S::zero(), idx)) [[unlikely]] {  // only -inf left in some rows: their lowest remaining index
+      const V lost = S::cmp_gt(S::zero(), idx);
+      V low = none;
+      for (int64_t j = v - 1; j >= 0; --j)
+        low = S::select(low, S::set1(float(j)), S::cmp_ge(S::load(xt + j * W), ninf));
+      idx = S::select(idx, low, lost);
+    }
+    alignas(64) float bv[W], iv[W];
+    S::store(bv, best);
+    S::store(iv, idx);
+    for (int64_t i = 0; i < nr; ++i) c[i * k + r] = Cand{bv[i], int32_t(iv[i])};
+  }
+}
+
+template <class S>
+void small_rows(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale, Cand* c,
+                PartState* st) {
+  switch (dtype) {
+    case DType::f16: return small_rows_typed<S>(static_cast<const f16*>(base), ld, nr, v, k, scale, c, st);
+    case DType::bf16: return small_rows_typed<S>(static_cast<const bf16*>(base), ld, nr, v, k, scale, c, st);
+    default: return small_rows_typed<S>(static_cast<const float*>(base), ld, nr, v, k, scale, c, st);
+  }
 }
 
 template <class S>

@@ -164,28 +164,31 @@ TEST(SoftmaxTopk, SpecialRows) {
 }
 
 // Rows of V <= topk::kSmallV with K <= 16 (MoE routing) take their own path
-// (small_row): V around the vector widths and around the path's bound (513
-// takes the scan), rows of every kind in one batch (normal, ties with -0/+0
-// and -inf, mostly -inf, NaN, +inf, all -inf, NaN among -inf, repeated small
-// integers), f32/f16/bf16, every SIMD level, 1 and 3 threads, T = 1 and 0.7.
+// (small_row; up to topk::kBatchV on the vector ISAs, small_rows: a vector of
+// rows at a time): V around the vector widths and around both paths' bounds
+// (65 and 513 take the next path), rows of every kind in one batch (normal,
+// ties with -0/+0 and -inf, mostly -inf, NaN, +inf, all -inf, NaN among -inf,
+// repeated small integers) followed by random rows, 37 in all (several
+// batches of 8 or 16 rows and a partial one), a row stride past V, f32/f16/
+// bf16, every SIMD level, 1 and 3 threads, T = 1 and 0.7.
 template <class T>
 void check_small_rows(const std::vector<int64_t>& vs) {
   for (int64_t v : vs) {
-    const int64_t rows = 9;
-    auto xf = random_logits<float>(rows, v, v, 300 + v);
+    const int64_t rows = 37, ld = v + 3;
+    auto xf = random_logits<float>(rows, v, ld, 300 + v);
     const auto tied = tied_logits<float>(1, v, 400 + v);
     for (int64_t j = 0; j < v; ++j) {
-      xf[1 * v + j] = tied[j];
-      if (j % 3) xf[2 * v + j] = -INFINITY;
-      xf[5 * v + j] = -INFINITY;
-      xf[6 * v + j] = j == v / 3 ? NAN : -INFINITY;
-      xf[7 * v + j] = float(j % 5);
+      xf[1 * ld + j] = tied[j];
+      if (j % 3) xf[2 * ld + j] = -INFINITY;
+      xf[5 * ld + j] = -INFINITY;
+      xf[6 * ld + j] = j == v / 3 ? NAN : -INFINITY;
+      xf[7 * ld + j] = float(j % 5);
     }
-    xf[3 * v + v / 2] = NAN;
-    xf[4 * v + v - 1] = INFINITY;
+    xf[3 * ld + v / 2] = NAN;
+    xf[4 * ld + v - 1] = INFINITY;
     std::vector<T> x(xf.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<T>(xf[i]);
-    const auto view = TensorView::matrix(x.data(), dtype_of<T>(), rows, v);
+    const auto view = TensorView::matrix(x.data(), dtype_of<T>(), rows, v, ld);
     for (float temp : {1.0f, 0.7f}) {
       const auto ref = run_ref(view, std::min<int64_t>(v, 16), temp);
       for (SimdLevel lvl : simd_levels()) {
@@ -203,8 +206,8 @@ void check_small_rows(const std::vector<int64_t>& vs) {
   }
 }
 TEST(SoftmaxTopk, SmallRowsPath) {
-  static_assert(topk::kSmallV == 512, "the V list straddles the small-row bound");
-  check_small_rows<float>({1, 2, 3, 7, 8, 9, 15, 16, 17, 33, 64, 100, 255, 256, 257, 511, 512, 513});
+  static_assert(topk::kSmallV == 512 && topk::kBatchV == 64, "the V list straddles the small-row bounds");
+  check_small_rows<float>({1, 2, 3, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65, 100, 255, 256, 257, 511, 512, 513});
   check_small_rows<f16>({1, 8, 17, 256, 512});
   check_small_rows<bf16>({1, 8, 17, 256, 512});
 }
