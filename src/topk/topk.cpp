@@ -292,6 +292,10 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
         continue;
       }
       CandBuf cb{buf.data(), 0, cap, k, kNegInf, k > kInsertK};
+      // Rows go to threads in turn, so this thread's next row is most likely
+      // r + nt; only rows that take a sample (k > kInsertK, v >= kSampleMinPart).
+      if (parts == 1 && k > kInsertK && v >= kSampleMinPart && r + nt < rows)
+        cb.next_row = base + size_t(r + nt) * size_t(ld) * esz;
       PartState st;
       scan(row, t, v * p / parts, v * (p + 1) / parts, scale, cb, st);
       if (parts == 1) {

@@ -67,11 +67,15 @@ inline void merge_state(PartState& a, const PartState& b, double scale) {
 // in_index_order: c[0, n) is in increasing index order (appended by the scan of
 // one part, K > kInsertK, and not yet reordered by a flush), so a stable sort
 // by logit alone puts ties in the op's order (sort_better's by_index).
+// next_row: the row (the same part of it) this thread will likely scan next,
+// whose sample (sample_guess) the scan prefetches, a run at a time as it goes,
+// so the next row's guess does not wait on DRAM latency; null for none.
 struct CandBuf {
   Cand* c = nullptr;
   int64_t n = 0, cap = 0, k = 0;
   float thr = kNegInf;
   bool in_index_order = false;
+  const void* next_row = nullptr;
 };
 
 // k up to this keeps its candidates sorted by insertion (scan) and finishes by
