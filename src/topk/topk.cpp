@@ -170,8 +170,17 @@ void flush(CandBuf& b) {
   b.n = b.k;
 }
 
+// The logits at the max (the first, and its ties) have exp(0) = 1: no call
+// (a MoE row of 8 logits, K = 2, spent a fifth of its time in exp).
+void probs_scalar(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
+  for (int64_t j = 0; j < k; ++j) {
+    const double d = (double(c[j].x) - m) * scale;
+    out[j] = float((d == 0 ? 1.0 : std::exp(d)) / s);
+  }
+}
+
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
-                int64_t n, const SoftmaxTopkOut& out, int64_t b, CandOrder order) {
+                int64_t n, const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order) {
   if (std::isnan(st.s) || st.m == kNegInf) return write_special_row(row, t, v, k, out, b);
   // sorted: small_row's output, already in order (a sort of these 1..16 took
   // a tenth of a 4096x8 K = 8 call, scratch profile)
@@ -198,14 +207,9 @@ void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, co
   // output are the lowest-index -inf logits, probability 0.
   for (int64_t j = 0; n < k && j < v; ++j)
     if (load_f32(row, t, j) == kNegInf) c[n++] = Cand{kNegInf, int32_t(j)};
-  // The logits at the max (the first, and its ties) have exp(0) = 1: no call
-  // (a MoE row of 8 logits, K = 2, spent a fifth of its time in exp).
   const double m = st.m;
-  for (int64_t j = 0; j < k; ++j) {
-    const double e = c[j].x == st.m ? 1.0 : std::exp((double(c[j].x) - m) * scale);
-    out.probs[b * k + j] = float(e / st.s);
-    out.indices[b * k + j] = c[j].i;
-  }
+  probs(c, k, m, scale, st.s, out.probs + b * k);
+  for (int64_t j = 0; j < k; ++j) out.indices[b * k + j] = c[j].i;
   if (out.row_max) out.row_max[b] = float(m * scale);
   if (out.lse) out.lse[b] = float(m * scale + std::log(st.s));
 }
@@ -228,6 +232,14 @@ std::pair<SmallRowsFn, int64_t> pick_small_rows() {
     case SimdLevel::avx512: return {small_rows_avx512, 16};
     case SimdLevel::avx2: return {small_rows_avx2, 8};
     default: return {nullptr, 1};
+  }
+}
+
+ProbsFn pick_probs() {
+  switch (simd_level()) {
+    case SimdLevel::avx512: return probs_avx512;
+    case SimdLevel::avx2: return probs_avx2;
+    default: return probs_scalar;
   }
 }
 
@@ -259,6 +271,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
                                             std::max<int64_t>(1, units / (8 * int64_t(nt)))));
   const int64_t cap = cand_capacity(k);
   const ScanFn scan = pick_scan();
+  const ProbsFn probs = pick_probs();
   const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? pick_small() : nullptr;
   // Up to kBatchV logits a row: rows in the lanes of a vector (small_rows), bw at a time.
   const auto [small_rows, bw] = small && v <= kBatchV ? pick_small_rows() : std::pair<SmallRowsFn, int64_t>{};
@@ -278,7 +291,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
         small_rows(base + size_t(r0) * size_t(ld) * esz, t, ld, nr, v, k, scale, buf.data(), st);
         for (int64_t i = 0; i < nr; ++i)
           finish_row(base + size_t(r0 + i) * size_t(ld) * esz, t, v, k, scale, st[i], buf.data() + i * k, k, out,
-                     r0 + i, CandOrder::sorted);
+                     r0 + i, probs, CandOrder::sorted);
       }
     }
 #pragma omp for schedule(dynamic, grain)
@@ -288,7 +301,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
       if (small) {
         PartState st;
         const int64_t n = small(row, t, v, k, scale, buf.data(), st);
-        finish_row(row, t, v, k, scale, st, buf.data(), n, out, r, CandOrder::sorted);
+        finish_row(row, t, v, k, scale, st, buf.data(), n, out, r, probs, CandOrder::sorted);
         continue;
       }
       CandBuf cb{buf.data(), 0, cap, k, kNegInf, k > kInsertK};
@@ -299,7 +312,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
       PartState st;
       scan(row, t, v * p / parts, v * (p + 1) / parts, scale, cb, st);
       if (parts == 1) {
-        finish_row(row, t, v, k, scale, st, cb.c, cb.n, out, r,
+        finish_row(row, t, v, k, scale, st, cb.c, cb.n, out, r, probs,
                    cb.in_index_order ? CandOrder::by_index : CandOrder::any);
         continue;
       }
@@ -319,7 +332,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
           std::copy(pc.begin() + u * k, pc.begin() + u * k + pn[u], buf.begin() + n);
           n += pn[u];
         }
-        finish_row(base + size_t(r) * size_t(ld) * esz, t, v, k, scale, st, buf.data(), n, out, r);
+        finish_row(base + size_t(r) * size_t(ld) * esz, t, v, k, scale, st, buf.data(), n, out, r, probs);
       }
     }
   }

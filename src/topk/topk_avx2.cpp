@@ -13,4 +13,7 @@ void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int6
                      Cand* c, PartState* st) {
   small_rows<simd::Avx2>(base, dtype, ld, nr, v, k, scale, c, st);
 }
+void probs_avx2(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
+  probs_pd<simd::Avx2>(c, k, m, scale, s, out);
+}
 }  // namespace llmk::topk

@@ -17,4 +17,7 @@ void small_rows_avx512(const void* base, DType dtype, int64_t ld, int64_t nr, in
                        Cand* c, PartState* st) {
   small_rows<simd::Avx512>(base, dtype, ld, nr, v, k, scale, c, st);
 }
+void probs_avx512(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
+  probs_pd<simd::Avx512>(c, k, m, scale, s, out);
+}
 }  // namespace llmk::topk

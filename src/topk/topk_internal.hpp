@@ -153,11 +153,22 @@ inline float load_f32(const void* row, DType t, int64_t j) {
 // NaN probs, indices 0..k-1, row_max/lse per the header. Rescans the row.
 void write_special_row(const void* row, DType t, int64_t v, int64_t k, const SoftmaxTopkOut& out, int64_t b);
 
+// The probabilities of a row's k ordered candidates: out[j] =
+// float(exp((double(c[j].x) - m) scale) / s), exp in double. probs_scalar
+// calls std::exp (topk.cpp); the vector ISAs evaluate exp on 4 or 8 doubles
+// at once (topk_scan.hpp, probs_pd: relative error below 1e-13, so the f32
+// result is std::exp's but where that lies within 1e-13 of a rounding
+// boundary).
+using ProbsFn = void (*)(const Cand* c, int64_t k, double m, double scale, double s, float* out);
+void probs_scalar(const Cand* c, int64_t k, double m, double scale, double s, float* out);
+void probs_avx2(const Cand* c, int64_t k, double m, double scale, double s, float* out);
+void probs_avx512(const Cand* c, int64_t k, double m, double scale, double s, float* out);
+
 // Finishes a regular row from its merged state and its best candidates
 // (c[0..n), n <= cap, every logit > -inf when n < k): sorts the best k, fills
 // missing slots with the lowest -inf indices, writes probs/indices/max/lse.
 // order: what finish_row may assume of c[0..n) (CandOrder::sorted: no sort).
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
-                int64_t n, const SoftmaxTopkOut& out, int64_t b, CandOrder order = CandOrder::any);
+                int64_t n, const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order = CandOrder::any);
 
 }  // namespace llmk::topk

@@ -593,6 +593,77 @@ int64_t small_row(const void* row, DType dtype, int64_t v, int64_t k, float scal
   }
 }
 
+// probs (ProbsFn) on the vector ISAs: out[j] = float(exp(d_j) / s), d_j =
+// (double(c[j].x) - m) scale as in probs_scalar, exp on 4 (AVX2) or 8
+// (AVX-512) doubles at once. Below kMinExpArg the result is 0: exp(-104) / s
+// < 2^-150 for s >= 1 (the max's own term), and such a quotient rounds to 0 in
+// f32 whatever its exact value. Above it: d = n ln2 + r, n = round(d log2 e)
+// in [-151, 0] and |r| <= ln2 / 2 (r by one FMA with ln2 in double: off by
+// at most 151 * 2^-55), e^r by its Taylor polynomial through r^10 (remainder
+// below 2.3e-13 relative), times 2^n (exponent bits). A row of 8 experts at
+// K = 8 spent most of its time in 7 calls of std::exp (~20 cycles each).
+inline constexpr double kMinExpArg = -104.0, kLog2eD = 1.4426950408889634, kLn2D = 0.6931471805599453;
+inline constexpr double kExpTaylor[] = {1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
+                                        1.0 / 24,     1.0 / 6,     0.5,        1.0,        1.0};  // 1/9! .. 1/0!
+template <class S>
+void probs_pd(const Cand* c, int64_t k, double m, double scale, double s, float* out);
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+template <>
+[[maybe_unused]] void probs_pd<simd::Avx2>(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
+  const __m256d vm = _mm256_set1_pd(m), vsc = _mm256_set1_pd(scale), vs = _mm256_set1_pd(s),
+                lo = _mm256_set1_pd(kMinExpArg);
+  const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);  // the x of 4 Cands {x, i}
+  for (int64_t j = 0; j < k; j += 4) {
+    const int64_t nj = std::min<int64_t>(4, k - j);
+    Cand t[4];
+    const Cand* src = c + j;
+    if (nj < 4) {
+      for (int64_t i = 0; i < 4; ++i) t[i] = i < nj ? c[j + i] : Cand{kNegInf, 0};
+      src = t;
+    }
+    const __m256 raw = _mm256_loadu_ps(reinterpret_cast<const float*>(src));
+    const __m256d d = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(raw, even))), vm), vsc);
+    const __m256d x = _mm256_max_pd(d, lo);
+    const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2D), x);
+    __m256d p = _mm256_set1_pd(1.0 / 3628800);  // 1/10!
+    for (double cf : kExpTaylor) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(cf));
+    const __m256i e2n = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), _mm256_set1_epi64x(1023)), 52);
+    const __m256d e = _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e2n)), _mm256_cmp_pd(d, lo, _CMP_GE_OQ));
+    const __m128 q = _mm256_cvtpd_ps(_mm256_div_pd(e, vs));
+    if (nj == 4) {
+      _mm_storeu_ps(out + j, q);
+    } else {
+      alignas(16) float o[4];
+      _mm_store_ps(o, q);
+      std::copy(o, o + nj, out + j);
+    }
+  }
+}
+#endif
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+template <>
+[[maybe_unused]] void probs_pd<simd::Avx512>(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
+  const __m512d vm = _mm512_set1_pd(m), vsc = _mm512_set1_pd(scale), vs = _mm512_set1_pd(s),
+                lo = _mm512_set1_pd(kMinExpArg);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+  for (int64_t j = 0; j < k; j += 8) {
+    const int nj = int(std::min<int64_t>(8, k - j));
+    const __mmask8 live = __mmask8((1u << nj) - 1);
+    const __m512 raw = _mm512_maskz_loadu_ps(__mmask16((1u << (2 * nj)) - 1), reinterpret_cast<const float*>(c + j));
+    const __m256 xs = _mm512_castps512_ps256(_mm512_permutexvar_ps(even, raw));
+    const __m512d d = _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(xs), vm), vsc);
+    const __m512d x = _mm512_max_pd(d, lo);
+    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(kLn2D), x);
+    __m512d p = _mm512_set1_pd(1.0 / 3628800);
+    for (double cf : kExpTaylor) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(cf));
+    const __m512d e = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(d, lo, _CMP_GE_OQ), _mm512_scalef_pd(p, n));
+    _mm256_mask_storeu_ps(out + j, live, _mm512_cvtpd_ps(_mm512_div_pd(e, vs)));
+  }
+}
+#endif
+
 template <class S>
 void scan(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st) {
   switch (dtype) {

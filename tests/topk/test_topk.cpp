@@ -526,6 +526,50 @@ TEST(SoftmaxTopk, BadArguments) {
   EXPECT_EQ(i[0], 0);
 }
 
+// The vector ISAs' probabilities (topk::probs_avx2 / probs_avx512: exp on
+// doubles, a Taylor polynomial) against exp(d) / s in double: each f32 result
+// must be that quotient correctly rounded, up to 1e-12 relative of slack for
+// the polynomial (so a rounding flip is allowed only within 1e-12 of a
+// boundary), and exactly 0 below d = -104 (where the quotient is under
+// 2^-150); d from -110 to 0, densest around the flush and the f32 subnormal
+// boundary (-103.28), ties at 0, -inf logits, k = 1 .. 19 (every tail).
+TEST(SoftmaxTopk, VectorProbabilitiesAgainstDoubleExp) {
+  std::vector<std::pair<const char*, topk::ProbsFn>> fns;
+  if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", topk::probs_avx2});
+  if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", topk::probs_avx512});
+  if (fns.empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
+  std::vector<float> xs;
+  for (int i = 0; i <= 2200; ++i) xs.push_back(-110.0f + 0.05f * float(i));  // -110 .. 0
+  for (int i = 0; i <= 400; ++i) xs.push_back(-104.5f + 0.005f * float(i));  // the flush and subnormal boundaries
+  for (int i = 0; i < 300; ++i) xs.push_back(-std::ldexp(1.0f, -i / 10));     // near 0
+  xs.push_back(0.0f);
+  xs.push_back(-INFINITY);
+  int checked = 0;
+  for (const auto& [name, fn] : fns)
+    for (double s : {1.0, 1.7, 3.0e4})
+      for (double scale : {1.0, 0.37})
+        for (int64_t k = 1; k <= 19; ++k)
+          for (size_t j0 = 0; j0 + size_t(k) <= xs.size(); j0 += size_t(k) * 7) {
+            std::vector<topk::Cand> c(static_cast<size_t>(k));
+            for (int64_t j = 0; j < k; ++j) c[size_t(j)] = topk::Cand{float(xs[j0 + size_t(j)] / scale), int32_t(j)};
+            std::vector<float> out(size_t(k) + 1, 7.0f);  // + a sentinel
+            fn(c.data(), k, 0.0, scale, s, out.data());
+            ASSERT_EQ(out[size_t(k)], 7.0f) << name << " wrote past k = " << k;
+            for (int64_t j = 0; j < k; ++j) {
+              const double d = double(c[size_t(j)].x) * scale, want = std::exp(d) / s;
+              const float got = out[size_t(j)];
+              if (d < -104) {
+                ASSERT_EQ(got, 0.0f) << name << " d " << d;
+                continue;
+              }
+              const float lo = float(want * (1 - 1e-12)), hi = float(want * (1 + 1e-12));  // the roundings allowed
+              ASSERT_TRUE(got == lo || got == hi) << name << " d " << d << " s " << s << ": " << got << " vs " << want;
+              ++checked;
+            }
+          }
+  EXPECT_GT(checked, 50000);
+}
+
 // The naive baseline selects on rounded probabilities, so its order may differ
 // from the oracle only between equal f32 probabilities: check values, and that
 // each returned index really has the returned probability.
