@@ -1,6 +1,7 @@
 # llmk_add_sources(<file>...): adds a component's sources to the llmk library.
 #  - a name ending in _avx2.cpp is compiled with AVX2+FMA+F16C,
 #  - a name ending in _avx512.cpp with AVX-512 F/BW/VL/DQ (+FMA, F16C),
+#  - a name ending in _avx512vnni.cpp with those and AVX-512 VNNI,
 #  - a .cu file is added only when the CUDA kernels are built.
 # Nothing else gets ISA flags: the choice between scalar, AVX2 and AVX-512 is
 # made at run time (include/llmk/cpu_features.hpp), so one binary runs anywhere.
@@ -16,6 +17,9 @@ function(llmk_add_sources)
     elseif(abs MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${abs} TARGET_DIRECTORY llmk PROPERTIES
         COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf16c")
+    elseif(abs MATCHES "_avx512vnni\\.cpp$")
+      set_source_files_properties(${abs} TARGET_DIRECTORY llmk PROPERTIES
+        COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mfma;-mf16c")
     endif()
     target_sources(llmk PRIVATE ${abs})
   endforeach()

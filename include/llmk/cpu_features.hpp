@@ -1,15 +1,19 @@
 // Run-time CPU-feature dispatch. Every CPU kernel has a scalar path; most also
 // have AVX2+FMA+F16C and AVX-512 (F/BW/VL/DQ) paths compiled in their own
-// translation units (*_avx2.cpp, *_avx512.cpp). simd_level() picks the best one
-// the CPU and OS support, capped by set_simd_limit() or the environment
-// variable LLMK_SIMD=scalar|avx2|avx512, so tests can run every path the
+// translation units (*_avx2.cpp, *_avx512.cpp), and the int8 dot products of
+// the quantized matmul and attention an AVX-512 VNNI one (*_avx512vnni.cpp:
+// vpdpbusd, the same integer sums as AVX2's maddubs + madd, so the same bits).
+// The levels are ordered: avx512vnni implies avx512, and a kernel without a
+// VNNI path runs its AVX-512 one there. simd_level() picks the best level the
+// CPU and OS support, capped by set_simd_limit() or the environment variable
+// LLMK_SIMD=scalar|avx2|avx512|avx512vnni, so tests can run every path the
 // machine can execute.
 #pragma once
 #include <string_view>
 
 namespace llmk {
 
-enum class SimdLevel : int { scalar = 0, avx2 = 1, avx512 = 2 };
+enum class SimdLevel : int { scalar = 0, avx2 = 1, avx512 = 2, avx512vnni = 3 };
 
 SimdLevel detected_simd_level();  // what this CPU + OS support
 SimdLevel simd_level();           // min(detected, limit)

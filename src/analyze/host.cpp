@@ -54,7 +54,7 @@ Device host_device(double bandwidth_gbps, double peak_tflops) {
 double measure_peak_tflops(int threads) {
   LLMK_CHECK_ARG(threads >= 1, "analyze::measure_peak_tflops", "threads", threads, "must be >= 1");
   const SimdLevel level = simd_level();
-  const int width = level == SimdLevel::avx512 ? 16 : level == SimdLevel::avx2 ? 8 : 1;
+  const int width = level >= SimdLevel::avx512 ? 16 : level == SimdLevel::avx2 ? 8 : 1;
   const int64_t iters = 40'000'000 / width;  // 480M FMA lanes per thread: ~10-20 ms on AVX2
   double best = 0;
   float sink = 0;
@@ -62,7 +62,7 @@ double measure_peak_tflops(int threads) {
     const double t0 = omp_get_wtime();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
     {
-      if (level == SimdLevel::avx512) sink += detail::fma_chains_avx512(iters);
+      if (level >= SimdLevel::avx512) sink += detail::fma_chains_avx512(iters);
       else if (level == SimdLevel::avx2) sink += detail::fma_chains_avx2(iters);
       else sink += detail::fma_chains<detail::ScalarIsa>(iters);
     }

@@ -49,7 +49,7 @@ void hadamard_transform(float* x, int64_t rows, int64_t dim, int64_t block) {
   kvrot::check_transform_args("hadamard_transform", x, rows, dim, block);
   const float c = float(1.0 / std::sqrt(double(block)));
   const SimdLevel lvl = simd_level();
-  if (lvl == SimdLevel::avx512 && dim % 16 == 0) return kvrot::fwht_rows_avx512(x, rows, dim, block, c);
+  if (lvl >= SimdLevel::avx512 && dim % 16 == 0) return kvrot::fwht_rows_avx512(x, rows, dim, block, c);
   if (lvl >= SimdLevel::avx2 && dim % 8 == 0) return kvrot::fwht_rows_avx2(x, rows, dim, block, c);
   kvrot::fwht_rows_scalar(x, rows, dim, block, c);
 }

@@ -166,7 +166,8 @@ void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t 
   }
   const mm::Args a{x, ldx, quant ? xq.data() : nullptr, w, y, ldy, M};
   mm::RowsFn fn = mm::rows_scalar;
-  if (simd_level() >= SimdLevel::avx512) fn = mm::rows_avx512;
+  if (simd_level() >= SimdLevel::avx512vnni) fn = mm::rows_avx512vnni;
+  else if (simd_level() >= SimdLevel::avx512) fn = mm::rows_avx512;
   else if (simd_level() >= SimdLevel::avx2) fn = mm::rows_avx2;
   // Static split of N in multiples of 8 rows; small products stay on one thread.
   const int t = int(std::clamp<int64_t>(M * w.rows * w.cols / (1 << 15), 1, threads));

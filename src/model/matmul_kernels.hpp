@@ -2,8 +2,9 @@
 //  - float weights (f32/f16/bf16) as a template over the ISA struct S of
 //    src/core/simd.hpp (S::load converts f16/bf16 in registers);
 //  - quantized weights on 256-bit integer ops (AVX2, also compiled into the
-//    AVX-512 translation unit, whose flags imply AVX2: without VNNI the 512-bit
-//    form would only halve the loop count of an already issue-bound loop).
+//    AVX-512 translation units, whose flags imply AVX2: without VNNI the 512-bit
+//    form would only halve the loop count of an already issue-bound loop; with
+//    VNNI, matmul_avx512vnni.cpp, each 32-byte dot is one vpdpbusd).
 // A tile of R <= 4 rows of x is dotted against one weight row at a time, so a
 // weight block is loaded and unpacked once for R activations. Work is split
 // by the caller over output rows [n0, n1).
@@ -91,9 +92,16 @@ inline __m256i unpack_q4(const uint8_t* qs) {
   const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
 }
-// sum_j u[j] * s[j] over 32 bytes, u unsigned <= 127 in magnitude terms, s signed, as 8 int32 partial sums.
+// sum_j u[j] * s[j] over 32 bytes, u unsigned <= 128, s signed in [-127, 127], as 8
+// int32 partial sums: maddubs's pair sums (<= 2 * 128 * 127 < 2^15) never
+// saturate, so VNNI's vpdpbusd (4 products summed into each int32 lane, one
+// instruction) gives the same 8 sums as maddubs + madd.
 inline __m256i dot_us(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
 }
 
 template <int R, class B>
@@ -181,5 +189,6 @@ void rows(const Args& a, int64_t n0, int64_t n1) {
 void rows_scalar(const Args& a, int64_t n0, int64_t n1);
 void rows_avx2(const Args& a, int64_t n0, int64_t n1);
 void rows_avx512(const Args& a, int64_t n0, int64_t n1);
+void rows_avx512vnni(const Args& a, int64_t n0, int64_t n1);
 
 }  // namespace llmk::mm

@@ -86,6 +86,40 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
     }
 }
 
+// AVX-512 VNNI scores quantized K with vpdpbusd where AVX-512 takes maddubs +
+// madd: the same integer sums, so decode and prefill must keep the AVX-512
+// bits (and AVX2's: the integer dots are the same 256-bit code), for int8
+// and int4 K with each V type, groups of 1, 3 and 4 rows, head_dim 64 / 80 / 128.
+TEST(Attention, VnniKeepsTheAvx512Bits) {
+  if (detected_simd_level() < SimdLevel::avx512vnni) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
+  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}};
+  for (const Shape& s : shapes)
+    for (KvType kt : {KvType::int8, KvType::int4})
+      for (KvType vt : {KvType::f32, KvType::int8, KvType::int4}) {
+        KvCacheConfig cfg;
+        cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt;
+        const std::vector<int64_t> lens = {1, 37, 300};
+        const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) + int(kt) * 7 + int(vt));
+        const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
+        std::vector<float> q(static_cast<size_t>(n));
+        test::fill_normal(q.data(), q.size(), 98);
+        std::vector<int64_t> qo(static_cast<size_t>(B + 1));
+        for (int64_t b = 0; b <= B; ++b) qo[size_t(b)] = b;
+        const float scale = float(1 / std::sqrt(double(s.D)));
+        std::vector<std::vector<float>> dec, pre;
+        for (SimdLevel lvl : {SimdLevel::avx512, SimdLevel::avx512vnni}) {
+          ScopedSimdLimit lim(lvl);
+          dec.emplace_back(size_t(n));
+          pre.emplace_back(size_t(n));
+          attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, dec.back().data());
+          attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, pre.back().data());
+        }
+        const std::string what = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D);
+        EXPECT_EQ(0, std::memcmp(dec[0].data(), dec[1].data(), size_t(n) * 4)) << "decode " << what;
+        EXPECT_EQ(0, std::memcmp(pre[0].data(), pre[1].data(), size_t(n) * 4)) << "prefill " << what;
+      }
+}
+
 namespace {
 // The layout of one random attention case: Hkv 1..8 with groups 1..8 (MHA,
 // GQA, MQA), head_dim 16..256 in steps of 16, K and V types drawn apart,

@@ -14,7 +14,14 @@ CPU cannot run. This check disassembles a linked binary and fails if
    contains a VEX/EVEX-encoded instruction (mnemonic v*, or a ymm/zmm register);
  - a function whose name says avx2 but not avx512 contains an instruction only
    AVX-512 has: a zmm register, xmm/ymm 16-31, a mask register %k, masking or
-   embedded broadcast ({...}), or an AVX-512-only mnemonic.
+   embedded broadcast ({...}), or an AVX-512-only mnemonic;
+ - a function that is not local to its translation unit (nm type other than
+   t: a global or weak symbol, which the linker may share between files) and
+   whose name does not say vnni contains a VNNI instruction (vpdpbusd[s],
+   vpdpwssd[s]). The *_avx512vnni.cpp files instantiate the same AVX-512
+   kernels as *_avx512.cpp, so their names say avx512 too; those kernels live in
+   unnamed namespaces (local symbols), and a shared copy of anything else
+   compiled there must not carry VNNI to a CPU that has AVX-512 without it.
 
 usage: check_isa_leaks.py BINARY [BINARY ...]"""
 import re
@@ -24,6 +31,7 @@ import sys
 HEADER = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 ALLOWED = ("avx2", "avx512", "f16c")
 EVEX_OPERAND = re.compile(r"%zmm|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|%k[0-7]\b|\{")
+VNNI_MNEMONIC = re.compile(r"^vpdp(busd|wssd)s?$")
 EVEX_MNEMONIC = re.compile(
     r"^(k[a-z]+|vpternlog[dq]|vperm[it]2[a-z]+|vcompress|vexpand|vfixupimm|vgetexp|vgetmant|vrndscale|vscalef|"
     r"vrcp14|vrsqrt14|vrange|vreduce|vfpclass|vpconflict|vplzcnt|vpopcnt|vpshl?d|vpshrd|vpermb|vpermw|vpmovm2|"
@@ -32,9 +40,15 @@ EVEX_MNEMONIC = re.compile(
     r"vpro[lr]|vpsllvw|vpsrlvw|vpsravw|vdbpsadbw|vpmadd52|vpdpbusd|vpdpwssd)")
 
 
+def local_functions(path):
+    out = subprocess.run(["nm", "-C", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    return {line[19:] for line in out.splitlines() if line[17:19] == "t "}
+
+
 def leaks(path):
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", path], capture_output=True, text=True,
                          check=True).stdout
+    local = local_functions(path)
     bad, fn = {}, None
     for line in out.splitlines():
         m = HEADER.match(line)
@@ -49,6 +63,9 @@ def leaks(path):
             continue
         insn = parts[-1].split("#")[0].strip()  # not objdump's "# addr <symbol>" note
         mnem = insn.split(" ")[0]
+        if VNNI_MNEMONIC.match(mnem) and "vnni" not in name and fn not in local:
+            bad.setdefault(fn, insn)
+            continue
         if "avx512" in name:
             continue
         if "avx2" in name:  # AVX2 code: no AVX-512 encoding
@@ -72,7 +89,8 @@ def main(paths):
             failed = True
             print(f"{p}: {len(bad)} function(s) contain instructions of a higher ISA than their path")
         else:
-            print(f"{p}: no AVX instruction outside avx2/avx512 code, no AVX-512 instruction in avx2 code")
+            print(f"{p}: no AVX instruction outside avx2/avx512 code, no AVX-512 instruction in avx2 code, "
+                  "no VNNI instruction in a shared function outside vnni code")
     return 1 if failed else 0
 
 

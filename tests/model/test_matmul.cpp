@@ -213,6 +213,29 @@ TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
     }
 }
 
+// AVX-512 VNNI replaces the quantized tile's maddubs + madd by vpdpbusd: the
+// same integer sums, so every output must keep its AVX-512 bits (and the
+// AVX2 ones: the AVX-512 quantized tile is the AVX2 one), for every quantized
+// type, a tile of 1..4 rows and K with a partial last chunk.
+TEST(Matmul, VnniKeepsTheAvx2Bits) {
+  if (detected_simd_level() < SimdLevel::avx512vnni) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
+  for (WType t : {WType::q8_0, WType::q4_0, WType::q4_1})
+    for (int64_t M : {1, 3, 4, 7}) {
+      const int64_t N = 67, K = 1056;
+      const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 9);
+      std::vector<float> x(size_t(M * K));
+      test::fill_normal(x.data(), x.size(), 10 + uint64_t(M));
+      std::vector<std::vector<float>> ys;
+      for (SimdLevel level : {SimdLevel::avx2, SimdLevel::avx512, SimdLevel::avx512vnni}) {
+        ScopedSimdLimit lim(level);
+        ys.emplace_back(size_t(M * N));
+        matmul(x.data(), K, rw.view, ys.back().data(), N, M);
+      }
+      EXPECT_EQ(ys[0], ys[1]) << wtype_name(t) << " M " << M << ": avx512 vs avx2";
+      EXPECT_EQ(ys[1], ys[2]) << wtype_name(t) << " M " << M << ": avx512vnni vs avx512";
+    }
+}
+
 // A NaN or an infinity in x makes exactly the outputs of its row NaN (or inf
 // for the float weights), for quantized weights too (x's block is quantized
 // with a NaN scale, not converted to int), and no other row changes.
