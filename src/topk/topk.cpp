@@ -231,7 +231,7 @@ SmallFn pick_small() {
 std::pair<SmallRowsFn, int64_t> pick_small_rows() {
   switch (simd_level()) {
     case SimdLevel::avx512vnni:  // no VNNI path here
-    case SimdLevel::avx512: return {small_rows_avx512, 16};
+    case SimdLevel::avx512: return {small_rows_avx512, kMaxBatchRows};
     case SimdLevel::avx2: return {small_rows_avx2, 8};
     default: return {nullptr, 1};
   }
@@ -291,7 +291,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   {
     std::vector<Cand> buf(size_t(std::max(cap, parts * k)));
     if (small_rows) {
-      PartState st[16];
+      PartState st[kMaxBatchRows];
 #pragma omp for schedule(dynamic, std::max(1, grain / int(bw)))
       for (int64_t u = 0; u < batches; ++u) {
         const int64_t r0 = u * bw, nr = std::min(bw, rows - r0);
@@ -300,33 +300,34 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
           finish_row(base + size_t(r0 + i) * size_t(ld) * esz, t, v, k, scale, st[i], buf.data() + i * k, k, out,
                      r0 + i, probs, CandOrder::sorted);
       }
-    }
+    } else {
 #pragma omp for schedule(dynamic, grain)
-    for (int64_t u = 0; u < (small_rows ? 0 : rows * parts); ++u) {
-      const int64_t r = u / parts, p = u % parts;
-      const void* row = base + size_t(r) * size_t(ld) * esz;
-      if (small) {
+      for (int64_t u = 0; u < rows * parts; ++u) {
+        const int64_t r = u / parts, p = u % parts;
+        const void* row = base + size_t(r) * size_t(ld) * esz;
+        if (small) {
+          PartState st;
+          const int64_t n = small(row, t, v, k, scale, buf.data(), st);
+          finish_row(row, t, v, k, scale, st, buf.data(), n, out, r, probs, CandOrder::sorted);
+          continue;
+        }
+        CandBuf cb{buf.data(), 0, cap, k, kNegInf, k > kInsertK};
+        // Rows go to threads in turn, so this thread's next row is most likely
+        // r + nt; only rows that take a sample (k > kInsertK, v >= kSampleMinPart).
+        if (parts == 1 && k > kInsertK && v >= kSampleMinPart && r + nt < rows)
+          cb.next_row = base + size_t(r + nt) * size_t(ld) * esz;
         PartState st;
-        const int64_t n = small(row, t, v, k, scale, buf.data(), st);
-        finish_row(row, t, v, k, scale, st, buf.data(), n, out, r, probs, CandOrder::sorted);
-        continue;
+        scan(row, t, v * p / parts, v * (p + 1) / parts, scale, cb, st);
+        if (parts == 1) {
+          finish_row(row, t, v, k, scale, st, cb.c, cb.n, out, r, probs,
+                     cb.in_index_order ? CandOrder::by_index : CandOrder::any);
+          continue;
+        }
+        flush(cb);
+        pst[u] = st;
+        pn[u] = cb.n;
+        std::copy(cb.c, cb.c + cb.n, pc.begin() + u * k);
       }
-      CandBuf cb{buf.data(), 0, cap, k, kNegInf, k > kInsertK};
-      // Rows go to threads in turn, so this thread's next row is most likely
-      // r + nt; only rows that take a sample (k > kInsertK, v >= kSampleMinPart).
-      if (parts == 1 && k > kInsertK && v >= kSampleMinPart && r + nt < rows)
-        cb.next_row = base + size_t(r + nt) * size_t(ld) * esz;
-      PartState st;
-      scan(row, t, v * p / parts, v * (p + 1) / parts, scale, cb, st);
-      if (parts == 1) {
-        finish_row(row, t, v, k, scale, st, cb.c, cb.n, out, r, probs,
-                   cb.in_index_order ? CandOrder::by_index : CandOrder::any);
-        continue;
-      }
-      flush(cb);
-      pst[u] = st;
-      pn[u] = cb.n;
-      std::copy(cb.c, cb.c + cb.n, pc.begin() + u * k);
     }
     if (parts > 1) {
 #pragma omp for schedule(static)

@@ -127,12 +127,12 @@ int64_t small_scalar(const void* row, DType dtype, int64_t v, int64_t k, float s
 int64_t small_avx2(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st);
 int64_t small_avx512(const void* row, DType dtype, int64_t v, int64_t k, float scale, Cand* c, PartState& st);
 
-// nr <= small_rows_width() whole rows of v <= kBatchV logits (row i at
-// base + i * ld elements), k <= kInsertK, one row a vector lane
-// (topk_scan.hpp, small_rows): row i's state into st[i] and its best k,
-// ordered, into c[i * k, i * k + k) (-inf logits too, in index order, where
-// fewer than k are finite). Vector ISAs only.
-inline constexpr int64_t kBatchV = 64;
+// nr <= W whole rows (W = 8 with AVX2, 16 with AVX-512: at most
+// kMaxBatchRows) of v <= kBatchV logits (row i at base + i * ld elements),
+// k <= kInsertK, one row a vector lane (topk_scan.hpp, small_rows): row i's
+// state into st[i] and its best k, ordered, into c[i * k, i * k + k) (-inf
+// logits too, in index order, where fewer than k are finite). Vector ISAs only.
+inline constexpr int64_t kBatchV = 64, kMaxBatchRows = 16;
 using SmallRowsFn = void (*)(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k,
                              float scale, Cand* c, PartState* st);
 void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale,

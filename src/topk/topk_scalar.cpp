@@ -1,5 +1,9 @@
 // The fused softmax + top-k scan (topk_scan.hpp) instantiated for
 // the one-lane Scalar struct (no ISA flags).
+// GCC 12 warns that small_row_typed's max_all may read its stack copy of the
+// row uninitialized: false (the row has v >= 1 logits, validated, and the
+// one-lane path reads exactly the v copied), silenced here only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "topk/topk_scan.hpp"
 
 namespace llmk::topk {
