@@ -534,8 +534,8 @@ void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t 
   alignas(64) float xt[kBatchV * W];
   for (int64_t i = 0; i < W; ++i)
     for (int64_t j = 0; j < v; ++j) xt[j * W + i] = i < nr ? to_f32(base[i * ld + j]) : 0.0f;
-  V m = S::load(xt);
-  for (int64_t j = 1; j < v; ++j) m = S::max(m, S::load(xt + j * W));
+  V m = S::set1(kNegInf);
+  for (int64_t j = 0; j < v; ++j) m = S::max(m, S::load(xt + j * W));
   const V s2 = S::set1(scale * kLog2e);
   DoubleAcc<S> acc;
   for (int64_t j = 0; j < v; ++j) acc.add(simd::exp2_nonpos<S>(S::mul(S::sub(S::load(xt + j * W), m), s2)));
