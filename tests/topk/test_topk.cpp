@@ -432,6 +432,58 @@ TEST(SoftmaxTopk, SampledThresholdRescan) {
 // rows, -inf runs, -FLT_MAX, and rarely a NaN or +inf; f32 / f16 / bf16
 // (large values round to +-inf in f16: special rows then), row strides > V,
 // 1-4 threads, every SIMD level. A fixed seed: a failure prints its case.
+// random_case draws all of that but V, B and K, and runs the case.
+void random_case(std::mt19937_64& g, const std::string& name, int64_t v, int64_t rows, int64_t k,
+                 const std::vector<SimdLevel>& levels) {
+  const auto uni = [&](double a, double b) { return a + (b - a) * double(g() >> 11) * 0x1p-53; };
+  const int64_t ld = v + (g() % 3 == 0 ? int64_t(g() % 17) : 0);
+  const float t = float(std::pow(10.0, uni(-3, 3)));
+  const double scale = std::pow(10.0, uni(-2, 5)), offset = g() % 2 ? 0.0 : uni(-1, 1) * std::pow(10.0, uni(0, 6));
+  std::vector<float> xf(rows * ld, 0.0f);
+  fill_normal(xf.data(), xf.size(), g());
+  std::string kinds;
+  for (int64_t b = 0; b < rows; ++b) {
+    float* x = xf.data() + b * ld;
+    const int kind = int(g() % 8);
+    kinds += char('0' + kind);
+    for (int64_t j = 0; j < v; ++j) {
+      double y = offset + scale * x[j];
+      if (kind == 1) y = offset + scale * double(int(x[j] * 2));  // ties
+      if (kind == 2) y = offset + scale * double(j) / double(v);  // ascending
+      if (kind == 3) y = offset - scale * double(j) / double(v);  // descending
+      if (kind == 4 && j % 5 != 0) y = -INFINITY;                 // mostly -inf
+      if (kind == 5 && j % 3 == 0) y = std::numeric_limits<float>::lowest();
+      x[j] = float(y);
+    }
+    if (kind == 6 && g() % 4 == 0) x[g() % v] = g() % 2 ? NAN : INFINITY;
+    if (kind == 7) std::fill(x, x + v, g() % 2 ? -INFINITY : std::numeric_limits<float>::lowest());
+  }
+  const int dt = int(g() % 5);  // f32 3 times in 5
+  const int threads = 1 + int(g() % 4);
+  const SimdLevel lvl = levels[g() % levels.size()];
+  const std::string what = name + ": B " + std::to_string(rows) + " V " + std::to_string(v) +
+                           " ld " + std::to_string(ld) + " K " + std::to_string(k) + " T " + std::to_string(t) +
+                           " scale " + std::to_string(scale) + " offset " + std::to_string(offset) + " rows " + kinds +
+                           " dtype " + std::to_string(dt) + " threads " + std::to_string(threads) + " " +
+                           simd_name(lvl);
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> x(xf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<T>(xf[i]);
+    const auto view = TensorView::matrix(x.data(), dtype_of<T>(), rows, v, ld);
+    const auto ref = run_ref(view, k, t);
+    ScopedSimdLimit lim(lvl);
+    ThreadScope ts(threads);
+    EXPECT_TRUE(same_topk(run_fused(view, k, t), ref, rows, what));
+  };
+  if (dt == 3)
+    run(f16{});
+  else if (dt == 4)
+    run(bf16{});
+  else
+    run(float{});
+}
+
 TEST(SoftmaxTopk, RandomizedAgainstReference) {
   std::mt19937_64 g(20261201);
   const auto uni = [&](double a, double b) { return a + (b - a) * double(g() >> 11) * 0x1p-53; };
@@ -440,52 +492,20 @@ TEST(SoftmaxTopk, RandomizedAgainstReference) {
   for (int it = 0; it < 150; ++it) {
     const int64_t v = std::max<int64_t>(1, log_int(1, 70000)), rows = 1 + int64_t(g() % 4);
     const int64_t k = std::clamp<int64_t>(log_int(1, 1100), 1, v);
-    const int64_t ld = v + (g() % 3 == 0 ? int64_t(g() % 17) : 0);
-    const float t = float(std::pow(10.0, uni(-3, 3)));
-    const double scale = std::pow(10.0, uni(-2, 5)), offset = g() % 2 ? 0.0 : uni(-1, 1) * std::pow(10.0, uni(0, 6));
-    std::vector<float> xf(rows * ld, 0.0f);
-    fill_normal(xf.data(), xf.size(), g());
-    std::string kinds;
-    for (int64_t b = 0; b < rows; ++b) {
-      float* x = xf.data() + b * ld;
-      const int kind = int(g() % 8);
-      kinds += char('0' + kind);
-      for (int64_t j = 0; j < v; ++j) {
-        double y = offset + scale * x[j];
-        if (kind == 1) y = offset + scale * double(int(x[j] * 2));  // ties
-        if (kind == 2) y = offset + scale * double(j) / double(v);  // ascending
-        if (kind == 3) y = offset - scale * double(j) / double(v);  // descending
-        if (kind == 4 && j % 5 != 0) y = -INFINITY;                 // mostly -inf
-        if (kind == 5 && j % 3 == 0) y = std::numeric_limits<float>::lowest();
-        x[j] = float(y);
-      }
-      if (kind == 6 && g() % 4 == 0) x[g() % v] = g() % 2 ? NAN : INFINITY;
-      if (kind == 7) std::fill(x, x + v, g() % 2 ? -INFINITY : std::numeric_limits<float>::lowest());
-    }
-    const int dt = int(g() % 5);  // f32 3 times in 5
-    const int threads = 1 + int(g() % 4);
-    const SimdLevel lvl = levels[g() % levels.size()];
-    const std::string what = "case " + std::to_string(it) + ": B " + std::to_string(rows) + " V " + std::to_string(v) +
-                             " ld " + std::to_string(ld) + " K " + std::to_string(k) + " T " + std::to_string(t) +
-                             " scale " + std::to_string(scale) + " offset " + std::to_string(offset) + " rows " + kinds +
-                             " dtype " + std::to_string(dt) + " threads " + std::to_string(threads) + " " +
-                             simd_name(lvl);
-    const auto run = [&](auto tag) {
-      using T = decltype(tag);
-      std::vector<T> x(xf.size());
-      for (size_t i = 0; i < x.size(); ++i) x[i] = from_f32<T>(xf[i]);
-      const auto view = TensorView::matrix(x.data(), dtype_of<T>(), rows, v, ld);
-      const auto ref = run_ref(view, k, t);
-      ScopedSimdLimit lim(lvl);
-      ThreadScope ts(threads);
-      EXPECT_TRUE(same_topk(run_fused(view, k, t), ref, rows, what));
-    };
-    if (dt == 3)
-      run(f16{});
-    else if (dt == 4)
-      run(bf16{});
-    else
-      run(float{});
+    random_case(g, "case " + std::to_string(it), v, rows, k, levels);
+  }
+}
+
+// The same cases for MoE routing shapes, where many rows go through the
+// vector-of-rows path (topk::kBatchV) and the one-row path together: 1..40
+// rows of 1..96 logits, K 1..16.
+TEST(SoftmaxTopk, SmallRowsRandomized) {
+  std::mt19937_64 g(20261202);
+  const std::vector<SimdLevel> levels = simd_levels();
+  for (int it = 0; it < 200; ++it) {
+    const int64_t v = 1 + int64_t(g() % 96), rows = 1 + int64_t(g() % 40);
+    const int64_t k = 1 + int64_t(g() % uint64_t(std::min<int64_t>(v, 16)));
+    random_case(g, "small case " + std::to_string(it), v, rows, k, levels);
   }
 }
 
