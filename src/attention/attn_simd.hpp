@@ -107,22 +107,10 @@ template <> inline float h2f<simd::Avx2>(uint16_t h) { return _cvtsh_ss(h); }
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-// 8 int32 sums of 4 products u[j] s[j] each (u unsigned <= 128, s signed in
-// [-127, 127]): maddubs's pair sums (<= 2 * 128 * 127 < 2^15) never saturate,
-// so with VNNI (attention_avx512vnni.cpp) one vpdpbusd gives the same sums.
-inline __m256i dot_us(__m256i u, __m256i s, __m256i ones) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  (void)ones;
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones);
-#endif
-}
 // The AVX2 body of qdots4, shared by the AVX-512 builds (the 32-value groups fill 256 bits).
 template <bool Q4>
 inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng,
                        int64_t R, float* out, int ostride, int nrows) {
-  const __m256i ones = _mm256_set1_epi16(1);
   __m128 acc = _mm_setzero_ps();
   for (int64_t g = 0; g < ng; ++g) {
     __m256i u, sgn[4];  // unsigned K operand; the 4 signed query operands
@@ -145,7 +133,7 @@ inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, c
       dk = _cvtsh_ss(b.d);
     }
     __m256i p[4];
-    for (int i = 0; i < 4; ++i) p[i] = dot_us(u, sgn[i], ones);
+    for (int i = 0; i < 4; ++i) p[i] = simd::dot_u8s8(u, sgn[i]);
     // [p0 p1 p2 p3] partial sums per 128-bit half, then the halves added: lane i = row i's dot
     const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
     const __m128i d = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
@@ -158,7 +146,6 @@ inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, c
 template <bool Q4>
 inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum,
                          int64_t ng, int64_t R, float* out, int ostride, int nrows) {
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();  // lanes 0-3: rows 0-3 against a; 4-7: against b
   for (int64_t g = 0; g < ng; ++g) {
     const int8_t* q = q8 + g * kKvGroup;
@@ -182,7 +169,7 @@ inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8,
         for (int i = 0; i < 4; ++i) sgn[i] = _mm256_sign_epi8(qv[i], k);
         dk[j] = _cvtsh_ss(b.d);
       }
-      for (int i = 0; i < 4; ++i) p[j][i] = dot_us(u, sgn[i], ones);
+      for (int i = 0; i < 4; ++i) p[j][i] = simd::dot_u8s8(u, sgn[i]);
     }
     if constexpr (Q4) {
       const BlockQ4* ba = reinterpret_cast<const BlockQ4*>(ka) + g;

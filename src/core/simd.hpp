@@ -88,6 +88,22 @@ struct Avx2 {
   static V cmp_ge(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
   static V cmp_eq(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
 };
+
+// sum_j u[j] s[j] over 32 bytes (u unsigned <= 128, s signed in [-127, 127]) as
+// 8 int32 sums of 4 products each: maddubs's pair sums (<= 2 * 128 * 127 <
+// 2^15) never saturate, so in a *_avx512vnni.cpp file one vpdpbusd gives the
+// same sums as maddubs + madd (the quantized matmul tile, the attention's
+// quantized-K scores). In an unnamed namespace: each file keeps its own copy,
+// so the VNNI body never reaches an AVX2 or AVX-512 path.
+namespace {
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+}  // namespace
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)

@@ -1,6 +1,6 @@
 // AVX-512 VNNI instantiation of the matmul kernels (matmul_kernels.hpp): the
 // AVX-512 kernels, with each 32-byte int8 dot of the quantized tile one
-// vpdpbusd (dot_us) instead of maddubs + madd: the same sums, so the same bits.
+// vpdpbusd (simd::dot_u8s8) instead of maddubs + madd: the same sums, so the same bits.
 // GCC 12's _mm512_reduce_add_ps (S::hsum) trips a false -Wmaybe-uninitialized
 // inside its own header (an undefined-upper-half cast); silence it here only.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -92,17 +92,6 @@ inline __m256i unpack_q4(const uint8_t* qs) {
   const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
 }
-// sum_j u[j] * s[j] over 32 bytes, u unsigned <= 128, s signed in [-127, 127], as 8
-// int32 partial sums: maddubs's pair sums (<= 2 * 128 * 127 < 2^15) never
-// saturate, so VNNI's vpdpbusd (4 products summed into each int32 lane, one
-// instruction) gives the same 8 sums as maddubs + madd.
-inline __m256i dot_us(__m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-#endif
-}
 
 template <int R, class B>
 inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
@@ -135,7 +124,7 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
       const ActQ8& xa = xq[r * nb + b];
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.qs));
       if constexpr (kQ8) xv = _mm256_sign_epi8(xv, wv);  // move w's sign onto x
-      const __m256 d = _mm256_cvtepi32_ps(dot_us(wabs, xv));
+      const __m256 d = _mm256_cvtepi32_ps(simd::dot_u8s8(wabs, xv));
       if constexpr (kQ41) {
         // [d_w d_x, m_w s_x, 0, 0] in one multiply: x's d and s are adjacent too
         const __m128 p = _mm_mul_ps(ws, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&xa.d))));
