@@ -36,7 +36,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "attention/attn_simd.hpp"
 #include "llmk/kv_cache.hpp"
@@ -98,23 +100,26 @@ inline int quant_rows(int R) { return (R + 3) / 4 * 4; }
 // Scratch floats attend<S>() needs for R rows a head and nh heads: the
 // scores, the rescaling factors, the P.V weights, int4 min terms and visible
 // counts (R rows each, reused head after head), and each head's quantized queries
-// (quant_rows(R) rows of groups_of(D) x 32 int8, their scales and sums).
+// (quant_rows(R) rows of groups_of(D) x 32 int8, their scales, sums and integer sums).
+inline constexpr int64_t kQuantFloats = kKvGroup / 4 + 3;  // 4-byte words a (row, group) of QuantQ
 inline int64_t scratch_floats(int64_t D, int R, int nh) {
   const int64_t ng = groups_of(D);
   return int64_t(R) * (kTile + 1 + kTile * ng + ng + 1) + 2 * ng * kTile +
-         int64_t(nh) * quant_rows(R) * ng * (kKvGroup / 4 + 2);
+         int64_t(nh) * quant_rows(R) * ng * kQuantFloats;
 }
 
 // The queries of an item quantized for the integer dots against int8/int4 K:
 // row r, group g: q8[(r * ng + g) * 32 + j] = round(q / dq) in [-127, 127] with
 // dq[g * R + r] = amax / 127 (f32; 0 for an all-zero group), so
 // |q - q8 * dq| <= dq / 2 (plus f32 rounding of q / dq, < 2^-23 * 127 * dq);
-// qsum = dq * sum_j q8 (int4's min term). Values past D in the last group are
+// qsum = dq * sum_j q8 (int4's min term) and isum = sum_j q8 (the VNNI scores'
+// offset). Values past D in the last group are
 // 0. R here is quant_rows(item rows): the rows past the item's are all zero.
 struct QuantQ {
-  int8_t* q8 = nullptr;   // [R][ng][32]
-  float* dq = nullptr;    // [ng][R]
-  float* qsum = nullptr;  // [ng][R]
+  int8_t* q8 = nullptr;     // [R][ng][32]
+  float* dq = nullptr;      // [ng][R]
+  float* qsum = nullptr;    // [ng][R]
+  int32_t* isum = nullptr;  // [ng][R]
   int64_t ng = 0, R = 0;
 };
 
@@ -125,6 +130,7 @@ inline void quantize_queries(const float* q, int R, int64_t D, QuantQ& qq) {
       if (r >= R) {  // padding row
         std::fill(o, o + kKvGroup, int8_t(0));
         qq.dq[g * qq.R + r] = qq.qsum[g * qq.R + r] = 0.0f;
+        qq.isum[g * qq.R + r] = 0;
         continue;
       }
       const float* x = q + r * D + g * kKvGroup;
@@ -134,6 +140,7 @@ inline void quantize_queries(const float* q, int R, int64_t D, QuantQ& qq) {
       if (!finite) {  // a NaN or inf query: NaN scale, so its scores are NaN as with f32 K
         std::fill(o, o + kKvGroup, int8_t(0));
         qq.dq[g * qq.R + r] = qq.qsum[g * qq.R + r] = std::numeric_limits<float>::quiet_NaN();
+        qq.isum[g * qq.R + r] = 0;
         continue;
       }
       float amax = 0.0f;
@@ -146,6 +153,7 @@ inline void quantize_queries(const float* q, int R, int64_t D, QuantQ& qq) {
       }
       qq.dq[g * qq.R + r] = d;
       qq.qsum[g * qq.R + r] = d * float(sum);
+      qq.isum[g * qq.R + r] = sum;
     }
 }
 
@@ -191,11 +199,86 @@ void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
   }
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// score_tile_avx512vnni's work for rows r0 .. r0 + NR and group g, the tile's K
+// group transposed in kt (tile16_q8_avx512 / tile16_q4_avx512), its scales dk (and int4
+// mins mk) in lanes: s[r * kTile + t] += (dk_t dq) dot_t [after + mk_t qsum].
+// Two integer chains a row (integer sums: the split changes nothing).
+template <bool Q4, int NR>
+[[gnu::always_inline]] inline void rows_avx512vnni(const __m512i* kt, __m512 dk, __m512 mk, const QuantQ& qq, int r0,
+                                             int64_t g, float* s) {
+  __m512i a[NR][2];
+  for (int i = 0; i < NR; ++i) {  // int8: the quants went in as k + 128, so start at -128 sum(q)
+    a[i][0] = Q4 ? _mm512_setzero_si512() : _mm512_set1_epi32(-128 * qq.isum[g * qq.R + r0 + i]);
+    a[i][1] = _mm512_setzero_si512();
+  }
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < NR; ++i) {
+      int32_t qd;
+      std::memcpy(&qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 4);
+      a[i][j & 1] = _mm512_dpbusd_epi32(a[i][j & 1], kt[j], _mm512_set1_epi32(qd));
+    }
+  for (int i = 0; i < NR; ++i) {
+    const int64_t si = g * qq.R + r0 + i;
+    float* o = s + (r0 + i) * kTile;
+    __m512 f = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+    if constexpr (Q4) f = _mm512_fmadd_ps(mk, _mm512_set1_ps(qq.qsum[si]), f);
+    f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a[i][0], a[i][1])),
+                        _mm512_mul_ps(dk, _mm512_set1_ps(qq.dq[si])), f);
+    _mm512_storeu_ps(o, f);
+  }
+}
+
+// Quantized-K scores of a whole tile (n <= kTile = 16 keys) against all R
+// rows, with VNNI: per group, the 16 keys transposed in registers (lane t =
+// key t; keys past n repeat key 0, and their lanes are never used) and their
+// scales gathered, then per row 8 vpdpbusd with a broadcast query dword: no
+// horizontal sums, and the transposition is shared by all the rows (the GQA
+// heads). The same arithmetic as qdots4 per (row, key): the exact integer dot
+// of each group, then fma(dot, dk * dq, acc) over the groups in order (int4:
+// fma(mk, qsum, acc) first): the same bits as the AVX-512 and AVX2 paths.
+template <bool Q4>
+void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
+  static_assert(kTile == 16, "a tile's keys fill the 16 lanes of a zmm");
+  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
+  constexpr int64_t qs_at = Q4 ? 4 : 2;  // offset of qs in the block
+  alignas(64) int32_t off[kTile];
+  for (int t = 0; t < kTile; ++t) off[t] = int32_t(t < n ? t * kr : 0);
+  const __m512i idx = _mm512_load_si512(off);
+  const uint8_t* rows[kTile];
+  for (int64_t g = 0; g < qq.ng; ++g) {
+    for (int t = 0; t < kTile; ++t) rows[t] = kp + off[t] + g * blk + qs_at;
+    for (int64_t t = g * n / qq.ng; t < (g + 1) * n / qq.ng; ++t) pf.part();
+    __m512i kt[8];
+    if constexpr (Q4) tile16_q4_avx512(rows, kt);
+    else tile16_q8_avx512(rows, kt);
+    // the blocks' first 4 bytes: d (low half), and for int4 m (high half)
+    const __m512i dm = _mm512_i32gather_epi32(idx, kp + g * blk, 1);
+    const __m512 dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+    const __m512 mk = Q4 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))) : _mm512_setzero_ps();
+    int r = 0;
+    for (; r + 4 <= R; r += 4) rows_avx512vnni<Q4, 4>(kt, dk, mk, qq, r, g, s);
+    switch (R - r) {
+      case 3: rows_avx512vnni<Q4, 3>(kt, dk, mk, qq, r, g, s); break;
+      case 2: rows_avx512vnni<Q4, 2>(kt, dk, mk, qq, r, g, s); break;
+      case 1: rows_avx512vnni<Q4, 1>(kt, dk, mk, qq, r, g, s); break;
+    }
+  }
+}
+#endif
+
 // Scores of the n keys at kp (row stride kr) against all R rows: s[r * kTile + t].
 // Two keys at a time where the ISA has 128-bit lanes: each 4-row block of both
-// in one qdots4x2 (the same bits as two qdots4).
+// in one qdots4x2 (the same bits as two qdots4). With AVX-512 VNNI, the whole
+// tile at once (score_tile_avx512vnni).
 template <class S, KvType T>
 void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<S, simd::Avx512>) {
+    score_tile_avx512vnni<T == KvType::int4>(kp, kr, n, qq, R, s, pf);
+    return;
+  }
+#endif
   const auto tail = [&](int t, int r) {  // rows r.. (< 4 of them) against key t
     switch (R - r) {
       case 3: qdots<S, T, 3>(kp + t * kr, qq, r, s + r * kTile + t); break;
@@ -466,13 +549,14 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   int* nvis = reinterpret_cast<int*>(dm + 2 * ng * kTile);  // [R] visible positions of the tile a row
   float* qscratch = dm + 2 * ng * kTile + R;  // nh x QuantQ
   const bool kq = kv_type_quantized(kv.k_type);
-  const int64_t QR = quant_rows(it.R), qfloats = QR * ng * (kKvGroup / 4 + 2);
+  const int64_t QR = quant_rows(it.R), qfloats = QR * ng * kQuantFloats;
   const auto quant_of = [&](int hi) {  // head hi's quantized queries
     QuantQ qq;
     qq.ng = ng, qq.R = QR;
     qq.dq = qscratch + hi * qfloats;
     qq.qsum = qq.dq + QR * ng;
-    qq.q8 = reinterpret_cast<int8_t*>(qq.qsum + QR * ng);
+    qq.isum = reinterpret_cast<int32_t*>(qq.qsum + QR * ng);
+    qq.q8 = reinterpret_cast<int8_t*>(qq.isum + QR * ng);
     return qq;
   };
   if (kq)

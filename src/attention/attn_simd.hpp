@@ -243,5 +243,60 @@ template <> inline void qdots4x2<simd::Avx512, true>(const uint8_t* a, const uin
 }
 #endif
 
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// A tile of 16 quantized K rows transposed, one 32-value group at a time, for
+// the VNNI scores (attention_kernel.hpp, score_tile_avx512vnni): kt[j] lane t = the
+// 4 quants j of key t (the dword j of its group), as unsigned bytes, so that
+// one vpdpbusd with query dword j broadcast adds 4 products to each of the 16
+// keys' dots. rows[t]: key t's 32 quant bytes (int8) or 16 nibble bytes (int4).
+//
+// int8: 8 ymm loads, paired as z_i = [key i | key i + 4] and z_{4+i} = [key
+// 8 + i | key 12 + i]; a 4 x 4 dword transpose inside each 128-bit lane
+// (unpack epi32, then epi64) leaves u_c = [keys 0-3 @ c, keys 0-3 @ 4 + c, keys
+// 4-7 @ c, keys 4-7 @ 4 + c] (u' the same for keys 8-15), and one shuffle of
+// 128-bit lanes puts keys 0-15 in order. The quants get 128 added (xor 0x80),
+// making them unsigned: the caller starts each dot at -128 * sum(q quants).
+inline void transpose4_lanes_avx512(const __m512i* z, __m512i* u) {  // u[c] lane L = [z0 z1 z2 z3][L][c]
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  u[0] = _mm512_unpacklo_epi64(t0, t2), u[1] = _mm512_unpackhi_epi64(t0, t2);
+  u[2] = _mm512_unpacklo_epi64(t1, t3), u[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+inline void tile16_q8_avx512(const uint8_t* const* rows, __m512i* kt) {
+  const auto ld = [](const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
+  __m512i z[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(rows[i])), ld(rows[i + 4]), 1);
+    z[4 + i] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(rows[8 + i])), ld(rows[12 + i]), 1);
+  }
+  transpose4_lanes_avx512(z, u);
+  transpose4_lanes_avx512(z + 4, u + 4);
+  const __m512i bias = _mm512_set1_epi8(char(0x80));
+  for (int c = 0; c < 4; ++c) {
+    kt[c] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), bias);      // lanes 0, 2 of each
+    kt[4 + c] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD), bias);  // lanes 1, 3 of each
+  }
+}
+// int4: z_i = [key i | key 4 + i | key 8 + i | key 12 + i] (16 bytes each), one
+// in-lane 4 x 4 transpose gives keys 0-15 @ dword c in order; the low nibbles
+// of dword c are elements 4c.. (query dword c), the high ones 16 + 4c..
+// (query dword 4 + c). Nibbles are unsigned already.
+inline void tile16_q4_avx512(const uint8_t* const* rows, __m512i* kt) {
+  const auto ld = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+  __m512i z[4], u[4];
+  for (int i = 0; i < 4; ++i) {
+    z[i] = _mm512_inserti32x4(_mm512_castsi128_si512(ld(rows[i])), ld(rows[4 + i]), 1);
+    z[i] = _mm512_inserti32x4(z[i], ld(rows[8 + i]), 2);
+    z[i] = _mm512_inserti32x4(z[i], ld(rows[12 + i]), 3);
+  }
+  transpose4_lanes_avx512(z, u);
+  const __m512i m = _mm512_set1_epi8(15);
+  for (int c = 0; c < 4; ++c) {
+    kt[c] = _mm512_and_si512(u[c], m);
+    kt[4 + c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m);
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace llmk::attn

@@ -86,38 +86,44 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
     }
 }
 
-// AVX-512 VNNI scores quantized K with vpdpbusd where AVX-512 takes maddubs +
-// madd: the same integer sums, so decode and prefill must keep the AVX-512
-// bits (and AVX2's: the integer dots are the same 256-bit code), for int8
-// and int4 K with each V type, groups of 1, 3 and 4 rows, head_dim 64 / 80 / 128.
+// AVX-512 VNNI scores quantized K a tile at a time (16 keys transposed in
+// registers, vpdpbusd against broadcast query dwords) where AVX-512 takes
+// two keys at a time with maddubs + madd and horizontal sums: the same exact
+// integer dot per group and the same f32 steps after it, so decode and
+// prefill must keep the AVX-512 bits, for int8 and int4 K with each V type,
+// groups of 1, 3, 4 and 8 rows (prefill: 1, 9 and 20 query tokens), head_dim 64 /
+// 80 / 128 / 256, and blocks of 16 and 7 tokens (tiles of 1..16 keys).
 TEST(Attention, VnniKeepsTheAvx512Bits) {
   if (detected_simd_level() < SimdLevel::avx512vnni) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
-  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}};
+  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}, {8, 1, 256}};
   for (const Shape& s : shapes)
-    for (KvType kt : {KvType::int8, KvType::int4})
-      for (KvType vt : {KvType::f32, KvType::int8, KvType::int4}) {
-        KvCacheConfig cfg;
-        cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt;
-        const std::vector<int64_t> lens = {1, 37, 300};
-        const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) + int(kt) * 7 + int(vt));
-        const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
-        std::vector<float> q(static_cast<size_t>(n));
-        test::fill_normal(q.data(), q.size(), 98);
-        std::vector<int64_t> qo(static_cast<size_t>(B + 1));
-        for (int64_t b = 0; b <= B; ++b) qo[size_t(b)] = b;
-        const float scale = float(1 / std::sqrt(double(s.D)));
-        std::vector<std::vector<float>> dec, pre;
-        for (SimdLevel lvl : {SimdLevel::avx512, SimdLevel::avx512vnni}) {
-          ScopedSimdLimit lim(lvl);
-          dec.emplace_back(size_t(n));
-          pre.emplace_back(size_t(n));
-          attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, dec.back().data());
-          attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, pre.back().data());
+    for (int64_t bt : {16, 7})
+      for (KvType kt : {KvType::int8, KvType::int4})
+        for (KvType vt : {KvType::f32, KvType::int8, KvType::int4}) {
+          KvCacheConfig cfg;
+          cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
+          const std::vector<int64_t> lens = {1, 37, 300}, qlens = {1, 9, 20};  // prefill: the last qlens tokens
+          const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) + int(kt) * 7 + int(vt));
+          const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
+          std::vector<int64_t> qo(static_cast<size_t>(B + 1), 0);
+          for (int64_t b = 0; b < B; ++b) qo[size_t(b + 1)] = qo[size_t(b)] + qlens[size_t(b)];
+          const int64_t np = qo[size_t(B)] * s.Hq * s.D;
+          std::vector<float> q(static_cast<size_t>(np));
+          test::fill_normal(q.data(), q.size(), 98);
+          const float scale = float(1 / std::sqrt(double(s.D)));
+          std::vector<std::vector<float>> dec, pre;
+          for (SimdLevel lvl : {SimdLevel::avx512, SimdLevel::avx512vnni}) {
+            ScopedSimdLimit lim(lvl);
+            dec.emplace_back(size_t(n));
+            pre.emplace_back(size_t(np));
+            attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, dec.back().data());
+            attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, pre.back().data());
+          }
+          const std::string what = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) +
+                                   " D=" + std::to_string(s.D) + " block " + std::to_string(bt);
+          EXPECT_EQ(0, std::memcmp(dec[0].data(), dec[1].data(), size_t(n) * 4)) << "decode " << what;
+          EXPECT_EQ(0, std::memcmp(pre[0].data(), pre[1].data(), size_t(np) * 4)) << "prefill " << what;
         }
-        const std::string what = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D);
-        EXPECT_EQ(0, std::memcmp(dec[0].data(), dec[1].data(), size_t(n) * 4)) << "decode " << what;
-        EXPECT_EQ(0, std::memcmp(pre[0].data(), pre[1].data(), size_t(n) * 4)) << "prefill " << what;
-      }
 }
 
 namespace {
