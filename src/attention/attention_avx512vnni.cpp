@@ -1,6 +1,7 @@
 // The attention kernel (attention_kernel.hpp) compiled for AVX-512 with VNNI:
-// the integer dots of quantized K (attn_simd.hpp, qdots4 / qdots4x2) take
-// vpdpbusd instead of maddubs + madd, the same sums, so the same bits.
+// quantized K is scored a tile at a time with vpdpbusd (score_tile_avx512vnni)
+// and the integer P.V over int8/int4 V takes vpdpwssd instead of vpmaddwd +
+// vpaddd: the same integer sums and f32 steps, so the AVX-512 bits.
 // GCC 12 warns falsely inside its own AVX-512 intrinsics headers (the
 // "undefined" pass-through operand of masked builtins is not a real read).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

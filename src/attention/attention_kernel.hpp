@@ -20,7 +20,11 @@
 // P.V: the V rows are read once per 4 query rows and dequantized in registers
 // (int8/int4: the per-32 scale folded into the weight p * d, the int4 min into
 // one term per row and group), accumulated into 4 x 2 register vectors of acc
-// that also take the rescale. Nothing is dequantized to memory. A row's
+// that also take the rescale. On AVX-512, int8/int4 V instead takes the
+// weights p * d as 16-bit integers scaled by a power of two per (tile, row,
+// group) and sums quants * weights in int32 (vpdpwssd / vpmaddwd: half the
+// multiplies of the FMAs; pv_weights<.., true>, pv_int_rows_avx512, and the
+// error bound in docs/kv_cache.md). Nothing is dequantized to memory. A row's
 // arithmetic depends only on its own q, its limit and the positions, never on
 // the other rows or heads of the item (a block of 4 rows runs to its longest visible
 // count: the others' extra terms have p = 0 exactly and add exact zeros).
@@ -29,7 +33,8 @@
 // once per item to int8 per 32-group (QuantQ, like llama.cpp's Q8 activations
 // against quantized weights), and a score is sum over groups of
 // d_k * d_q * (integer dot of the quants) [+ m_k * d_q * sum(q quants) for int4],
-// the integer dots done 32 values at a time (attn_simd.hpp). This changes the
+// the integer dots done 32 values at a time (attn_simd.hpp; with AVX-512 VNNI
+// a whole tile at once, score_tile_avx512vnni). This changes the
 // scores by at most sum_g d_q,g/2 * sum_{c in g} |k_c| (k dequantized): see
 // QuantQ and tests/attention.
 #pragma once
@@ -69,6 +74,7 @@ inline constexpr int kTile = 16;   // kv tokens per softmax step
 inline constexpr int kQTile = 8;   // prefill query tokens per work item
 
 inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
+inline constexpr int kKvMaxGroups = 8;  // head_dim <= 256
 
 // Prefetch of the next tile's K or V rows [p, p + bytes) into L2, issued in
 // `parts` equal parts as the current tile's work progresses (part() per token
@@ -381,7 +387,7 @@ void score_float(const uint8_t* kp, int64_t kr, int n, const float* q, int R, in
 // touched, not even times p = 0: its V may hold a NaN, llmk/kv_quant.hpp). The
 // float types use p itself (ng = 1). The scales of the n..kTile positions past
 // the tile are 0. dm: [2][ng][kTile] scratch.
-template <class S, KvType T>
+template <class S, KvType T, bool kInt = false>
 void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, const int* nvis, int64_t ng, float* dm,
                 float* w, float* msum) {
   using V = typename S::V;
@@ -393,22 +399,84 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
       std::fill(dt + g * kTile + n, dt + (g + 1) * kTile, 0.0f);
       std::fill(mt + g * kTile + n, mt + (g + 1) * kTile, 0.0f);
     }
-  for (int t = 0; t < n; ++t)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+  if constexpr (std::is_same_v<S, simd::Avx512>) {  // a group's 16 scales (and mins) in one gather
+    tile_scales_avx512<T == KvType::int4>(vp, vr, n, ng, dt, mt);
+  } else
+#endif
+  {
+    for (int t = 0; t < n; ++t)
+      for (int64_t g = 0; g < ng; ++g) {
+        const uint8_t* b = vp + t * vr;
+        if constexpr (T == KvType::int8) {
+          dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ8*>(b)[g].d);
+        } else {
+          dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].d);
+          mt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].m);
+        }
+      }
+  }
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+  if constexpr (kInt) {  // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g]
+    static_assert(std::is_same_v<S, simd::Avx512> && kTile == 16, "a tile row is one zmm");
+    int16_t* om = reinterpret_cast<int16_t*>(w);
+    float* sc = w + R * ng * kTile / 2;
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    float dmax[kKvMaxGroups];      // max |d| over the tile's n positions
+    __m512 dabs[kKvMaxGroups];
+    __mmask16 dbad[kKvMaxGroups];  // positions whose scale is NaN or inf
+    const __mmask16 all = __mmask16((1u << n) - 1u);
     for (int64_t g = 0; g < ng; ++g) {
-      const uint8_t* b = vp + t * vr;
-      if constexpr (T == KvType::int8) {
-        dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ8*>(b)[g].d);
-      } else {
-        dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].d);
-        mt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].m);
+      dabs[g] = _mm512_and_ps(_mm512_loadu_ps(dt + g * kTile), absm);
+      dbad[g] = _mm512_cmp_ps_mask(dabs[g], _mm512_set1_ps(std::numeric_limits<float>::max()), _CMP_NLE_UQ);
+      dmax[g] = _mm512_mask_reduce_max_ps(__mmask16(all & ~dbad[g]), dabs[g]);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __mmask16 vis = __mmask16((1u << nvis[r]) - 1u);
+      const __m512 pr = _mm512_maskz_loadu_ps(vis, p + r * kTile);
+      const bool pbad = _mm512_mask_cmp_ps_mask(vis, pr, pr, _CMP_UNORD_Q) != 0;  // a NaN score
+      const float pmax = pbad ? 0.0f : _mm512_mask_reduce_max_ps(vis, pr);       // p >= 0: 0 with no lane
+      for (int64_t g = 0; g < ng; ++g) {
+        const int64_t rg = r * ng + g;
+        __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
+        if (pbad || (dbad[g] & vis)) {  // a NaN weight, or one of inf or 0 * inf: the sum is NaN, as in f32
+          _mm256_storeu_si256(o, _mm256_setzero_si256());
+          sc[rg] = std::numeric_limits<float>::quiet_NaN();
+          continue;
+        }
+        // ub = pmax * dmax >= |w_t| (rounding is monotonic), both maxima over
+        // the positions the row sees only (its bits never depend on the
+        // others). Scale by 2^k with ub 2^k in [2^14, 2^15): exact products,
+        // |om - w 2^k| <= 0.5, or <= 1 where w 2^k rounds to 2^15 and
+        // saturates to 32767. Below 2^-100 the tile adds nothing (< 2^-85
+        // against a row sum l >= 1).
+        const float dm_r = vis == all ? dmax[g] : _mm512_mask_reduce_max_ps(vis, dabs[g]);
+        const float ub = pmax * dm_r;
+        if (!(ub >= 0x1p-100f)) {
+          _mm256_storeu_si256(o, _mm256_setzero_si256());
+          sc[rg] = 0.0f;
+          continue;
+        }
+        uint32_t bits;
+        std::memcpy(&bits, &ub, 4);
+        const int k = 14 - (int(bits >> 23) - 127);  // ub normal: exponent bits - bias = floor(log2 ub)
+        const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;  // 2^k, 2^-k
+        float pk, nk;
+        std::memcpy(&pk, &up, 4);
+        std::memcpy(&nk, &down, 4);
+        const __m512 wv = _mm512_maskz_mul_ps(vis, pr, _mm512_loadu_ps(dt + g * kTile));  // 0 where unseen
+        _mm256_storeu_si256(o, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)))));
+        sc[rg] = nk;
       }
     }
+  }
+#endif
   for (int r = 0; r < R; ++r)
     for (int64_t g = 0; g < ng; ++g) {
       V m = S::zero();
       for (int t = 0; t < kTile; t += W) {
         const V pt = S::load(p + r * kTile + t);
-        S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
+        if constexpr (!kInt) S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
         if constexpr (T == KvType::int4) m = S::fmadd(pt, S::load(mt + g * kTile + t), m);
       }
       if constexpr (T == KvType::int4) msum[r * ng + g] = S::hsum(m);
@@ -503,6 +571,109 @@ void pv_rows_of(float* acc, int64_t D, const float* alpha, const uint8_t* vp, in
   else pv_rows<S, T, NR, false>(acc, D, alpha, vp, vr, nv, w, ng, msum, pf);
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+// Two V rows' quants of one group, interleaved as 16-bit pairs (row a, row b)
+// for vpmaddwd / vpdpwssd: x[0], x[1] hold 16 pairs each. int8: dims [0-7,
+// 16-23] and [8-15, 24-31] (unpack works inside 128-bit lanes; the flush puts
+// them back in order); int4: dims 0-15 (low nibbles) and 16-31 (high).
+template <bool Q4>
+[[gnu::always_inline]] inline void v_pairs_avx512(const uint8_t* a, const uint8_t* b, __m512i* x) {
+  if constexpr (Q4) {
+    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    const __m256i u = _mm256_set_m128i(_mm_unpackhi_epi8(qa, qb), _mm_unpacklo_epi8(qa, qb)), m = _mm256_set1_epi8(15);
+    x[0] = _mm512_cvtepu8_epi16(_mm256_and_si256(u, m));
+    x[1] = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(u, 4), m));
+  } else {
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+    const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    x[0] = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(qa, qb));
+    x[1] = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(qa, qb));
+  }
+}
+// acc += x . w pairwise (16-bit products, 32-bit sums): vpdpwssd with VNNI,
+// else vpmaddwd + vpaddd; the same exact sums (no saturation: |sum| < 2^31).
+[[gnu::always_inline]] inline __m512i dpwssd_avx512(__m512i acc, __m512i x, __m512i w) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(acc, x, w);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(x, w));
+#endif
+}
+
+// P.V of a quantized V tile for NR rows with 16-bit weights: per group (32
+// dims), two positions at a time, the rows' integer sums I_c = sum_t om_t q_tc
+// (|I| <= 16 * 32767 * 128 < 2^31), then acc = acc * alpha [+ msum] + I * sc
+// (f32). Positions past a row's visible count have om = 0 and finite quants,
+// so the rows of a block all run to the longest count (nb). A partial last
+// group (head_dim % 32 == 16) stores only its first 16 dims.
+template <bool Q4, int NR>
+void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int nb,
+                        const int16_t* om, const float* sc, const float* msum, int64_t ng, Spread& pf) {
+  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8)), qs_at = Q4 ? 4 : 2;
+  for (int64_t g = 0; g < ng; ++g) {
+    pf.part();
+    __m512i a[NR][2];
+    for (int i = 0; i < NR; ++i) a[i][0] = a[i][1] = _mm512_setzero_si512();
+    const uint8_t* q = vp + g * blk + qs_at;
+    for (int t = 0; t < nb; t += 2) {
+      const uint8_t* qa = q + t * vr;
+      __m512i x[2];
+      v_pairs_avx512<Q4>(qa, t + 1 < nb ? qa + vr : qa, x);  // an odd last position pairs with itself (om = 0)
+      for (int i = 0; i < NR; ++i) {
+        int32_t w2;
+        std::memcpy(&w2, om + (i * ng + g) * kTile + t, 4);
+        const __m512i wv = _mm512_set1_epi32(w2);
+        a[i][0] = dpwssd_avx512(a[i][0], x[0], wv);
+        a[i][1] = dpwssd_avx512(a[i][1], x[1], wv);
+      }
+    }
+    const int64_t c = g * kKvGroup;
+    for (int i = 0; i < NR; ++i) {
+      __m512i lo = a[i][0], hi = a[i][1];
+      if constexpr (!Q4) {  // int8 pairs came as dims [0-7, 16-23], [8-15, 24-31]
+        lo = _mm512_shuffle_i32x4(a[i][0], a[i][1], 0x44);
+        hi = _mm512_shuffle_i32x4(a[i][0], a[i][1], 0xEE);
+      }
+      const int64_t rg = i * ng + g;
+      const __m512 al = _mm512_set1_ps(alpha[i]), s = _mm512_set1_ps(sc[rg]);
+      const auto flush = [&](float* o, __m512i I) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(o), al);
+        if constexpr (Q4) v = _mm512_add_ps(v, _mm512_set1_ps(msum[rg]));
+        _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, v));
+      };
+      float* o = acc + i * D + c;
+      flush(o, lo);
+      if (D - c > 16) flush(o + 16, hi);
+    }
+  }
+}
+
+// pv_tile for int8 / int4 V on AVX-512: 16-bit weights (pv_weights<.., true>), 4 rows at a time.
+template <KvType T>
+void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int R,
+                        const int* nvis, int n, const float* p, float* dm, float* w, float* msum, Spread& pf) {
+  constexpr bool Q4 = T == KvType::int4;
+  const int64_t ng = groups_of(D);
+  pv_weights<simd::Avx512, T, true>(vp, vr, n, p, R, nvis, ng, dm, w, msum);
+  const int16_t* om = reinterpret_cast<const int16_t*>(w);
+  const float* sc = w + R * ng * kTile / 2;
+  for (int r = 0; r < R;) {
+    const int nr = std::min(4, R - r);
+    int nb = 0;
+    for (int i = r; i < r + nr; ++i) nb = std::max(nb, nvis[i]);
+    const int64_t o = int64_t(r) * ng;
+    if (nb > 0) switch (nr) {
+        case 4: pv_int_rows_avx512<Q4, 4>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 3: pv_int_rows_avx512<Q4, 3>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 2: pv_int_rows_avx512<Q4, 2>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 1: pv_int_rows_avx512<Q4, 1>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+      }
+    r += nr;
+  }
+}
+#endif
+
 // Positions of the tile [p0, p0 + n) that row r may see: the first visible(..) ones.
 inline int visible(const Item& it, int r, int64_t p0, int n) {
   return int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
@@ -516,6 +687,12 @@ void pv_tile(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64
   constexpr bool Q = T == KvType::int8 || T == KvType::int4;
   const int64_t ng = Q ? groups_of(D) : 1;
   for (int r = 0; r < it.R; ++r) nvis[r] = visible(it, r, p0, n);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+  if constexpr (Q && std::is_same_v<S, simd::Avx512>) {
+    pv_tile_int_avx512<T>(acc, D, alpha, vp, vr, it.R, nvis, n, p, dm, w, msum, pf);
+    return;
+  }
+#endif
   if constexpr (Q) pv_weights<S, T>(vp, vr, n, p, it.R, nvis, ng, dm, w, msum);
   const float* wt = Q ? w : p;
   for (int r = 0; r < it.R;) {

@@ -221,6 +221,21 @@ template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* 
   x[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, m)));
   x[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), m)));
 }
+// The f16 scales (and int4 mins) of groups 0..ng of the tile's n <= 16 rows
+// (row stride vr) as f32: dt[g * 16 + t] (mt[g * 16 + t]), 0 past n. One
+// gather of the blocks' first 4 bytes (d, then m for Q4_1) per group.
+template <bool Q4>
+inline void tile_scales_avx512(const uint8_t* vp, int64_t vr, int n, int64_t ng, float* dt, float* mt) {
+  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
+  const __mmask16 live = __mmask16((1u << n) - 1u);
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(int32_t(vr)));
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m512i x = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, vp + g * blk, 1);
+    _mm512_storeu_ps(dt + g * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x)));
+    if constexpr (Q4) _mm512_storeu_ps(mt + g * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16))));
+  }
+}
 template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::Exp2Scaled<simd::Avx512>(kLog2e)(x); }
 template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
 template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq,

@@ -120,4 +120,100 @@ inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, u
   return f;
 }
 
+// The most the AVX-512 P.V over an int8/int4 V may add to attention over the
+// dequantized rows (attention_kernel.hpp, pv_weights<.., true>): per tile (at
+// most 16 consecutive positions) and (row, 32-group), the weights w_t = p_t d_t
+// (d_t the V row's group scale) go in as integers om_t = round(w_t 2^k), with
+// 2^k set by ub = max p * max |d| over the positions of the tile the row sees,
+// so that ub 2^k lies in [2^14, 2^15): |om_t 2^-k - w_t| <= 2^-k <= ub
+// 2^-14 (half that, but a rounding up to 2^15 saturates). An output moves by
+// at most 2^-14 sum_tiles (ub / l) sum_{t in tile} |q_tc|, q_tc the stored quant
+// (int4: the nibble; its min term stays f32), l the row's sum of weights.
+// ub / l <= (max P) (max |d|) over the tile, P the normalized probabilities
+// (computed here in double from q, the dequantized K and scale, as
+// attention_reference does; 1% allowed for the kernel's f32 ones), and a tile
+// holding t lies within t - 15 .. t + 15, so per output element
+//   bound_c = 1.01 2^-14 sum_t |q_tc| max_{|t' - t| <= 15, t' seen} P_t' max_{|t' - t| <= 15, t' seen} |d_t'|.
+// The arguments of attention_reference (k: the dense K it is given), except
+// v: the V rows as written (f32), quantized again here to type vt as the
+// cache stored them. Zeros for a float vt.
+inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
+                                             const int64_t* kv_indptr, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
+                                             double scale, KvType vt) {
+  const int64_t G = Hq / Hkv;
+  std::vector<double> bound(static_cast<size_t>(qo_indptr[B] * Hq * D), 0.0);
+  if (!kv_type_quantized(vt)) return bound;
+  std::vector<uint8_t> row(static_cast<size_t>(kv_row_bytes(vt, D)));
+  std::vector<double> dsc, aq, P, pwin, dwin;  // per position: group scales, |quants|; per row: probabilities, window maxima
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t kv0 = kv_indptr[b], kv_len = kv_indptr[b + 1] - kv0;
+    const int64_t qo_len = qo_indptr[b + 1] - qo_indptr[b], ng = (D + 31) / 32;
+    for (int64_t hk = 0; hk < Hkv; ++hk) {
+      dsc.assign(size_t(kv_len * ng), 0.0);
+      aq.assign(size_t(kv_len * D), 0.0);
+      for (int64_t j = 0; j < kv_len; ++j) {
+        kv_quantize_row(vt, v + ((kv0 + j) * Hkv + hk) * D, D, row.data());
+        for (int64_t c = 0; c < D; ++c) {
+          const int64_t g = c / 32, e = c % 32;
+          if (vt == KvType::int8) {
+            const BlockQ8& blk = reinterpret_cast<const BlockQ8*>(row.data())[g];
+            dsc[size_t(j * ng + g)] = f16_bits_to_f32(blk.d);
+            aq[size_t(j * D + c)] = std::fabs(double(blk.qs[e]));
+          } else {
+            const BlockQ4& blk = reinterpret_cast<const BlockQ4*>(row.data())[g];
+            dsc[size_t(j * ng + g)] = f16_bits_to_f32(blk.d);
+            aq[size_t(j * D + c)] = double(e < 16 ? blk.qs[e] & 15 : blk.qs[e - 16] >> 4);
+          }
+        }
+      }
+      dwin.assign(size_t(ng * kv_len), 0.0);  // [g][t]: max of |d| over |t' - t| <= 15
+      for (int64_t g = 0; g < ng; ++g)
+        for (int64_t j = 0; j < kv_len; ++j)
+          for (int64_t u = std::max<int64_t>(0, j - 15); u <= std::min(kv_len - 1, j + 15); ++u)
+            dwin[size_t(g * kv_len + j)] = std::max(dwin[size_t(g * kv_len + j)], std::fabs(dsc[size_t(u * ng + g)]));
+      for (int64_t i = 0; i < qo_len; ++i)
+        for (int64_t h = hk * G; h < (hk + 1) * G; ++h) {
+          const int64_t t = qo_indptr[b] + i, pos = kv_len - qo_len + i;  // sees 0..pos
+          const float* qr = q + (t * Hq + h) * D;
+          P.assign(size_t(pos + 1), 0.0);
+          double mx = -INFINITY, sum = 0;
+          for (int64_t j = 0; j <= pos; ++j) {
+            double s = 0;
+            for (int64_t c = 0; c < D; ++c) s += double(qr[c]) * double(k[((kv0 + j) * Hkv + hk) * D + c]);
+            mx = std::max(mx, P[size_t(j)] = s * scale);
+          }
+          for (auto& x : P) sum += (x = std::exp(x - mx));
+          for (auto& x : P) x /= sum;
+          double* o = bound.data() + (t * Hq + h) * D;
+          pwin.assign(size_t(kv_len), 0.0);  // max of P over |t' - t| <= 15, t' <= pos
+          for (int64_t j = 0; j < kv_len; ++j)
+            for (int64_t u = std::max<int64_t>(0, j - 15); u <= std::min(pos, j + 15); ++u)
+              pwin[size_t(j)] = std::max(pwin[size_t(j)], P[size_t(u)]);
+          for (int64_t g = 0; g < ng; ++g)
+            for (int64_t c = g * 32; c < std::min(D, g * 32 + 32); ++c) {
+              double acc = 0;
+              for (int64_t j = 0; j <= pos; ++j) {
+                double dw = dwin[size_t(g * kv_len + j)];
+                if (j + 15 > pos) {  // the window ends at pos: the row never sees further scales
+                  dw = 0;
+                  for (int64_t u = std::max<int64_t>(0, j - 15); u <= pos; ++u)
+                    dw = std::max(dw, std::fabs(dsc[size_t(u * ng + g)]));
+                }
+                acc += aq[size_t(j * D + c)] * pwin[size_t(j)] * dw;
+              }
+              o[c] = 1.01 * 0x1p-14 * acc;
+            }
+        }
+    }
+  }
+  return bound;
+}
+// The same over a fixture, against its dequantized K rows (f.kq).
+inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_indptr, const Filled& f, int64_t Hq,
+                                             double scale) {
+  const KvCacheConfig& cfg = f.cache->config();
+  return pv_rounding_bound(q, qo_indptr, f.kq.data(), f.v.data(), f.kv_indptr.data(), int64_t(f.seqs.size()), Hq,
+                           cfg.n_kv_heads, cfg.head_dim, scale, cfg.v_type);
+}
+
 }  // namespace llmk::test

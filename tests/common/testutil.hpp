@@ -62,11 +62,12 @@ class Guarded {
   size_t base_ = 0;
 };
 
-// Tolerance: |a - e| <= atol + rtol * |e|. NaN must match NaN; an infinity
-// must match an infinity of the same sign. Prints up to 8 mismatches.
+// Tolerance: |a - e| <= atol + rtol * |e| (+ atol_extra[i] when given: an
+// analytic per-element bound). NaN must match NaN; an infinity must match an
+// infinity of the same sign. Prints up to 8 mismatches.
 template <class A, class E>
 ::testing::AssertionResult all_close(const A* actual, const E* expected, size_t n, double atol, double rtol,
-                                     const std::string& what = "") {
+                                     const std::string& what = "", const double* atol_extra = nullptr) {
   size_t bad = 0;
   std::string msg;
   double worst = 0;
@@ -78,16 +79,17 @@ template <class A, class E>
     else if (std::isinf(e) || std::isinf(a))
       ok = a == e;
     else {
-      const double err = std::fabs(a - e);
-      ok = err <= atol + rtol * std::fabs(e);
-      worst = std::max(worst, err / (atol + rtol * std::fabs(e)));
+      const double err = std::fabs(a - e), tol = atol + rtol * std::fabs(e) + (atol_extra ? atol_extra[i] : 0.0);
+      ok = err <= tol;
+      worst = std::max(worst, err / tol);
     }
     if (!ok && bad++ < 8)
       msg += "\n  [" + std::to_string(i) + "] actual " + std::to_string(a) + " expected " + std::to_string(e);
   }
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": " << bad << " of " << n << " elements out of tolerance (atol "
-                                       << atol << ", rtol " << rtol << ")" << msg;
+                                       << atol << (atol_extra ? " + a per-element bound" : "") << ", rtol " << rtol
+                                       << ")" << msg;
 }
 
 template <class T>
