@@ -429,13 +429,13 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
     for (int64_t g = 0; g < ng; ++g) {
       dabs[g] = _mm512_and_ps(_mm512_loadu_ps(dt + g * kTile), absm);
       dbad[g] = _mm512_cmp_ps_mask(dabs[g], _mm512_set1_ps(std::numeric_limits<float>::max()), _CMP_NLE_UQ);
-      dmax[g] = _mm512_mask_reduce_max_ps(__mmask16(all & ~dbad[g]), dabs[g]);
+      dmax[g] = _mm512_reduce_max_ps(_mm512_maskz_mov_ps(__mmask16(all & ~dbad[g]), dabs[g]));  // >= 0
     }
     for (int r = 0; r < R; ++r) {
       const __mmask16 vis = __mmask16((1u << nvis[r]) - 1u);
       const __m512 pr = _mm512_maskz_loadu_ps(vis, p + r * kTile);
       const bool pbad = _mm512_mask_cmp_ps_mask(vis, pr, pr, _CMP_UNORD_Q) != 0;  // a NaN score
-      const float pmax = pbad ? 0.0f : _mm512_mask_reduce_max_ps(vis, pr);       // p >= 0: 0 with no lane
+      const float pmax = pbad ? 0.0f : _mm512_reduce_max_ps(pr);  // p >= 0, 0 past vis: 0 when the row sees none
       for (int64_t g = 0; g < ng; ++g) {
         const int64_t rg = r * ng + g;
         __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
@@ -450,7 +450,7 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
         // |om - w 2^k| <= 0.5, or <= 1 where w 2^k rounds to 2^15 and
         // saturates to 32767. Below 2^-100 the tile adds nothing (< 2^-85
         // against a row sum l >= 1).
-        const float dm_r = vis == all ? dmax[g] : _mm512_mask_reduce_max_ps(vis, dabs[g]);
+        const float dm_r = vis == all ? dmax[g] : _mm512_reduce_max_ps(_mm512_maskz_mov_ps(vis, dabs[g]));  // >= 0
         const float ub = pmax * dm_r;
         if (!(ub >= 0x1p-100f)) {
           _mm256_storeu_si256(o, _mm256_setzero_si256());
@@ -468,15 +468,26 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
         _mm256_storeu_si256(o, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)))));
         sc[rg] = nk;
       }
+      if constexpr (T == KvType::int4) {  // msum = sum_t p_t m_t, 4 groups' sums at once (causal edges: below)
+        const __m512 pf = _mm512_loadu_ps(p + r * kTile);
+        for (int64_t g0 = 0; g0 < ng; g0 += 4) {
+          __m512 x[4];
+          for (int j = 0; j < 4; ++j)
+            x[j] = g0 + j < ng ? _mm512_mul_ps(pf, _mm512_loadu_ps(mt + (g0 + j) * kTile)) : _mm512_setzero_ps();
+          alignas(16) float ms[4];
+          _mm_store_ps(ms, hsum4_avx512(x[0], x[1], x[2], x[3]));
+          for (int j = 0; j < 4 && g0 + j < ng; ++j) msum[r * ng + g0 + j] = ms[j];
+        }
+      }
     }
-  }
+  } else
 #endif
   for (int r = 0; r < R; ++r)
     for (int64_t g = 0; g < ng; ++g) {
       V m = S::zero();
       for (int t = 0; t < kTile; t += W) {
         const V pt = S::load(p + r * kTile + t);
-        if constexpr (!kInt) S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
+        S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
         if constexpr (T == KvType::int4) m = S::fmadd(pt, S::load(mt + g * kTile + t), m);
       }
       if constexpr (T == KvType::int4) msum[r * ng + g] = S::hsum(m);

@@ -236,6 +236,16 @@ inline void tile_scales_avx512(const uint8_t* vp, int64_t vr, int n, int64_t ng,
     if constexpr (Q4) _mm512_storeu_ps(mt + g * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16))));
   }
 }
+// Lane i of the result = the sum of x_i's 16 lanes, for 4 vectors at once:
+// pairs interleaved and added inside 128-bit lanes, then the 4 lanes added.
+inline __m128 hsum4_avx512(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
+  const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(x0, x1), _mm512_unpackhi_ps(x0, x1));
+  const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(x2, x3), _mm512_unpackhi_ps(x2, x3));
+  const __m512d a = _mm512_castps_pd(s01), b = _mm512_castps_pd(s23);
+  const __m512 t = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
 template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::Exp2Scaled<simd::Avx512>(kLog2e)(x); }
 template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
 template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq,
