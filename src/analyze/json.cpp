@@ -72,7 +72,7 @@ class Parser {
         for (const auto& [k, _] : v.members)
           if (k == key) fail("duplicate key '" + key + "'");
         expect(':', "':' after a key");
-        v.members.emplace_back(std::move(key), value(depth + 1));
+        v.members.push_back(Member{std::move(key), value(depth + 1)});
       } while (eat(','));
       expect('}', "',' or '}' in an object");
     } else if (c == '[') {

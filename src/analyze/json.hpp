@@ -7,19 +7,27 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace llmk::analyze::json {
+
+struct Member;
 
 struct Value {
   enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
   bool b = false;
   std::string text;  // number: its source text; string: the decoded string
-  std::vector<Value> items;                            // array
-  std::vector<std::pair<std::string, Value>> members;  // object, in file order
+  std::vector<Value> items;     // array
+  std::vector<Member> members;  // object, in file order
   // How the value appeared in the file, for error messages.
   std::string repr() const;
+};
+
+// An object's member. A struct rather than std::pair<std::string, Value>:
+// clang (14, with libstdc++ 12) rejects that pair inside Value, still incomplete there.
+struct Member {
+  std::string key;
+  Value value;
 };
 
 Value parse(std::string_view text, std::string_view source);

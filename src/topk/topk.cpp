@@ -281,7 +281,12 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   const ProbsFn probs = k >= 4 ? pick_probs() : probs_scalar;
   const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? pick_small() : nullptr;
   // Up to kBatchV logits a row: rows in the lanes of a vector (small_rows), bw at a time.
-  const auto [small_rows, bw] = small && v <= kBatchV ? pick_small_rows() : std::pair<SmallRowsFn, int64_t>{};
+  // Plain variables, not a structured binding: the OpenMP region below uses
+  // them, and clang before 16 rejects a structured binding captured there.
+  const std::pair<SmallRowsFn, int64_t> picked =
+      small && v <= kBatchV ? pick_small_rows() : std::pair<SmallRowsFn, int64_t>{};
+  const SmallRowsFn small_rows = picked.first;
+  const int64_t bw = picked.second;
   const int64_t batches = small_rows ? (rows + bw - 1) / bw : 0;
   // parts > 1: each part leaves its state and best <= k candidates here.
   std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
