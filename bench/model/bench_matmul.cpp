@@ -21,7 +21,8 @@ int run(const Options& opt) {
                                                  {1, 49152, 576}};
   if (opt.quick) shapes = {{1, 1536, 576}, {8, 1536, 576}};
   std::string spec;
-  for (const auto& [M, N, K] : shapes) {
+  for (const auto& shp : shapes) {
+    const int64_t M = shp[0], N = shp[1], K = shp[2];  // not a structured binding: the lambda below captures them
     spec += (spec.empty() ? "" : ",") + std::to_string(M) + ":" + std::to_string(N) + ":" + std::to_string(K);
     // One layer's ffn_up of a random model supplies W in each type (ModelConfig with d_ff = N, d_model = K).
     for (WType t : {WType::f32, WType::f16, WType::q8_0, WType::q4_1}) {

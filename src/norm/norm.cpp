@@ -94,7 +94,10 @@ void check_eps(const char* fn, float eps) {
 // converted copy held by this object (host or device memory).
 class F32Param {
  public:
-  F32Param(const TensorView& v, Stream stream) : stream_(stream) {
+  F32Param(const TensorView& v, Stream stream) {
+#ifdef LLMK_HAVE_CUDA
+    stream_ = stream;
+#endif
     if (v.empty()) return;
     if (v.dtype == DType::f32) {
       p_ = static_cast<const float*>(v.data);
@@ -127,8 +130,10 @@ class F32Param {
  private:
   const float* p_ = nullptr;
   std::vector<float> host_;
+#ifdef LLMK_HAVE_CUDA  // a device copy of a non-f32 parameter
   float* dev_ = nullptr;
-  Stream stream_;
+  Stream stream_ = nullptr;
+#endif
 };
 
 void run_forward(norm::FwdArgs a, DType t, bool rms, Device dev, Stream stream) {

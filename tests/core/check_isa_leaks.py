@@ -61,7 +61,9 @@ def leaks(path):
         parts = line.split("\t")
         if len(parts) < 2:
             continue
-        insn = parts[-1].split("#")[0].strip()  # not objdump's "# addr <symbol>" note
+        # Not objdump's " <symbol>" after a branch target nor its "# addr <symbol>"
+        # note: a symbol such as f(long)::{lambda(long)#1} would read as a mask operand.
+        insn = parts[-1].split(" <")[0].split("#")[0].strip()
         mnem = insn.split(" ")[0]
         if VNNI_MNEMONIC.match(mnem) and "vnni" not in name and fn not in local:
             bad.setdefault(fn, insn)
