@@ -399,7 +399,7 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
 #endif
   }
   LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
-  LLMK_CHECK_ARG(opt.prefill_chunk >= kTile && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % kTile == 0,
+  LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0,
                  fn, "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
   const int64_t H = kv.n_kv_heads, D = kv.head_dim, C = opt.prefill_chunk;
   std::vector<PrefillTile> tiles;

@@ -70,7 +70,7 @@ struct Item {
 // one path a helper compiled for another (tests/core/check_isa_leaks.py).
 namespace {
 
-inline constexpr int kTile = 16;   // kv tokens per softmax step
+inline constexpr int kTile = 32;   // kv tokens per softmax step
 inline constexpr int kQTile = 8;   // prefill query tokens per work item
 
 inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
@@ -83,20 +83,72 @@ inline constexpr int kKvMaxGroups = 8;  // head_dim <= 256
 // stall the loads of the tile being computed: measured with
 // `llmk bench attention`, spreading them took paged f16 decode at ctx 8192
 // from ~1.3x the contiguous time to within a few percent.
+// A tile's rows lie in at most two runs (segments), a[0, n1) and then
+// b[0, ..): the tile's first block and the next.
 struct Spread {
-  uintptr_t next = 0, end = 0, step = 0;  // next line to ask for, one past the range, bytes a part
-  Spread(const uint8_t* p, int64_t bytes, int64_t parts)
-      : next(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63)), end(reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes)) {
-    step = ((end - next) / uintptr_t(parts) + 63) & ~uintptr_t(63);
+  uintptr_t next = 0, end = 0, step = 0;  // next line to ask for, one past the run, bytes a part
+  uintptr_t next2 = 0, end2 = 0;           // the second run
+  Spread(const uint8_t* p, int64_t bytes, const uint8_t* p2, int64_t bytes2, int64_t parts)
+      : next(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63)), end(reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes)),
+        next2(reinterpret_cast<uintptr_t>(p2) & ~uintptr_t(63)),
+        end2(reinterpret_cast<uintptr_t>(p2) + uintptr_t(bytes2)) {
+    if (bytes2 == 0) next2 = end2 = 0;
+    step = (((end - next) + (end2 - next2)) / uintptr_t(parts) + 63) & ~uintptr_t(63);
   }
-  void part() {
-    const uintptr_t stop = std::min(end, next + step);
-    for (; next < stop; next += 64) __builtin_prefetch(reinterpret_cast<const void*>(next), 0, 2);
+  [[gnu::always_inline]] void part() {  // step bytes of the first run, once it is done of the second
+    if (next < end) {
+      const uintptr_t stop = std::min(end, next + step);
+      for (; next < stop; next += 64) __builtin_prefetch(reinterpret_cast<const void*>(next), 0, 2);
+    } else {
+      const uintptr_t stop = std::min(end2, next2 + step);
+      for (; next2 < stop; next2 += 64) __builtin_prefetch(reinterpret_cast<const void*>(next2), 0, 2);
+    }
   }
   void rest() {
     for (; next < end; next += 64) __builtin_prefetch(reinterpret_cast<const void*>(next), 0, 2);
+    for (; next2 < end2; next2 += 64) __builtin_prefetch(reinterpret_cast<const void*>(next2), 0, 2);
   }
 };
+
+// The rows of a tile's positions: t < n1 in the tile's first block (a, row
+// stride `stride`), the rest from the start of the next block the sequence
+// holds (b).
+struct TileRows {
+  const uint8_t* a = nullptr;
+  const uint8_t* b = nullptr;
+  int n1 = 0;
+  int64_t stride = 0;
+  const uint8_t* at(int t) const { return t < n1 ? a + t * stride : b + (t - n1) * stride; }
+};
+
+// f(t, row t + o, row t + 1 + o) for the position pairs t = 0, 2, .. < nb, run
+// by run (a pair across the runs' seam when n1 is odd); an odd last position
+// pairs with itself (its weight is 0).
+template <class F>
+[[gnu::always_inline]] inline void for_pairs(const TileRows& vt, int64_t o, int nb, F&& f) {
+  const int64_t st = vt.stride;
+  const int m = std::min(nb, vt.n1);
+  int t = 0;
+  for (const uint8_t* r = vt.a + o; t + 2 <= m; t += 2, r += 2 * st) f(t, r, r + st);
+  if (t < m) {  // t = m - 1: the last of run a, with the first of run b or alone
+    const uint8_t* r = vt.a + o + t * st;
+    f(t, r, t + 1 < nb ? vt.b + o : r);
+    t += 2;
+  }
+  const uint8_t* r = vt.b + o + (t - vt.n1) * st;
+  for (; t + 2 <= nb; t += 2, r += 2 * st) f(t, r, r + st);
+  if (t < nb) f(t, r, r);
+}
+
+// f(t, row of t) for t in [t0, t1), run by run: a pointer step a position,
+// no test of which run t is in.
+template <class F>
+[[gnu::always_inline]] inline void for_rows(const TileRows& vt, int t0, int t1, F&& f) {
+  const int m = std::min(t1, vt.n1);
+  int t = t0;
+  for (const uint8_t* r = vt.a + t * vt.stride; t < m; ++t, r += vt.stride) f(t, r);
+  for (const uint8_t* r = vt.b + (t - vt.n1) * vt.stride; t < t1; ++t, r += vt.stride) f(t, r);
+}
 
 // Rows of the quantized queries: R rounded up to a multiple of 4, so the
 // 4-row integer dots (qdots4) also serve the last rows of an item (the padding
@@ -212,7 +264,7 @@ void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
 // Two integer chains a row (integer sums: the split changes nothing).
 template <bool Q4, int NR>
 [[gnu::always_inline]] inline void rows_avx512vnni(const __m512i* kt, __m512 dk, __m512 mk, const QuantQ& qq, int r0,
-                                             int64_t g, float* s) {
+                                             int64_t g, float* s, __mmask16 live) {
   __m512i a[NR][2];
   for (int i = 0; i < NR; ++i) {  // int8: the quants went in as k + 128, so start at -128 sum(q)
     a[i][0] = Q4 ? _mm512_setzero_si512() : _mm512_set1_epi32(-128 * qq.isum[g * qq.R + r0 + i]);
@@ -227,11 +279,11 @@ template <bool Q4, int NR>
   for (int i = 0; i < NR; ++i) {
     const int64_t si = g * qq.R + r0 + i;
     float* o = s + (r0 + i) * kTile;
-    __m512 f = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+    __m512 f = g == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(live, o);
     if constexpr (Q4) f = _mm512_fmadd_ps(mk, _mm512_set1_ps(qq.qsum[si]), f);
     f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a[i][0], a[i][1])),
                         _mm512_mul_ps(dk, _mm512_set1_ps(qq.dq[si])), f);
-    _mm512_storeu_ps(o, f);
+    _mm512_mask_storeu_ps(o, live, f);  // the n keys only: a run's tile may end mid-row
   }
 }
 
@@ -244,16 +296,24 @@ template <bool Q4, int NR>
 // of each group, then fma(dot, dk * dq, acc) over the groups in order (int4:
 // fma(mk, qsum, acc) first): the same bits as the AVX-512 and AVX2 paths.
 template <bool Q4>
+void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf);
+template <bool Q4>
 void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
-  static_assert(kTile == 16, "a tile's keys fill the 16 lanes of a zmm");
+  for (int h = 0; h * 16 < n; ++h)
+    score_tile16_avx512vnni<Q4>(kp + h * 16 * kr, kr, std::min(16, n - h * 16), qq, R, s + h * 16, pf);
+}
+template <bool Q4>
+void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
+  constexpr int kTile16 = 16;
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
   constexpr int64_t qs_at = Q4 ? 4 : 2;  // offset of qs in the block
-  alignas(64) int32_t off[kTile];
-  for (int t = 0; t < kTile; ++t) off[t] = int32_t(t < n ? t * kr : 0);
+  const __mmask16 live = __mmask16((1u << n) - 1u);  // n <= 16
+  alignas(64) int32_t off[kTile16];
+  for (int t = 0; t < kTile16; ++t) off[t] = int32_t(t < n ? t * kr : 0);
   const __m512i idx = _mm512_load_si512(off);
-  const uint8_t* rows[kTile];
+  const uint8_t* rows[kTile16];
   for (int64_t g = 0; g < qq.ng; ++g) {
-    for (int t = 0; t < kTile; ++t) rows[t] = kp + off[t] + g * blk + qs_at;
+    for (int t = 0; t < kTile16; ++t) rows[t] = kp + off[t] + g * blk + qs_at;
     for (int64_t t = g * n / qq.ng; t < (g + 1) * n / qq.ng; ++t) pf.part();
     __m512i kt[8];
     if constexpr (Q4) tile16_q4_avx512(rows, kt);
@@ -263,11 +323,11 @@ void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& q
     const __m512 dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
     const __m512 mk = Q4 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))) : _mm512_setzero_ps();
     int r = 0;
-    for (; r + 4 <= R; r += 4) rows_avx512vnni<Q4, 4>(kt, dk, mk, qq, r, g, s);
+    for (; r + 4 <= R; r += 4) rows_avx512vnni<Q4, 4>(kt, dk, mk, qq, r, g, s, live);
     switch (R - r) {
-      case 3: rows_avx512vnni<Q4, 3>(kt, dk, mk, qq, r, g, s); break;
-      case 2: rows_avx512vnni<Q4, 2>(kt, dk, mk, qq, r, g, s); break;
-      case 1: rows_avx512vnni<Q4, 1>(kt, dk, mk, qq, r, g, s); break;
+      case 3: rows_avx512vnni<Q4, 3>(kt, dk, mk, qq, r, g, s, live); break;
+      case 2: rows_avx512vnni<Q4, 2>(kt, dk, mk, qq, r, g, s, live); break;
+      case 1: rows_avx512vnni<Q4, 1>(kt, dk, mk, qq, r, g, s, live); break;
     }
   }
 }
@@ -388,7 +448,7 @@ void score_float(const uint8_t* kp, int64_t kr, int n, const float* q, int R, in
 // float types use p itself (ng = 1). The scales of the n..kTile positions past
 // the tile are 0. dm: [2][ng][kTile] scratch.
 template <class S, KvType T, bool kInt = false>
-void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, const int* nvis, int64_t ng, float* dm,
+void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvis, int64_t ng, float* dm,
                 float* w, float* msum) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
@@ -401,13 +461,15 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
     }
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   if constexpr (std::is_same_v<S, simd::Avx512>) {  // a group's 16 scales (and mins) in one gather
-    tile_scales_avx512<T == KvType::int4>(vp, vr, n, ng, dt, mt);
+    for (int h = 0; h * 16 < kTile; ++h)  // 16 positions a gather, from one or both runs
+      tile_scales_avx512<T == KvType::int4>(vt.a, vt.b, vt.n1, vt.stride, h * 16, n, ng, kTile, dt + h * 16,
+                                            mt + h * 16);
   } else
 #endif
   {
     for (int t = 0; t < n; ++t)
       for (int64_t g = 0; g < ng; ++g) {
-        const uint8_t* b = vp + t * vr;
+        const uint8_t* b = vt.at(t);
         if constexpr (T == KvType::int8) {
           dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ8*>(b)[g].d);
         } else {
@@ -418,62 +480,74 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
   }
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   if constexpr (kInt) {  // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g]
-    static_assert(std::is_same_v<S, simd::Avx512> && kTile == 16, "a tile row is one zmm");
+    static_assert(std::is_same_v<S, simd::Avx512> && kTile == 32, "a tile row is two zmm");
     int16_t* om = reinterpret_cast<int16_t*>(w);
     float* sc = w + R * ng * kTile / 2;
     const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    float dmax[kKvMaxGroups];      // max |d| over the tile's n positions
-    __m512 dabs[kKvMaxGroups];
-    __mmask16 dbad[kKvMaxGroups];  // positions whose scale is NaN or inf
-    const __mmask16 all = __mmask16((1u << n) - 1u);
+    const uint32_t all = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;
+    float dmax[kKvMaxGroups];
+    __m512 dabs[kKvMaxGroups][2];
+    uint32_t dbad[kKvMaxGroups];
     for (int64_t g = 0; g < ng; ++g) {
-      dabs[g] = _mm512_and_ps(_mm512_loadu_ps(dt + g * kTile), absm);
-      dbad[g] = _mm512_cmp_ps_mask(dabs[g], _mm512_set1_ps(std::numeric_limits<float>::max()), _CMP_NLE_UQ);
-      dmax[g] = _mm512_reduce_max_ps(_mm512_maskz_mov_ps(__mmask16(all & ~dbad[g]), dabs[g]));  // >= 0
+      dbad[g] = 0;
+      __m512 mx = _mm512_setzero_ps();
+      for (int hh = 0; hh < 2; ++hh) {
+        dabs[g][hh] = _mm512_and_ps(_mm512_loadu_ps(dt + g * kTile + 16 * hh), absm);
+        const __mmask16 bd = _mm512_cmp_ps_mask(dabs[g][hh], _mm512_set1_ps(std::numeric_limits<float>::max()), _CMP_NLE_UQ);
+        dbad[g] |= uint32_t(bd) << (16 * hh);
+        mx = _mm512_max_ps(mx, _mm512_maskz_mov_ps(__mmask16((all >> (16 * hh)) & ~bd), dabs[g][hh]));
+      }
+      dmax[g] = _mm512_reduce_max_ps(mx);
     }
     for (int r = 0; r < R; ++r) {
-      const __mmask16 vis = __mmask16((1u << nvis[r]) - 1u);
-      const __m512 pr = _mm512_maskz_loadu_ps(vis, p + r * kTile);
-      const bool pbad = _mm512_mask_cmp_ps_mask(vis, pr, pr, _CMP_UNORD_Q) != 0;  // a NaN score
-      const float pmax = pbad ? 0.0f : _mm512_reduce_max_ps(pr);  // p >= 0, 0 past vis: 0 when the row sees none
+      const uint32_t vis = nvis[r] >= 32 ? 0xFFFFFFFFu : (1u << nvis[r]) - 1u;
+      __m512 pr[2];
+      bool pbad = false;
+      for (int hh = 0; hh < 2; ++hh) {
+        pr[hh] = _mm512_maskz_loadu_ps(__mmask16(vis >> (16 * hh)), p + r * kTile + 16 * hh);
+        pbad |= _mm512_mask_cmp_ps_mask(__mmask16(vis >> (16 * hh)), pr[hh], pr[hh], _CMP_UNORD_Q) != 0;
+      }
+      const float pmax = pbad ? 0.0f : _mm512_reduce_max_ps(_mm512_max_ps(pr[0], pr[1]));
       for (int64_t g = 0; g < ng; ++g) {
         const int64_t rg = r * ng + g;
         __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
-        if (pbad || (dbad[g] & vis)) {  // a NaN weight, or one of inf or 0 * inf: the sum is NaN, as in f32
+        if (pbad || (dbad[g] & vis)) {
           _mm256_storeu_si256(o, _mm256_setzero_si256());
+          _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
           sc[rg] = std::numeric_limits<float>::quiet_NaN();
           continue;
         }
-        // ub = pmax * dmax >= |w_t| (rounding is monotonic), both maxima over
-        // the positions the row sees only (its bits never depend on the
-        // others). Scale by 2^k with ub 2^k in [2^14, 2^15): exact products,
-        // |om - w 2^k| <= 0.5, or <= 1 where w 2^k rounds to 2^15 and
-        // saturates to 32767. Below 2^-100 the tile adds nothing (< 2^-85
-        // against a row sum l >= 1).
-        const float dm_r = vis == all ? dmax[g] : _mm512_reduce_max_ps(_mm512_maskz_mov_ps(vis, dabs[g]));  // >= 0
+        const float dm_r = vis == all ? dmax[g]
+                                      : _mm512_reduce_max_ps(_mm512_max_ps(_mm512_maskz_mov_ps(__mmask16(vis), dabs[g][0]),
+                                                                           _mm512_maskz_mov_ps(__mmask16(vis >> 16), dabs[g][1])));
         const float ub = pmax * dm_r;
         if (!(ub >= 0x1p-100f)) {
           _mm256_storeu_si256(o, _mm256_setzero_si256());
+          _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
           sc[rg] = 0.0f;
           continue;
         }
         uint32_t bits;
         std::memcpy(&bits, &ub, 4);
-        const int k = 14 - (int(bits >> 23) - 127);  // ub normal: exponent bits - bias = floor(log2 ub)
-        const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;  // 2^k, 2^-k
+        const int k = 14 - (int(bits >> 23) - 127);
+        const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;
         float pk, nk;
         std::memcpy(&pk, &up, 4);
         std::memcpy(&nk, &down, 4);
-        const __m512 wv = _mm512_maskz_mul_ps(vis, pr, _mm512_loadu_ps(dt + g * kTile));  // 0 where unseen
-        _mm256_storeu_si256(o, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)))));
+        for (int hh = 0; hh < 2; ++hh) {
+          const __m512 wv = _mm512_maskz_mul_ps(__mmask16(vis >> (16 * hh)), pr[hh], _mm512_loadu_ps(dt + g * kTile + 16 * hh));
+          _mm256_storeu_si256(o + hh, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)))));
+        }
         sc[rg] = nk;
       }
-      if constexpr (T == KvType::int4) {  // msum = sum_t p_t m_t, 4 groups' sums at once (causal edges: below)
-        const __m512 pf = _mm512_loadu_ps(p + r * kTile);
+      if constexpr (T == KvType::int4) {
+        const __m512 pf0 = _mm512_loadu_ps(p + r * kTile), pf1 = _mm512_loadu_ps(p + r * kTile + 16);
         for (int64_t g0 = 0; g0 < ng; g0 += 4) {
           __m512 x[4];
           for (int j = 0; j < 4; ++j)
-            x[j] = g0 + j < ng ? _mm512_mul_ps(pf, _mm512_loadu_ps(mt + (g0 + j) * kTile)) : _mm512_setzero_ps();
+            x[j] = g0 + j < ng ? _mm512_fmadd_ps(pf1, _mm512_loadu_ps(mt + (g0 + j) * kTile + 16),
+                                                 _mm512_mul_ps(pf0, _mm512_loadu_ps(mt + (g0 + j) * kTile)))
+                               : _mm512_setzero_ps();
           alignas(16) float ms[4];
           _mm_store_ps(ms, hsum4_avx512(x[0], x[1], x[2], x[3]));
           for (int j = 0; j < 4 && g0 + j < ng; ++j) msum[r * ng + g0 + j] = ms[j];
@@ -513,7 +587,7 @@ void pv_weights(const uint8_t* vp, int64_t vr, int n, const float* p, int R, con
 // or inf). Each acc element is one chain over t in order, whatever NR and
 // kEdge: a row's bits never depend on the others.
 template <class S, KvType T, int NR, int NV, bool kEdge>
-[[gnu::always_inline]] inline void pv_chunk(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr,
+[[gnu::always_inline]] inline void pv_chunk(float* acc, int64_t D, const float* alpha, const TileRows& vt,
                                             const int* nv, const float* w, int64_t ng, const float* msum, int64_t c) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
@@ -530,30 +604,30 @@ template <class S, KvType T, int NR, int NV, bool kEdge>
       for (int j = 0; j < NV; ++j) a[i][j] = S::add(a[i][j], ms);
     }
   }
-  const auto load_v = [&](int t, V* x) {
+  const auto load_v = [&](const uint8_t* row, V* x) __attribute__((always_inline)) {
     if constexpr (T == KvType::int4 && NV == 2)
-      load_u4x2<S>(reinterpret_cast<const BlockQ4*>(vp + t * vr)[g].qs, int(c % kKvGroup), x);
+      load_u4x2<S>(reinterpret_cast<const BlockQ4*>(row)[g].qs, int(c % kKvGroup), x);
     else
-      for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(vp + t * vr, c + j * W);
+      for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(row, c + j * W);
   };
-  for (int t = 0; t < n0; ++t) {
+  for_rows(vt, 0, n0, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
     V x[NV];
-    load_v(t, x);
+    load_v(row, x);
     for (int i = 0; i < NR; ++i) {
       const V wt = S::set1(w[(i * ng + g) * kTile + t]);
       for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
     }
-  }
+  });
   if constexpr (kEdge) {
-    for (int t = n0; t < n1; ++t) {
+    for_rows(vt, n0, n1, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
       V x[NV];
-      load_v(t, x);
+      load_v(row, x);
       for (int i = 0; i < NR; ++i)
         if (t < nv[i]) {
           const V wt = S::set1(w[(i * ng + g) * kTile + t]);
           for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
         }
-    }
+    });
   }
   for (int i = 0; i < NR; ++i)
     for (int j = 0; j < NV; ++j) S::store(acc + i * D + c + j * W, a[i][j]);
@@ -562,24 +636,24 @@ template <class S, KvType T, int NR, int NV, bool kEdge>
 // pv_chunk over the whole row for NR rows: chunks of 2 vectors (16 or 32
 // values: one group or half of one), then single vectors (head_dim 80 on AVX-512).
 template <class S, KvType T, int NR, bool kEdge>
-[[gnu::always_inline]] inline void pv_rows(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const int* nv, const float* w,
+[[gnu::always_inline]] inline void pv_rows(float* acc, int64_t D, const float* alpha, const TileRows& vt, const int* nv, const float* w,
              int64_t ng, const float* msum, Spread& pf) {
   constexpr int W = S::kWidth;
   int64_t c = 0;
   for (; c + 2 * W <= D; c += 2 * W) {
     pf.part();
-    pv_chunk<S, T, NR, 2, kEdge>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
+    pv_chunk<S, T, NR, 2, kEdge>(acc, D, alpha, vt, nv, w, ng, msum, c);
   }
-  for (; c < D; c += W) pv_chunk<S, T, NR, 1, kEdge>(acc, D, alpha, vp, vr, nv, w, ng, msum, c);
+  for (; c < D; c += W) pv_chunk<S, T, NR, 1, kEdge>(acc, D, alpha, vt, nv, w, ng, msum, c);
 }
 
 template <class S, KvType T, int NR>
-void pv_rows_of(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const int* nv,
+void pv_rows_of(float* acc, int64_t D, const float* alpha, const TileRows& vt, const int* nv,
                 const float* w, int64_t ng, const float* msum, Spread& pf) {
   bool edge = false;
   for (int i = 1; i < NR; ++i) edge |= nv[i] != nv[0];
-  if (edge) pv_rows<S, T, NR, true>(acc, D, alpha, vp, vr, nv, w, ng, msum, pf);
-  else pv_rows<S, T, NR, false>(acc, D, alpha, vp, vr, nv, w, ng, msum, pf);
+  if (edge) pv_rows<S, T, NR, true>(acc, D, alpha, vt, nv, w, ng, msum, pf);
+  else pv_rows<S, T, NR, false>(acc, D, alpha, vt, nv, w, ng, msum, pf);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
@@ -619,18 +693,17 @@ template <bool Q4>
 // so the rows of a block all run to the longest count (nb). A partial last
 // group (head_dim % 32 == 16) stores only its first 16 dims.
 template <bool Q4, int NR>
-void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int nb,
+void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb,
                         const int16_t* om, const float* sc, const float* msum, int64_t ng, Spread& pf) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8)), qs_at = Q4 ? 4 : 2;
   for (int64_t g = 0; g < ng; ++g) {
     pf.part();
     __m512i a[NR][2];
     for (int i = 0; i < NR; ++i) a[i][0] = a[i][1] = _mm512_setzero_si512();
-    const uint8_t* q = vp + g * blk + qs_at;
-    for (int t = 0; t < nb; t += 2) {
-      const uint8_t* qa = q + t * vr;
+    const int64_t go = g * blk + qs_at;
+    for_pairs(vt, go, nb, [&](int t, const uint8_t* qa, const uint8_t* qb) __attribute__((always_inline)) {
       __m512i x[2];
-      v_pairs_avx512<Q4>(qa, t + 1 < nb ? qa + vr : qa, x);  // an odd last position pairs with itself (om = 0)
+      v_pairs_avx512<Q4>(qa, qb, x);
       for (int i = 0; i < NR; ++i) {
         int32_t w2;
         std::memcpy(&w2, om + (i * ng + g) * kTile + t, 4);
@@ -638,7 +711,7 @@ void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const uint8_t
         a[i][0] = dpwssd_avx512(a[i][0], x[0], wv);
         a[i][1] = dpwssd_avx512(a[i][1], x[1], wv);
       }
-    }
+    });
     const int64_t c = g * kKvGroup;
     for (int i = 0; i < NR; ++i) {
       __m512i lo = a[i][0], hi = a[i][1];
@@ -662,11 +735,11 @@ void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const uint8_t
 
 // pv_tile for int8 / int4 V on AVX-512: 16-bit weights (pv_weights<.., true>), 4 rows at a time.
 template <KvType T>
-void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, int R,
+void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRows& vt, int R,
                         const int* nvis, int n, const float* p, float* dm, float* w, float* msum, Spread& pf) {
   constexpr bool Q4 = T == KvType::int4;
   const int64_t ng = groups_of(D);
-  pv_weights<simd::Avx512, T, true>(vp, vr, n, p, R, nvis, ng, dm, w, msum);
+  pv_weights<simd::Avx512, T, true>(vt, n, p, R, nvis, ng, dm, w, msum);
   const int16_t* om = reinterpret_cast<const int16_t*>(w);
   const float* sc = w + R * ng * kTile / 2;
   for (int r = 0; r < R;) {
@@ -675,10 +748,10 @@ void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const uint8_t
     for (int i = r; i < r + nr; ++i) nb = std::max(nb, nvis[i]);
     const int64_t o = int64_t(r) * ng;
     if (nb > 0) switch (nr) {
-        case 4: pv_int_rows_avx512<Q4, 4>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
-        case 3: pv_int_rows_avx512<Q4, 3>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
-        case 2: pv_int_rows_avx512<Q4, 2>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
-        case 1: pv_int_rows_avx512<Q4, 1>(acc + r * D, D, alpha + r, vp, vr, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 4: pv_int_rows_avx512<Q4, 4>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 3: pv_int_rows_avx512<Q4, 3>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 2: pv_int_rows_avx512<Q4, 2>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 1: pv_int_rows_avx512<Q4, 1>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
       }
     r += nr;
   }
@@ -693,18 +766,18 @@ inline int visible(const Item& it, int r, int64_t p0, int n) {
 // acc_r = acc_r * alpha_r + sum_{t visible to r} p_rt v_t for all R rows, 4
 // rows at a time (nvis: [R] scratch for the rows' visible counts).
 template <class S, KvType T>
-void pv_tile(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64_t vr, const Item& it, int64_t p0,
+void pv_tile(float* acc, int64_t D, const float* alpha, const TileRows& vt, const Item& it, int64_t p0,
              int n, const float* p, float* dm, float* w, float* msum, int* nvis, Spread& pf) {
   constexpr bool Q = T == KvType::int8 || T == KvType::int4;
   const int64_t ng = Q ? groups_of(D) : 1;
   for (int r = 0; r < it.R; ++r) nvis[r] = visible(it, r, p0, n);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   if constexpr (Q && std::is_same_v<S, simd::Avx512>) {
-    pv_tile_int_avx512<T>(acc, D, alpha, vp, vr, it.R, nvis, n, p, dm, w, msum, pf);
+    pv_tile_int_avx512<T>(acc, D, alpha, vt, it.R, nvis, n, p, dm, w, msum, pf);
     return;
   }
 #endif
-  if constexpr (Q) pv_weights<S, T>(vp, vr, n, p, it.R, nvis, ng, dm, w, msum);
+  if constexpr (Q) pv_weights<S, T>(vt, n, p, it.R, nvis, ng, dm, w, msum);
   const float* wt = Q ? w : p;
   for (int r = 0; r < it.R;) {
     const int nr = std::min(4, it.R - r);
@@ -714,10 +787,10 @@ void pv_tile(float* acc, int64_t D, const float* alpha, const uint8_t* vp, int64
     const float* wr = wt + int64_t(r) * kTile * ng;
     const float* mr = msum + int64_t(r) * ng;
     if (nb > 0) switch (nr) {
-        case 4: pv_rows_of<S, T, 4>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
-        case 3: pv_rows_of<S, T, 3>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
-        case 2: pv_rows_of<S, T, 2>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
-        case 1: pv_rows_of<S, T, 1>(a, D, alpha + r, vp, vr, nvis + r, wr, ng, mr, pf); break;
+        case 4: pv_rows_of<S, T, 4>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
+        case 3: pv_rows_of<S, T, 3>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
+        case 2: pv_rows_of<S, T, 2>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
+        case 1: pv_rows_of<S, T, 1>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
       }
     r += nr;
   }
@@ -752,73 +825,119 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
       QuantQ qq = quant_of(hi);
       quantize_queries(it.q + hi * R * D, it.R, D, qq);
     }
-  const auto tile_len = [&](int64_t p0) { return int(std::min<int64_t>({kTile, it.k1 - p0, bt - p0 % bt})); };
+  // A tile: up to kTile positions from p0, in at most two runs: the rest of
+  // p0's block (n1 positions) and the start of the next block.
+  struct Tile {
+    int n = 0, n1 = 0;
+  };
+  // Tiles of kTile = 32 positions over int8/int4 V, whose integer path is
+  // compute-bound: the per-tile steps (the softmax step, the weights' scales,
+  // the flush of the integer sums) then count once per 32 positions. 16 over
+  // f32/f16/bf16 V, which is bandwidth-bound: 32 rows of f32 K and V
+  // (32 KiB at head_dim 128) no longer stay in L1 (measured: the f32 and
+  // f16 decode of `llmk bench attention --only llama3,B1,ctx8192` 10-15%
+  // slower with 32).
+  const int cap = kv_type_quantized(kv.v_type) ? kTile : kTile / 2;
+  const auto tile_at = [&](int64_t p0) {
+    Tile t;
+    t.n1 = int(std::min<int64_t>({cap, it.k1 - p0, bt - p0 % bt}));
+    t.n = t.n1 + int(std::min<int64_t>({cap - t.n1, it.k1 - p0 - t.n1, bt}));
+    return t;
+  };
   const auto row_of = [&](int64_t p0, int hi) {  // pool row of position p0, head h + hi
     return (int64_t(it.blocks[p0 / bt]) * H + it.h + hi) * bt + p0 % bt;
   };
   const uint8_t* k = static_cast<const uint8_t*>(kv.k);
   const uint8_t* v = static_cast<const uint8_t*>(kv.v);
+  // The pool rows of tile tl at p0, head hi: its runs' first rows (the same for K and V).
+  struct Runs {
+    int64_t a = 0, b = 0;
+  };
+  const auto runs_of = [&](int64_t p0, const Tile& tl, int hi) {
+    Runs x;
+    x.a = row_of(p0, hi);
+    x.b = tl.n > tl.n1 ? row_of(p0 + tl.n1, hi) : x.a;
+    return x;
+  };
+  const auto rows_of = [&](const uint8_t* base, int64_t stride, const Runs& ru, const Tile& tl) {
+    return TileRows{base + ru.a * stride, base + ru.b * stride, tl.n1, stride};
+  };
   for (int64_t p0 = it.k0; p0 < it.k1;) {
-    const int n = tile_len(p0);
+    const Tile tl = tile_at(p0);
+    const int n = tl.n;
     for (int hi = 0; hi < it.nh; ++hi) {
-      const int64_t row0 = row_of(p0, hi);
-      const uint8_t* kp = k + row0 * kr;
-      const uint8_t* vp = v + row0 * vr;
+      const Runs ru = runs_of(p0, tl, hi);
+      const TileRows kt = rows_of(k, kr, ru, tl), vt = rows_of(v, vr, ru, tl);
       const float* q = it.q + hi * R * D;
       float *m = it.m + hi * R, *l = it.l + hi * R, *acc = it.acc + hi * R * D;
       // The next (tile, head): the same tile of the next head, right after
-      // this one in the block, or the next tile's first head, usually in
-      // another block somewhere else in the pool. Its K rows are asked for
+      // this one in its blocks, or the next tile's first head, usually in
+      // other blocks somewhere else in the pool. Its K rows are asked for
       // while this one's scores are computed, its V rows during P.V (Spread):
       // the hardware prefetcher does not follow a jump to another block. Into
       // L2 (locality 2): into L1 or two tiles ahead measured slower.
-      int64_t next_row0 = 0;
-      int next_n = 0;
-      if (hi + 1 < it.nh) {
-        next_row0 = row_of(p0, hi + 1), next_n = n;
-      } else if (p0 + n < it.k1) {
-        next_row0 = row_of(p0 + n, 0), next_n = tile_len(p0 + n);
-      }
-      Spread kpf(k + next_row0 * kr, next_n * kr, std::max(n, 1)),
-          vpf(v + next_row0 * vr, next_n * vr, std::max<int64_t>(1, D / (2 * W)));
+      int64_t np0 = p0;
+      int nhi = hi + 1;
+      Tile ntl = tl;
+      if (nhi == it.nh) np0 = p0 + n, nhi = 0, ntl = np0 < it.k1 ? tile_at(np0) : Tile{};
+      const Runs nru = ntl.n ? runs_of(np0, ntl, nhi) : Runs{};
+      const TileRows nk = rows_of(k, kr, nru, ntl), nv = rows_of(v, vr, nru, ntl);
+      Spread kpf(nk.a, ntl.n1 * kr, nk.b, (ntl.n - ntl.n1) * kr, std::max(n, 1)),
+          vpf(nv.a, ntl.n1 * vr, nv.b, (ntl.n - ntl.n1) * vr, std::max<int64_t>(1, D / (2 * W)));
       const QuantQ qq = kq ? quant_of(hi) : QuantQ{};
-      switch (kv.k_type) {  // scores: integer dots for int8/int4 K, else f32 FMAs on the converted rows
-        case KvType::f32: score_float<S, KvType::f32>(kp, kr, n, q, it.R, D, s, kpf); break;
-        case KvType::f16: score_float<S, KvType::f16>(kp, kr, n, q, it.R, D, s, kpf); break;
-        case KvType::bf16: score_float<S, KvType::bf16>(kp, kr, n, q, it.R, D, s, kpf); break;
-        case KvType::int8: score_quantized<S, KvType::int8>(kp, kr, n, qq, it.R, s, kpf); break;
-        case KvType::int4: score_quantized<S, KvType::int4>(kp, kr, n, qq, it.R, s, kpf); break;
+      // scores, run by run (one call site a type: GCC then inlines them as
+      // before the runs; two sites left score_float's dots out of line, f16
+      // decode 15% slower): integer dots for int8/int4 K, else f32 FMAs on
+      // the converted rows
+      for (int run = 0; run < 2; ++run) {
+        const int nr = run ? n - tl.n1 : tl.n1;
+        if (nr == 0) break;
+        const uint8_t* kp = run ? kt.b : kt.a;
+        float* sr = run ? s + tl.n1 : s;
+        switch (kv.k_type) {
+          case KvType::f32: score_float<S, KvType::f32>(kp, kr, nr, q, it.R, D, sr, kpf); break;
+          case KvType::f16: score_float<S, KvType::f16>(kp, kr, nr, q, it.R, D, sr, kpf); break;
+          case KvType::bf16: score_float<S, KvType::bf16>(kp, kr, nr, q, it.R, D, sr, kpf); break;
+          case KvType::int8: score_quantized<S, KvType::int8>(kp, kr, nr, qq, it.R, sr, kpf); break;
+          case KvType::int4: score_quantized<S, KvType::int4>(kp, kr, nr, qq, it.R, sr, kpf); break;
+        }
       }
       kpf.rest();
       // online softmax step per row over its v visible tokens of the tile
-      for (int r = 0; r < it.R; ++r) {
-        float* sr = s + r * kTile;
-        const int nv = visible(it, r, p0, n);
-        alpha[r] = 1.0f;
-        if (nv == 0) {
-          std::fill(sr, sr + kTile, 0.0f);
-          continue;
+      // (C = cap as a constant, so the loops over the tile unroll)
+      const auto softmax_step = [&](auto cap_c) __attribute__((always_inline)) {
+        constexpr int C = decltype(cap_c)::value;
+        for (int r = 0; r < it.R; ++r) {
+          float* sr = s + r * kTile;
+          const int nv = visible(it, r, p0, n);
+          alpha[r] = 1.0f;
+          if (nv == 0) {
+            std::fill(sr, sr + C, 0.0f);
+            continue;
+          }
+          for (int t = nv; t < C; ++t) sr[t] = -INFINITY;
+          V mx = S::load(sr);
+          for (int t = W; t < C; t += W) mx = S::max(mx, S::load(sr + t));
+          const float mn = std::max(m[r], S::hmax(mx));
+          alpha[r] = mn == m[r] ? 1.0f : std::exp(m[r] - mn);  // exp(0) = 1: skip the call
+          V sum = S::zero();
+          for (int t = 0; t < C; t += W) {
+            const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
+            S::store(sr + t, e);
+            sum = S::add(sum, e);
+          }
+          l[r] = l[r] * alpha[r] + S::hsum(sum);
+          m[r] = mn;
         }
-        for (int t = nv; t < kTile; ++t) sr[t] = -INFINITY;
-        V mx = S::load(sr);
-        for (int t = W; t < kTile; t += W) mx = S::max(mx, S::load(sr + t));
-        const float mn = std::max(m[r], S::hmax(mx));
-        alpha[r] = mn == m[r] ? 1.0f : std::exp(m[r] - mn);  // exp(0) = 1: skip the call
-        V sum = S::zero();
-        for (int t = 0; t < kTile; t += W) {
-          const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
-          S::store(sr + t, e);
-          sum = S::add(sum, e);
-        }
-        l[r] = l[r] * alpha[r] + S::hsum(sum);
-        m[r] = mn;
-      }
+      };
+      if (cap == kTile) softmax_step(std::integral_constant<int, kTile>{});
+      else softmax_step(std::integral_constant<int, kTile / 2>{});
       switch (kv.v_type) {  // values, dequantized in registers
-        case KvType::f32: pv_tile<S, KvType::f32>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::f16: pv_tile<S, KvType::f16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::bf16: pv_tile<S, KvType::bf16>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::int8: pv_tile<S, KvType::int8>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::int4: pv_tile<S, KvType::int4>(acc, D, alpha, vp, vr, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::f32: pv_tile<S, KvType::f32>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::f16: pv_tile<S, KvType::f16>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::bf16: pv_tile<S, KvType::bf16>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::int8: pv_tile<S, KvType::int8>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
+        case KvType::int4: pv_tile<S, KvType::int4>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
       }
       vpf.rest();
     }

@@ -225,15 +225,21 @@ template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* 
 // (row stride vr) as f32: dt[g * 16 + t] (mt[g * 16 + t]), 0 past n. One
 // gather of the blocks' first 4 bytes (d, then m for Q4_1) per group.
 template <bool Q4>
-inline void tile_scales_avx512(const uint8_t* vp, int64_t vr, int n, int64_t ng, float* dt, float* mt) {
+inline void tile_scales_avx512(const uint8_t* a, const uint8_t* b, int n1, int64_t vr, int t0, int n, int64_t ng,
+                               int64_t gs, float* dt, float* mt) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
-  const __mmask16 live = __mmask16((1u << n) - 1u);
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(int32_t(vr)));
+  // lanes l: position t0 + l, from run a below n1, from run b (at t - n1) up to n
+  const __m512i t = _mm512_add_epi32(_mm512_set1_epi32(t0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __mmask16 in_a = _mm512_cmplt_epi32_mask(t, _mm512_set1_epi32(std::min(n1, n)));
+  const __mmask16 in_b = __mmask16(_mm512_cmplt_epi32_mask(t, _mm512_set1_epi32(n)) & ~in_a);
+  const __m512i ia = _mm512_mullo_epi32(t, _mm512_set1_epi32(int32_t(vr)));
+  const __m512i ib = _mm512_mullo_epi32(_mm512_sub_epi32(t, _mm512_set1_epi32(n1)), _mm512_set1_epi32(int32_t(vr)));
   for (int64_t g = 0; g < ng; ++g) {
-    const __m512i x = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, vp + g * blk, 1);
-    _mm512_storeu_ps(dt + g * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x)));
-    if constexpr (Q4) _mm512_storeu_ps(mt + g * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16))));
+    __m512i x = _mm512_setzero_si512();
+    if (in_a) x = _mm512_mask_i32gather_epi32(x, in_a, ia, a + g * blk, 1);
+    if (in_b) x = _mm512_mask_i32gather_epi32(x, in_b, ib, b + g * blk, 1);
+    _mm512_storeu_ps(dt + g * gs, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x)));
+    if constexpr (Q4) _mm512_storeu_ps(mt + g * gs, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16))));
   }
 }
 // Lane i of the result = the sum of x_i's 16 lanes, for 4 vectors at once:

@@ -122,7 +122,7 @@ inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, u
 
 // The most the AVX-512 P.V over an int8/int4 V may add to attention over the
 // dequantized rows (attention_kernel.hpp, pv_weights<.., true>): per tile (at
-// most 16 consecutive positions) and (row, 32-group), the weights w_t = p_t d_t
+// most kPvTile = 32 consecutive positions) and (row, 32-group), the weights w_t = p_t d_t
 // (d_t the V row's group scale) go in as integers om_t = round(w_t 2^k), with
 // 2^k set by ub = max p * max |d| over the positions of the tile the row sees,
 // so that ub 2^k lies in [2^14, 2^15): |om_t 2^-k - w_t| <= 2^-k <= ub
@@ -132,11 +132,12 @@ inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, u
 // ub / l <= (max P) (max |d|) over the tile, P the normalized probabilities
 // (computed here in double from q, the dequantized K and scale, as
 // attention_reference does; 1% allowed for the kernel's f32 ones), and a tile
-// holding t lies within t - 15 .. t + 15, so per output element
-//   bound_c = 1.01 2^-14 sum_t |q_tc| max_{|t' - t| <= 15, t' seen} P_t' max_{|t' - t| <= 15, t' seen} |d_t'|.
+// holding t lies within t - 31 .. t + 31, so per output element
+//   bound_c = 1.01 2^-14 sum_t |q_tc| max_{|t' - t| <= 31, t' seen} P_t' max_{|t' - t| <= 31, t' seen} |d_t'|.
 // The arguments of attention_reference (k: the dense K it is given), except
 // v: the V rows as written (f32), quantized again here to type vt as the
 // cache stored them. Zeros for a float vt.
+inline constexpr int64_t kPvTile = 32;  // positions a tile over int8/int4 V, at most
 inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
                                              const int64_t* kv_indptr, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
                                              double scale, KvType vt) {
@@ -166,10 +167,10 @@ inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_i
           }
         }
       }
-      dwin.assign(size_t(ng * kv_len), 0.0);  // [g][t]: max of |d| over |t' - t| <= 15
+      dwin.assign(size_t(ng * kv_len), 0.0);  // [g][t]: max of |d| over |t' - t| < kPvTile
       for (int64_t g = 0; g < ng; ++g)
         for (int64_t j = 0; j < kv_len; ++j)
-          for (int64_t u = std::max<int64_t>(0, j - 15); u <= std::min(kv_len - 1, j + 15); ++u)
+          for (int64_t u = std::max<int64_t>(0, j - (kPvTile - 1)); u <= std::min(kv_len - 1, j + (kPvTile - 1)); ++u)
             dwin[size_t(g * kv_len + j)] = std::max(dwin[size_t(g * kv_len + j)], std::fabs(dsc[size_t(u * ng + g)]));
       for (int64_t i = 0; i < qo_len; ++i)
         for (int64_t h = hk * G; h < (hk + 1) * G; ++h) {
@@ -185,18 +186,18 @@ inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_i
           for (auto& x : P) sum += (x = std::exp(x - mx));
           for (auto& x : P) x /= sum;
           double* o = bound.data() + (t * Hq + h) * D;
-          pwin.assign(size_t(kv_len), 0.0);  // max of P over |t' - t| <= 15, t' <= pos
+          pwin.assign(size_t(kv_len), 0.0);  // max of P over |t' - t| < kPvTile, t' <= pos
           for (int64_t j = 0; j < kv_len; ++j)
-            for (int64_t u = std::max<int64_t>(0, j - 15); u <= std::min(pos, j + 15); ++u)
+            for (int64_t u = std::max<int64_t>(0, j - (kPvTile - 1)); u <= std::min(pos, j + (kPvTile - 1)); ++u)
               pwin[size_t(j)] = std::max(pwin[size_t(j)], P[size_t(u)]);
           for (int64_t g = 0; g < ng; ++g)
             for (int64_t c = g * 32; c < std::min(D, g * 32 + 32); ++c) {
               double acc = 0;
               for (int64_t j = 0; j <= pos; ++j) {
                 double dw = dwin[size_t(g * kv_len + j)];
-                if (j + 15 > pos) {  // the window ends at pos: the row never sees further scales
+                if (j + (kPvTile - 1) > pos) {  // the window ends at pos: the row never sees further scales
                   dw = 0;
-                  for (int64_t u = std::max<int64_t>(0, j - 15); u <= pos; ++u)
+                  for (int64_t u = std::max<int64_t>(0, j - (kPvTile - 1)); u <= pos; ++u)
                     dw = std::max(dw, std::fabs(dsc[size_t(u * ng + g)]));
                 }
                 acc += aq[size_t(j * D + c)] * pwin[size_t(j)] * dw;
