@@ -93,16 +93,15 @@ struct Spread {
         next2(reinterpret_cast<uintptr_t>(p2) & ~uintptr_t(63)),
         end2(reinterpret_cast<uintptr_t>(p2) + uintptr_t(bytes2)) {
     if (bytes2 == 0) next2 = end2 = 0;
-    step = (((end - next) + (end2 - next2)) / uintptr_t(parts) + 63) & ~uintptr_t(63);
+    step = ((end - next) / uintptr_t(parts) + 63) & ~uintptr_t(63);
   }
-  [[gnu::always_inline]] void part() {  // step bytes of the first run, once it is done of the second
-    if (next < end) {
-      const uintptr_t stop = std::min(end, next + step);
-      for (; next < stop; next += 64) __builtin_prefetch(reinterpret_cast<const void*>(next), 0, 2);
-    } else {
-      const uintptr_t stop = std::min(end2, next2 + step);
-      for (; next2 < stop; next2 += 64) __builtin_prefetch(reinterpret_cast<const void*>(next2), 0, 2);
-    }
+  // The first run a part at a time; the second (a tile over two blocks) all
+  // at rest(), still a tile ahead. Taking it over in part() instead cost the
+  // float paths 8% (SmolLM2 f32 decode, `llmk bench attention --only
+  // smollm2,B1,ctx8192`): the one more test a part kept `next` out of a register.
+  [[gnu::always_inline]] void part() {
+    const uintptr_t stop = std::min(end, next + step);
+    for (; next < stop; next += 64) __builtin_prefetch(reinterpret_cast<const void*>(next), 0, 2);
   }
   void rest() {
     for (; next < end; next += 64) __builtin_prefetch(reinterpret_cast<const void*>(next), 0, 2);
@@ -837,14 +836,17 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   // (32 KiB at head_dim 128) no longer stay in L1 (measured: the f32 and
   // f16 decode of `llmk bench attention --only llama3,B1,ctx8192` 10-15%
   // slower with 32).
-  const int cap = kv_type_quantized(kv.v_type) ? kTile : kTile / 2;
-  const auto tile_at = [&](int64_t p0) {
+  // A float-V tile stays in one block, as before the 32-position tiles (the
+  // same tiles, so the same bits, whatever the block size).
+  const bool qv = kv_type_quantized(kv.v_type);
+  const int cap = qv ? kTile : kTile / 2;
+  const auto tile_at = [&](int64_t p0) __attribute__((always_inline)) {
     Tile t;
     t.n1 = int(std::min<int64_t>({cap, it.k1 - p0, bt - p0 % bt}));
-    t.n = t.n1 + int(std::min<int64_t>({cap - t.n1, it.k1 - p0 - t.n1, bt}));
+    t.n = qv ? t.n1 + int(std::min<int64_t>({cap - t.n1, it.k1 - p0 - t.n1, bt})) : t.n1;
     return t;
   };
-  const auto row_of = [&](int64_t p0, int hi) {  // pool row of position p0, head h + hi
+  const auto row_of = [&](int64_t p0, int hi) __attribute__((always_inline)) {  // pool row of position p0, head h + hi
     return (int64_t(it.blocks[p0 / bt]) * H + it.h + hi) * bt + p0 % bt;
   };
   const uint8_t* k = static_cast<const uint8_t*>(kv.k);
@@ -853,13 +855,13 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   struct Runs {
     int64_t a = 0, b = 0;
   };
-  const auto runs_of = [&](int64_t p0, const Tile& tl, int hi) {
+  const auto runs_of = [&](int64_t p0, const Tile& tl, int hi) __attribute__((always_inline)) {
     Runs x;
     x.a = row_of(p0, hi);
     x.b = tl.n > tl.n1 ? row_of(p0 + tl.n1, hi) : x.a;
     return x;
   };
-  const auto rows_of = [&](const uint8_t* base, int64_t stride, const Runs& ru, const Tile& tl) {
+  const auto rows_of = [&](const uint8_t* base, int64_t stride, const Runs& ru, const Tile& tl) __attribute__((always_inline)) {
     return TileRows{base + ru.a * stride, base + ru.b * stride, tl.n1, stride};
   };
   for (int64_t p0 = it.k0; p0 < it.k1;) {
@@ -904,34 +906,28 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
       }
       kpf.rest();
       // online softmax step per row over its v visible tokens of the tile
-      // (C = cap as a constant, so the loops over the tile unroll)
-      const auto softmax_step = [&](auto cap_c) __attribute__((always_inline)) {
-        constexpr int C = decltype(cap_c)::value;
-        for (int r = 0; r < it.R; ++r) {
-          float* sr = s + r * kTile;
-          const int nv = visible(it, r, p0, n);
-          alpha[r] = 1.0f;
-          if (nv == 0) {
-            std::fill(sr, sr + C, 0.0f);
-            continue;
-          }
-          for (int t = nv; t < C; ++t) sr[t] = -INFINITY;
-          V mx = S::load(sr);
-          for (int t = W; t < C; t += W) mx = S::max(mx, S::load(sr + t));
-          const float mn = std::max(m[r], S::hmax(mx));
-          alpha[r] = mn == m[r] ? 1.0f : std::exp(m[r] - mn);  // exp(0) = 1: skip the call
-          V sum = S::zero();
-          for (int t = 0; t < C; t += W) {
-            const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
-            S::store(sr + t, e);
-            sum = S::add(sum, e);
-          }
-          l[r] = l[r] * alpha[r] + S::hsum(sum);
-          m[r] = mn;
+      for (int r = 0; r < it.R; ++r) {
+        float* sr = s + r * kTile;
+        const int nv = visible(it, r, p0, n);
+        alpha[r] = 1.0f;
+        if (nv == 0) {
+          std::fill(sr, sr + cap, 0.0f);
+          continue;
         }
-      };
-      if (cap == kTile) softmax_step(std::integral_constant<int, kTile>{});
-      else softmax_step(std::integral_constant<int, kTile / 2>{});
+        for (int t = nv; t < cap; ++t) sr[t] = -INFINITY;
+        V mx = S::load(sr);
+        for (int t = W; t < cap; t += W) mx = S::max(mx, S::load(sr + t));
+        const float mn = std::max(m[r], S::hmax(mx));
+        alpha[r] = mn == m[r] ? 1.0f : std::exp(m[r] - mn);  // exp(0) = 1: skip the call
+        V sum = S::zero();
+        for (int t = 0; t < cap; t += W) {
+          const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
+          S::store(sr + t, e);
+          sum = S::add(sum, e);
+        }
+        l[r] = l[r] * alpha[r] + S::hsum(sum);
+        m[r] = mn;
+      }
       switch (kv.v_type) {  // values, dequantized in registers
         case KvType::f32: pv_tile<S, KvType::f32>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
         case KvType::f16: pv_tile<S, KvType::f16>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;

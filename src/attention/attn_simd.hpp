@@ -102,7 +102,7 @@ template <> inline void load_u4x2<simd::Avx2>(const uint8_t* qs, int j0, __m256*
   x[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
   x[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
 }
-template <> inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::Exp2Scaled<simd::Avx2>(kLog2e)(x); }
+template <> [[gnu::always_inline]] inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::Exp2Scaled<simd::Avx2>(kLog2e)(x); }
 template <> inline float h2f<simd::Avx2>(uint16_t h) { return _cvtsh_ss(h); }
 #endif
 
@@ -252,7 +252,7 @@ inline __m128 hsum4_avx512(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
-template <> inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::Exp2Scaled<simd::Avx512>(kLog2e)(x); }
+template <> [[gnu::always_inline]] inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::Exp2Scaled<simd::Avx512>(kLog2e)(x); }
 template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
 template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq,
                                                     const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
