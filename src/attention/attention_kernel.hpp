@@ -5,12 +5,14 @@
 // One work item = R query rows per KV head (the G heads of a GQA group, times
 // the query tokens of a prefill tile) for nh consecutive KV heads, against kv
 // positions [k0, k1) of one sequence, each row r also capped causally at
-// limit[r]. Positions are walked in tiles of at most kTile tokens that never
-// cross a block (so a tile's rows are contiguous), and each tile is done for
-// the item's heads in turn before the next tile: the pool stores a block's
-// heads one after another ([block][head][token]), so decode items, which hold
-// every head of the sequence, read each block as one run of nh * kTile rows
-// instead of nh runs far apart (an item per head read 16-token runs of 8 KiB,
+// limit[r]. Positions are walked in tiles: over int8/int4 V up to kTile = 32
+// positions in at most two runs of rows (the rest of one block, the start of
+// the next: TileRows), over a float V up to 16 inside one block (attend()
+// says why). Each tile is done for the item's heads in turn before the next
+// tile: the pool stores a block's heads one after another
+// ([block][head][token]), so decode items, which hold every head of the
+// sequence, read each block as one run of nh * block_tokens rows instead of nh
+// runs far apart (an item per head read 16-token runs of 8 KiB,
 // f32 Llama-3-8B, scattered over the pool: twice the time of a contiguous
 // read on this machine; whole blocks: within 20% of it). The next (tile, head)'s K and V rows are
 // prefetched into L2 a little at a time while this one is computed (Spread).
@@ -286,9 +288,10 @@ template <bool Q4, int NR>
   }
 }
 
-// Quantized-K scores of a whole tile (n <= kTile = 16 keys) against all R
-// rows, with VNNI: per group, the 16 keys transposed in registers (lane t =
-// key t; keys past n repeat key 0, and their lanes are never used) and their
+// Quantized-K scores of a run of a tile (n <= 32 keys, 16 at a time:
+// score_tile16_avx512vnni) against all R rows, with VNNI: per group, the 16
+// keys transposed in registers (lane t = key t; keys past n repeat key 0, and
+// their lanes are never stored) and their
 // scales gathered, then per row 8 vpdpbusd with a broadcast query dword: no
 // horizontal sums, and the transposition is shared by all the rows (the GQA
 // heads). The same arithmetic as qdots4 per (row, key): the exact integer dot
@@ -687,7 +690,7 @@ template <bool Q4>
 
 // P.V of a quantized V tile for NR rows with 16-bit weights: per group (32
 // dims), two positions at a time, the rows' integer sums I_c = sum_t om_t q_tc
-// (|I| <= 16 * 32767 * 128 < 2^31), then acc = acc * alpha [+ msum] + I * sc
+// (|I| <= 32 * 32767 * 128 < 2^31), then acc = acc * alpha [+ msum] + I * sc
 // (f32). Positions past a row's visible count have om = 0 and finite quants,
 // so the rows of a block all run to the longest count (nb). A partial last
 // group (head_dim % 32 == 16) stores only its first 16 dims.

@@ -221,9 +221,11 @@ template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* 
   x[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, m)));
   x[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), m)));
 }
-// The f16 scales (and int4 mins) of groups 0..ng of the tile's n <= 16 rows
-// (row stride vr) as f32: dt[g * 16 + t] (mt[g * 16 + t]), 0 past n. One
-// gather of the blocks' first 4 bytes (d, then m for Q4_1) per group.
+// The f16 scales (and int4 mins) of groups 0..ng of a tile's positions t0 ..
+// t0 + 16 (of its n; positions t < n1 in run a, the rest in run b; row stride
+// vr) as f32: dt[g * gs + l] (mt[g * gs + l]) for position t0 + l, 0 from n
+// on. One gather of the blocks' first 4 bytes (d, then m for Q4_1) per group
+// and run.
 template <bool Q4>
 inline void tile_scales_avx512(const uint8_t* a, const uint8_t* b, int n1, int64_t vr, int t0, int n, int64_t ng,
                                int64_t gs, float* dt, float* mt) {
