@@ -832,21 +832,20 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   struct Tile {
     int n = 0, n1 = 0;
   };
-  // Tiles of kTile = 32 positions over int8/int4 V, whose integer path is
-  // compute-bound: the per-tile steps (the softmax step, the weights' scales,
-  // the flush of the integer sums) then count once per 32 positions. 16 over
-  // f32/f16/bf16 V, which is bandwidth-bound: 32 rows of f32 K and V
-  // (32 KiB at head_dim 128) no longer stay in L1 (measured: the f32 and
-  // f16 decode of `llmk bench attention --only llama3,B1,ctx8192` 10-15%
-  // slower with 32).
-  // A float-V tile stays in one block, as before the 32-position tiles (the
-  // same tiles, so the same bits, whatever the block size).
-  const bool qv = kv_type_quantized(kv.v_type);
-  const int cap = qv ? kTile : kTile / 2;
+  // Tiles of kTile = 32 positions: the per-tile steps (the softmax step's
+  // reductions; over int8/int4 V the weights' scales and the flush of the
+  // integer sums) then count once per 32 positions. But 16 (inside one block)
+  // over a float V whose tile of K and V rows would pass 16 KiB (f32 at
+  // head_dim 128: 32 KiB), which no longer stays in L1 for P.V. Measured with
+  // `llmk bench attention --only llama3,B1,ctx8192` / `smollm2,B1,ctx8192`
+  // (docs/kv_cache.md). Always 32 over int8/int4 V: compute-bound, and its
+  // P.V weights read all 32 probabilities of a row (pv_weights).
+  const bool wide = kv_type_quantized(kv.v_type) || kTile * (kr + vr) <= (int64_t(16) << 10);
+  const int cap = wide ? kTile : kTile / 2;
   const auto tile_at = [&](int64_t p0) __attribute__((always_inline)) {
     Tile t;
     t.n1 = int(std::min<int64_t>({cap, it.k1 - p0, bt - p0 % bt}));
-    t.n = qv ? t.n1 + int(std::min<int64_t>({cap - t.n1, it.k1 - p0 - t.n1, bt})) : t.n1;
+    t.n = wide ? t.n1 + int(std::min<int64_t>({cap - t.n1, it.k1 - p0 - t.n1, bt})) : t.n1;
     return t;
   };
   const auto row_of = [&](int64_t p0, int hi) __attribute__((always_inline)) {  // pool row of position p0, head h + hi
