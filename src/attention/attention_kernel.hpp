@@ -5,10 +5,10 @@
 // One work item = R query rows per KV head (the G heads of a GQA group, times
 // the query tokens of a prefill tile) for nh consecutive KV heads, against kv
 // positions [k0, k1) of one sequence, each row r also capped causally at
-// limit[r]. Positions are walked in tiles: over int8/int4 V up to kTile = 32
-// positions in at most two runs of rows (the rest of one block, the start of
-// the next: TileRows), over a float V up to 16 inside one block (attend()
-// says why). Each tile is done for the item's heads in turn before the next
+// limit[r]. Positions are walked in tiles of up to kTile = 32 positions in at
+// most two runs of rows (the rest of one block, the start of the next:
+// TileRows), or 16 inside one block for a float V whose tile of rows would
+// pass 16 KiB (attend() says why). Each tile is done for the item's heads in turn before the next
 // tile: the pool stores a block's heads one after another
 // ([block][head][token]), so decode items, which hold every head of the
 // sequence, read each block as one run of nh * block_tokens rows instead of nh
