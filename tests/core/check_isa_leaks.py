@@ -23,7 +23,8 @@ CPU cannot run. This check disassembles a linked binary and fails if
    unnamed namespaces (local symbols), and a shared copy of anything else
    compiled there must not carry VNNI to a CPU that has AVX-512 without it.
 
-usage: check_isa_leaks.py BINARY [BINARY ...]"""
+usage: check_isa_leaks.py BINARY [BINARY ...]
+       check_isa_leaks.py --self-test   (the rules against hand-written objdump lines)"""
 import re
 import subprocess
 import sys
@@ -48,7 +49,12 @@ def local_functions(path):
 def leaks(path):
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", path], capture_output=True, text=True,
                          check=True).stdout
-    local = local_functions(path)
+    return leaks_in(out, local_functions(path))
+
+
+def leaks_in(out, local):
+    """The offending functions of objdump -d -C text `out` ({function: first bad instruction});
+    `local`: the names of the functions local to their translation unit."""
     bad, fn = {}, None
     for line in out.splitlines():
         m = HEADER.match(line)
@@ -81,7 +87,40 @@ def leaks(path):
     return bad
 
 
+def self_test():
+    """The rules on hand-written objdump lines: each case must come out as stated."""
+    def dis(fn, *insns):
+        return f"0000000000001000 <{fn}>:\n" + "".join(f"    1{i:03x}:\t{x}\n" for i, x in enumerate(insns))
+    avx2 = "void k<llmk::simd::Avx2>(float*)"
+    cases = [  # (objdump text, local functions, flagged?)
+        (dis(avx2, "vaddps %ymm1,%ymm2,%ymm3"), set(), False),
+        (dis(avx2, "vaddps %zmm1,%zmm2,%zmm3"), set(), True),
+        (dis(avx2, "vaddps %ymm1,%ymm2,%ymm3{%k1}"), set(), True),
+        (dis(avx2, "vaddps %ymm17,%ymm2,%ymm3"), set(), True),
+        (dis(avx2, "vpternlogd $0x96,%ymm1,%ymm2,%ymm3"), set(), True),
+        # a branch to a lambda: objdump's <...{lambda(long)#1}...> is no mask operand
+        (dis(avx2, f"call   1234 <{avx2}::{{lambda(long)#1}}::operator()(long) const>",
+             f"je     1200 <{avx2}::{{lambda(long)#1}}::operator()(long) const+0x3b>"), set(), False),
+        (dis("std::vector<float>::resize(unsigned long)", "vmovups %xmm0,(%rax)"), set(), True),
+        (dis("std::vector<float>::resize(unsigned long)", "movups %xmm0,(%rax)  # 2000 <x>"), set(), False),
+        (dis("void k<llmk::simd::Avx512>(float*)", "vpdpbusd %zmm1,%zmm2,%zmm3"), set(), True),
+        (dis("void k<llmk::simd::Avx512>(float*)", "vpdpbusd %zmm1,%zmm2,%zmm3"),
+         {"void k<llmk::simd::Avx512>(float*)"}, False),
+        (dis("void k_avx512vnni(float*)", "vpdpbusd %zmm1,%zmm2,%zmm3"), set(), False),
+    ]
+    failed = 0
+    for i, (text, local, want) in enumerate(cases):
+        got = bool(leaks_in(text, local))
+        if got != want:
+            failed += 1
+            print(f"self-test case {i}: flagged {got}, expected {want}:\n{text}")
+    print(f"self-test: {len(cases) - failed} of {len(cases)} cases as expected")
+    return 1 if failed else 0
+
+
 def main(paths):
+    if paths == ["--self-test"]:
+        return self_test()
     failed = False
     for p in paths:
         bad = leaks(p)
