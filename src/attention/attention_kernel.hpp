@@ -84,9 +84,8 @@ inline constexpr int kKvMaxGroups = 8;  // head_dim <= 256
 // issued at once (up to 256 lines for f32) fill the core's miss buffers and
 // stall the loads of the tile being computed: measured with
 // `llmk bench attention`, spreading them took paged f16 decode at ctx 8192
-// from ~1.3x the contiguous time to within a few percent.
-// A tile's rows lie in at most two runs (segments), a[0, n1) and then
-// b[0, ..): the tile's first block and the next.
+// from ~1.3x the contiguous time to within a few percent. A tile's rows lie
+// in at most two runs (TileRows): p[0, bytes) and p2[0, bytes2).
 struct Spread {
   uintptr_t next = 0, end = 0, step = 0;  // next line to ask for, one past the run, bytes a part
   uintptr_t next2 = 0, end2 = 0;           // the second run
@@ -288,22 +287,7 @@ template <bool Q4, int NR>
   }
 }
 
-// Quantized-K scores of a run of a tile (n <= 32 keys, 16 at a time:
-// score_tile16_avx512vnni) against all R rows, with VNNI: per group, the 16
-// keys transposed in registers (lane t = key t; keys past n repeat key 0, and
-// their lanes are never stored) and their
-// scales gathered, then per row 8 vpdpbusd with a broadcast query dword: no
-// horizontal sums, and the transposition is shared by all the rows (the GQA
-// heads). The same arithmetic as qdots4 per (row, key): the exact integer dot
-// of each group, then fma(dot, dk * dq, acc) over the groups in order (int4:
-// fma(mk, qsum, acc) first): the same bits as the AVX-512 and AVX2 paths.
-template <bool Q4>
-void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf);
-template <bool Q4>
-void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
-  for (int h = 0; h * 16 < n; ++h)
-    score_tile16_avx512vnni<Q4>(kp + h * 16 * kr, kr, std::min(16, n - h * 16), qq, R, s + h * 16, pf);
-}
+// score_tile_avx512vnni's 16 keys (n <= 16) at kp.
 template <bool Q4>
 void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
   constexpr int kTile16 = 16;
@@ -332,6 +316,20 @@ void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ&
       case 1: rows_avx512vnni<Q4, 1>(kt, dk, mk, qq, r, g, s, live); break;
     }
   }
+}
+
+// Quantized-K scores of a run of a tile (n <= 32 keys, 16 at a time:
+// score_tile16_avx512vnni) against all R rows, with VNNI: per group, the 16
+// keys transposed in registers (lane t = key t; keys past n repeat key 0, and
+// their lanes are never stored) and their scales gathered, then per row 8
+// vpdpbusd with a broadcast query dword: no horizontal sums, and the
+// transposition is shared by all the rows (the GQA heads). The same arithmetic as qdots4 per (row, key): the exact integer dot
+// of each group, then fma(dot, dk * dq, acc) over the groups in order (int4:
+// fma(mk, qsum, acc) first): the same bits as the AVX-512 and AVX2 paths.
+template <bool Q4>
+void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
+  for (int h = 0; h * 16 < n; ++h)
+    score_tile16_avx512vnni<Q4>(kp + h * 16 * kr, kr, std::min(16, n - h * 16), qq, R, s + h * 16, pf);
 }
 #endif
 
@@ -486,10 +484,10 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
     int16_t* om = reinterpret_cast<int16_t*>(w);
     float* sc = w + R * ng * kTile / 2;
     const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    const uint32_t all = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;
-    float dmax[kKvMaxGroups];
-    __m512 dabs[kKvMaxGroups][2];
-    uint32_t dbad[kKvMaxGroups];
+    const uint32_t all = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;  // bit t: position t of the tile
+    float dmax[kKvMaxGroups];          // max |d| over the tile's n positions
+    __m512 dabs[kKvMaxGroups][2];      // |d|, positions 0-15 and 16-31
+    uint32_t dbad[kKvMaxGroups];       // positions whose scale is NaN or inf
     for (int64_t g = 0; g < ng; ++g) {
       dbad[g] = 0;
       __m512 mx = _mm512_setzero_ps();
@@ -499,7 +497,7 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
         dbad[g] |= uint32_t(bd) << (16 * hh);
         mx = _mm512_max_ps(mx, _mm512_maskz_mov_ps(__mmask16((all >> (16 * hh)) & ~bd), dabs[g][hh]));
       }
-      dmax[g] = _mm512_reduce_max_ps(mx);
+      dmax[g] = _mm512_reduce_max_ps(mx);  // >= 0
     }
     for (int r = 0; r < R; ++r) {
       const uint32_t vis = nvis[r] >= 32 ? 0xFFFFFFFFu : (1u << nvis[r]) - 1u;
@@ -509,40 +507,48 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
         pr[hh] = _mm512_maskz_loadu_ps(__mmask16(vis >> (16 * hh)), p + r * kTile + 16 * hh);
         pbad |= _mm512_mask_cmp_ps_mask(__mmask16(vis >> (16 * hh)), pr[hh], pr[hh], _CMP_UNORD_Q) != 0;
       }
+      // a NaN score makes pbad; p >= 0, 0 past vis: pmax 0 when the row sees none
       const float pmax = pbad ? 0.0f : _mm512_reduce_max_ps(_mm512_max_ps(pr[0], pr[1]));
       for (int64_t g = 0; g < ng; ++g) {
         const int64_t rg = r * ng + g;
         __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
-        if (pbad || (dbad[g] & vis)) {
+        const auto no_weights = [&](float scale) {
           _mm256_storeu_si256(o, _mm256_setzero_si256());
           _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
-          sc[rg] = std::numeric_limits<float>::quiet_NaN();
+          sc[rg] = scale;
+        };
+        if (pbad || (dbad[g] & vis)) {  // a NaN weight, or one of inf or 0 * inf: the sum is NaN, as in f32
+          no_weights(std::numeric_limits<float>::quiet_NaN());
           continue;
         }
+        // ub = pmax * dmax >= |w_t| (rounding is monotonic), both maxima over
+        // the positions the row sees only (its bits never depend on the
+        // others). Scale by 2^k with ub 2^k in [2^14, 2^15): exact products,
+        // |om - w 2^k| <= 0.5, or <= 1 where w 2^k rounds to 2^15 and
+        // saturates to 32767. Below 2^-100 the tile adds nothing (< 2^-85
+        // against a row sum l >= 1).
         const float dm_r = vis == all ? dmax[g]
                                       : _mm512_reduce_max_ps(_mm512_max_ps(_mm512_maskz_mov_ps(__mmask16(vis), dabs[g][0]),
                                                                            _mm512_maskz_mov_ps(__mmask16(vis >> 16), dabs[g][1])));
         const float ub = pmax * dm_r;
         if (!(ub >= 0x1p-100f)) {
-          _mm256_storeu_si256(o, _mm256_setzero_si256());
-          _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
-          sc[rg] = 0.0f;
+          no_weights(0.0f);
           continue;
         }
         uint32_t bits;
         std::memcpy(&bits, &ub, 4);
-        const int k = 14 - (int(bits >> 23) - 127);
-        const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;
+        const int k = 14 - (int(bits >> 23) - 127);  // ub normal: exponent bits - bias = floor(log2 ub)
+        const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;  // 2^k, 2^-k
         float pk, nk;
         std::memcpy(&pk, &up, 4);
         std::memcpy(&nk, &down, 4);
-        for (int hh = 0; hh < 2; ++hh) {
+        for (int hh = 0; hh < 2; ++hh) {  // w = p d, 0 where unseen
           const __m512 wv = _mm512_maskz_mul_ps(__mmask16(vis >> (16 * hh)), pr[hh], _mm512_loadu_ps(dt + g * kTile + 16 * hh));
           _mm256_storeu_si256(o + hh, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)))));
         }
         sc[rg] = nk;
       }
-      if constexpr (T == KvType::int4) {
+      if constexpr (T == KvType::int4) {  // msum = sum_t p_t m_t, 4 groups' sums at once (causal edges: below)
         const __m512 pf0 = _mm512_loadu_ps(p + r * kTile), pf1 = _mm512_loadu_ps(p + r * kTile + 16);
         for (int64_t g0 = 0; g0 < ng; g0 += 4) {
           __m512 x[4];
@@ -885,9 +891,9 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
       Tile ntl = tl;
       if (nhi == it.nh) np0 = p0 + n, nhi = 0, ntl = np0 < it.k1 ? tile_at(np0) : Tile{};
       const Runs nru = ntl.n ? runs_of(np0, ntl, nhi) : Runs{};
-      const TileRows nk = rows_of(k, kr, nru, ntl), nv = rows_of(v, vr, nru, ntl);
-      Spread kpf(nk.a, ntl.n1 * kr, nk.b, (ntl.n - ntl.n1) * kr, std::max(n, 1)),
-          vpf(nv.a, ntl.n1 * vr, nv.b, (ntl.n - ntl.n1) * vr, std::max<int64_t>(1, D / (2 * W)));
+      const TileRows knext = rows_of(k, kr, nru, ntl), vnext = rows_of(v, vr, nru, ntl);
+      Spread kpf(knext.a, ntl.n1 * kr, knext.b, (ntl.n - ntl.n1) * kr, std::max(n, 1)),
+          vpf(vnext.a, ntl.n1 * vr, vnext.b, (ntl.n - ntl.n1) * vr, std::max<int64_t>(1, D / (2 * W)));
       const QuantQ qq = kq ? quant_of(hi) : QuantQ{};
       // scores, run by run (one call site a type: GCC then inlines them as
       // before the runs; two sites left score_float's dots out of line, f16
