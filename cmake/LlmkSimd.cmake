@@ -2,6 +2,7 @@
 #  - a name ending in _avx2.cpp is compiled with AVX2+FMA+F16C,
 #  - a name ending in _avx512.cpp with AVX-512 F/BW/VL/DQ (+FMA, F16C),
 #  - a name ending in _avx512vnni.cpp with those and AVX-512 VNNI,
+#  - a name ending in _avx512vbmi.cpp with those, VNNI and VBMI (vpermb),
 #  - a .cu file is added only when the CUDA kernels are built.
 # Nothing else gets ISA flags: the choice between scalar, AVX2 and AVX-512 is
 # made at run time (include/llmk/cpu_features.hpp), so one binary runs anywhere.
@@ -20,6 +21,9 @@ function(llmk_add_sources)
     elseif(abs MATCHES "_avx512vnni\\.cpp$")
       set_source_files_properties(${abs} TARGET_DIRECTORY llmk PROPERTIES
         COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mfma;-mf16c")
+    elseif(abs MATCHES "_avx512vbmi\\.cpp$")
+      set_source_files_properties(${abs} TARGET_DIRECTORY llmk PROPERTIES
+        COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512vbmi;-mfma;-mf16c")
     endif()
     target_sources(llmk PRIVATE ${abs})
   endforeach()

@@ -3,17 +3,22 @@
 // translation units (*_avx2.cpp, *_avx512.cpp), and the int8 dot products of
 // the quantized matmul and attention an AVX-512 VNNI one (*_avx512vnni.cpp:
 // vpdpbusd, the same integer sums as AVX2's maddubs + madd, so the same bits).
-// The levels are ordered: avx512vnni implies avx512, and a kernel without a
-// VNNI path runs its AVX-512 one there. simd_level() picks the best level the
-// CPU and OS support, capped by set_simd_limit() or the environment variable
-// LLMK_SIMD=scalar|avx2|avx512|avx512vnni, so tests can run every path the
-// machine can execute.
+// Attention has one more, for CPUs with VNNI and VBMI (Ice Lake, Zen 4 and
+// later; not Cascade Lake): *_avx512vbmi.cpp, whose P.V over an int4 V takes
+// 8-bit weights (docs/kv_cache.md), so its int4-V results differ from the
+// lower levels' within a bound the tests assert. The levels are ordered:
+// avx512vbmi implies avx512vnni implies avx512, and a kernel without a path
+// for a level runs the next lower one there. simd_level() picks the best level
+// the CPU and OS support, capped by set_simd_limit() or the environment
+// variable LLMK_SIMD=scalar|avx2|avx512|avx512vnni|avx512vbmi, so tests can run
+// every path the machine can execute.
 #pragma once
 #include <string_view>
 
 namespace llmk {
 
-enum class SimdLevel : int { scalar = 0, avx2 = 1, avx512 = 2, avx512vnni = 3 };
+enum class SimdLevel : int { scalar = 0, avx2 = 1, avx512 = 2, avx512vnni = 3, avx512vbmi = 4 };
+inline constexpr const char* kSimdLevelChoices = "must be scalar, avx2, avx512, avx512vnni or avx512vbmi";
 
 SimdLevel detected_simd_level();  // what this CPU + OS support
 SimdLevel simd_level();           // min(detected, limit)

@@ -118,12 +118,11 @@ NB_MODULE(_llmk, m) {
   m.def(
       "set_simd_limit",
       [](const std::string& level) {
-        for (auto l : {llmk::SimdLevel::scalar, llmk::SimdLevel::avx2, llmk::SimdLevel::avx512,
-                       llmk::SimdLevel::avx512vnni})
-          if (level == llmk::simd_name(l)) return llmk::set_simd_limit(l);
+        for (int l = 0; l <= static_cast<int>(llmk::SimdLevel::avx512vbmi); ++l)
+          if (level == llmk::simd_name(static_cast<llmk::SimdLevel>(l)))
+            return llmk::set_simd_limit(static_cast<llmk::SimdLevel>(l));
         // parse_simd_level would name LLMK_SIMD, the environment variable
-        llmk::throw_invalid_argument("llmk.set_simd_limit", "level", level,
-                                     "must be scalar, avx2, avx512 or avx512vnni");
+        llmk::throw_invalid_argument("llmk.set_simd_limit", "level", level, llmk::kSimdLevelChoices);
       },
       nb::arg("level"));
   m.def("num_threads", &llmk::num_threads);

@@ -31,6 +31,7 @@ namespace attn_isa {
 void attend_avx2(const KvLayerView&, const attn::Item&, float*);
 void attend_avx512(const KvLayerView&, const attn::Item&, float*);
 void attend_avx512vnni(const KvLayerView&, const attn::Item&, float*);
+void attend_avx512vbmi(const KvLayerView&, const attn::Item&, float*);
 }  // namespace attn_isa
 
 namespace {
@@ -94,6 +95,7 @@ const float* rotated_queries(const float* q, int64_t rows, const KvLayerView& kv
 using AttendFn = void (*)(const KvLayerView&, const Item&, float*);
 AttendFn pick_attend() {
   switch (simd_level()) {
+    case SimdLevel::avx512vbmi: return attn_isa::attend_avx512vbmi;
     case SimdLevel::avx512vnni: return attn_isa::attend_avx512vnni;
     case SimdLevel::avx512: return attn_isa::attend_avx512;
     case SimdLevel::avx2: return attn_isa::attend_avx2;

@@ -26,7 +26,9 @@
 // weights p * d as 16-bit integers scaled by a power of two per (tile, row,
 // group) and sums quants * weights in int32 (vpdpwssd / vpmaddwd: half the
 // multiplies of the FMAs; pv_weights<.., true>, pv_int_rows_avx512, and the
-// error bound in docs/kv_cache.md). Nothing is dequantized to memory. A row's
+// error bound in docs/kv_cache.md); compiled with VBMI (attention_avx512vbmi.cpp)
+// an int4 V takes 8-bit weights, four positions a vpdpbusd
+// (pv_q4_rows_avx512vbmi, kPvBytes). Nothing is dequantized to memory. A row's
 // arithmetic depends only on its own q, its limit and the positions, never on
 // the other rows or heads of the item (a block of 4 rows runs to its longest visible
 // count: the others' extra terms have p = 0 exactly and add exact zeros).
@@ -77,6 +79,15 @@ inline constexpr int kQTile = 8;   // prefill query tokens per work item
 
 inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
 inline constexpr int kKvMaxGroups = 8;  // head_dim <= 256
+
+// int4 V on AVX-512 with VBMI and VNNI: P.V takes 8-bit weights, four
+// positions a vpdpbusd (pv_q4_rows_avx512vbmi); elsewhere 16-bit ones, two a vpdpwssd.
+template <KvType T>
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+inline constexpr bool kPvBytes = T == KvType::int4;
+#else
+inline constexpr bool kPvBytes = false;
+#endif
 
 // Prefetch of the next tile's K or V rows [p, p + bytes) into L2, issued in
 // `parts` equal parts as the current tile's work progresses (part() per token
@@ -462,8 +473,8 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   if constexpr (std::is_same_v<S, simd::Avx512>) {  // a group's 16 scales (and mins) in one gather
     for (int h = 0; h * 16 < kTile; ++h)  // 16 positions a gather, from one or both runs
-      tile_scales_avx512<T == KvType::int4>(vt.a, vt.b, vt.n1, vt.stride, h * 16, n, ng, kTile, dt + h * 16,
-                                            mt + h * 16);
+      tile_scales_avx512<T == KvType::int4, kPvBytes<T>>(vt.a, vt.b, vt.n1, vt.stride, h * 16, n, ng, kTile,
+                                                         dt + h * 16, mt + h * 16);
   } else
 #endif
   {
@@ -481,8 +492,11 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   if constexpr (kInt) {  // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g]
     static_assert(std::is_same_v<S, simd::Avx512> && kTile == 32, "a tile row is two zmm");
+    constexpr bool k8 = kPvBytes<T>;  // 8-bit weights against centered int4 quants (pv_q4_rows_avx512vbmi)
+    constexpr int kBits = k8 ? 7 : 14;  // ub 2^k in [2^kBits, 2^(kBits + 1))
     int16_t* om = reinterpret_cast<int16_t*>(w);
-    float* sc = w + R * ng * kTile / 2;
+    uint8_t* ob = reinterpret_cast<uint8_t*>(w);
+    float* sc = w + R * ng * kTile / (k8 ? 4 : 2);
     const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const uint32_t all = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;  // bit t: position t of the tile
     float dmax[kKvMaxGroups];          // max |d| over the tile's n positions
@@ -513,8 +527,12 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
         const int64_t rg = r * ng + g;
         __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
         const auto no_weights = [&](float scale) {
-          _mm256_storeu_si256(o, _mm256_setzero_si256());
-          _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
+          if constexpr (k8) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + rg * kTile), _mm256_setzero_si256());
+          } else {
+            _mm256_storeu_si256(o, _mm256_setzero_si256());
+            _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
+          }
           sc[rg] = scale;
         };
         if (pbad || (dbad[g] & vis)) {  // a NaN weight, or one of inf or 0 * inf: the sum is NaN, as in f32
@@ -537,14 +555,16 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
         }
         uint32_t bits;
         std::memcpy(&bits, &ub, 4);
-        const int k = 14 - (int(bits >> 23) - 127);  // ub normal: exponent bits - bias = floor(log2 ub)
+        const int k = kBits - (int(bits >> 23) - 127);  // ub normal: exponent bits - bias = floor(log2 ub)
         const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;  // 2^k, 2^-k
         float pk, nk;
         std::memcpy(&pk, &up, 4);
         std::memcpy(&nk, &down, 4);
         for (int hh = 0; hh < 2; ++hh) {  // w = p d, 0 where unseen
           const __m512 wv = _mm512_maskz_mul_ps(__mmask16(vis >> (16 * hh)), pr[hh], _mm512_loadu_ps(dt + g * kTile + 16 * hh));
-          _mm256_storeu_si256(o + hh, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)))));
+          const __m512i wi = _mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)));
+          if constexpr (k8) _mm_storeu_si128(reinterpret_cast<__m128i*>(ob + rg * kTile + 16 * hh), _mm512_cvtusepi32_epi8(wi));
+          else _mm256_storeu_si256(o + hh, _mm512_cvtsepi32_epi16(wi));
         }
         sc[rg] = nk;
       }
@@ -741,6 +761,64 @@ void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const TileRow
   }
 }
 
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+// P.V of an int4 V tile for NR rows with 8-bit weights ob[(i * ng + g) *
+// kTile + t] (pv_weights<.., true>): per group, four positions at a time, the
+// four rows' 16 bytes side by side in a zmm, turned by one vpermb into
+// 16 dwords of (t, t + 1, t + 2, t + 3) bytes, split into low nibbles (dims
+// 0-15) and high (16-31), centered to q - 8 in [-8, 7], and summed with the
+// row's 4 weights by one vpdpbusd each (|I| <= 32 * 255 * 8 < 2^31). Then acc
+// = acc * alpha + msum + I * sc, msum over m + 8 d. Positions past nb take
+// the last valid row (their weights are 0).
+template <int NR>
+void pv_q4_rows_avx512vbmi(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb, const uint8_t* ob,
+                     const float* sc, const float* msum, int64_t ng, Spread& pf) {
+  constexpr int64_t blk = int64_t(sizeof(BlockQ4)), qs_at = 4;
+  alignas(64) static constexpr uint8_t kIdx[64] = {
+      0, 16, 32, 48, 1, 17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
+      37, 53, 6, 22, 38, 54, 7, 23, 39, 55, 8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11, 27,
+      43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+  const __m512i idx = _mm512_load_si512(kIdx), m15 = _mm512_set1_epi8(15), c8 = _mm512_set1_epi8(8);
+  const uint8_t* rows[kTile + 3];
+  for (int t = 0; t < nb; ++t) rows[t] = vt.at(t);
+  for (int t = nb; t < (nb + 3) / 4 * 4; ++t) rows[t] = rows[nb - 1];
+  for (int64_t g = 0; g < ng; ++g) {
+    pf.part();
+    __m512i a[NR][2];
+    for (int i = 0; i < NR; ++i) a[i][0] = a[i][1] = _mm512_setzero_si512();
+    const int64_t go = g * blk + qs_at;
+    for (int t = 0; t < nb; t += 4) {
+      __m512i z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t] + go)));
+      z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t + 1] + go)), 1);
+      z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t + 2] + go)), 2);
+      z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t + 3] + go)), 3);
+      const __m512i x = _mm512_permutexvar_epi8(idx, z);
+      const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(x, m15), c8);
+      const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), m15), c8);
+      for (int i = 0; i < NR; ++i) {
+        int32_t w4;
+        std::memcpy(&w4, ob + (i * ng + g) * kTile + t, 4);
+        const __m512i wv = _mm512_set1_epi32(w4);
+        a[i][0] = _mm512_dpbusd_epi32(a[i][0], wv, lo);
+        a[i][1] = _mm512_dpbusd_epi32(a[i][1], wv, hi);
+      }
+    }
+    const int64_t c = g * kKvGroup;
+    for (int i = 0; i < NR; ++i) {
+      const int64_t rg = i * ng + g;
+      const __m512 al = _mm512_set1_ps(alpha[i]), s = _mm512_set1_ps(sc[rg]), ms = _mm512_set1_ps(msum[rg]);
+      const auto flush = [&](float* o, __m512i I) {
+        const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(o), al), ms);
+        _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, v));
+      };
+      float* o = acc + i * D + c;
+      flush(o, a[i][0]);
+      if (D - c > 16) flush(o + 16, a[i][1]);
+    }
+  }
+}
+#endif
+
 // pv_tile for int8 / int4 V on AVX-512: 16-bit weights (pv_weights<.., true>), 4 rows at a time.
 template <KvType T>
 void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRows& vt, int R,
@@ -755,6 +833,20 @@ void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRow
     int nb = 0;
     for (int i = r; i < r + nr; ++i) nb = std::max(nb, nvis[i]);
     const int64_t o = int64_t(r) * ng;
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+    if constexpr (kPvBytes<T>) {
+      const uint8_t* ob = reinterpret_cast<const uint8_t*>(w);
+      const float* sb = w + R * ng * kTile / 4;
+      if (nb > 0) switch (nr) {
+          case 4: pv_q4_rows_avx512vbmi<4>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
+          case 3: pv_q4_rows_avx512vbmi<3>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
+          case 2: pv_q4_rows_avx512vbmi<2>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
+          case 1: pv_q4_rows_avx512vbmi<1>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
+        }
+      r += nr;
+      continue;
+    }
+#endif
     if (nb > 0) switch (nr) {
         case 4: pv_int_rows_avx512<Q4, 4>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
         case 3: pv_int_rows_avx512<Q4, 3>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;

@@ -225,8 +225,9 @@ template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* 
 // t0 + 16 (of its n; positions t < n1 in run a, the rest in run b; row stride
 // vr) as f32: dt[g * gs + l] (mt[g * gs + l]) for position t0 + l, 0 from n
 // on. One gather of the blocks' first 4 bytes (d, then m for Q4_1) per group
-// and run.
-template <bool Q4>
+// and run. With kCenter (int4 V against quants centered to q - 8,
+// pv_q4_rows_avx512vbmi) mt holds m + 8 d instead.
+template <bool Q4, bool kCenter = false>
 inline void tile_scales_avx512(const uint8_t* a, const uint8_t* b, int n1, int64_t vr, int t0, int n, int64_t ng,
                                int64_t gs, float* dt, float* mt) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
@@ -241,7 +242,12 @@ inline void tile_scales_avx512(const uint8_t* a, const uint8_t* b, int n1, int64
     if (in_a) x = _mm512_mask_i32gather_epi32(x, in_a, ia, a + g * blk, 1);
     if (in_b) x = _mm512_mask_i32gather_epi32(x, in_b, ib, b + g * blk, 1);
     _mm512_storeu_ps(dt + g * gs, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x)));
-    if constexpr (Q4) _mm512_storeu_ps(mt + g * gs, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16))));
+    if constexpr (Q4) {
+      __m512 m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16)));
+      if constexpr (kCenter)  // v = d q + m = d (q - 8) + (m + 8 d): the min term of centered quants
+        m = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(x)), _mm512_set1_ps(8.0f), m);
+      _mm512_storeu_ps(mt + g * gs, m);
+    }
   }
 }
 // Lane i of the result = the sum of x_i's 16 lanes, for 4 vectors at once:

@@ -28,10 +28,10 @@ SimdLevel probe() {
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return SimdLevel::scalar;
   const bool avx2 = b & (1u << 5);
   const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
-             avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
+             avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11), avx512vbmi = c & (1u << 1);
   if (!(avx2 && fma && f16c)) return SimdLevel::scalar;
   if (zmm_os && avx512f && avx512dq && avx512bw && avx512vl)
-    return avx512vnni ? SimdLevel::avx512vnni : SimdLevel::avx512;
+    return !avx512vnni ? SimdLevel::avx512 : avx512vbmi ? SimdLevel::avx512vbmi : SimdLevel::avx512vnni;
   return SimdLevel::avx2;
 #else
   return SimdLevel::scalar;
@@ -40,7 +40,7 @@ SimdLevel probe() {
 
 SimdLevel initial_limit() {
   const char* env = std::getenv("LLMK_SIMD");
-  return env && *env ? parse_simd_level(env) : SimdLevel::avx512vnni;
+  return env && *env ? parse_simd_level(env) : SimdLevel::avx512vbmi;
 }
 
 std::atomic<int>& limit() {
@@ -69,15 +69,15 @@ const char* simd_name(SimdLevel level) {
     case SimdLevel::avx2: return "avx2";
     case SimdLevel::avx512: return "avx512";
     case SimdLevel::avx512vnni: return "avx512vnni";
+    case SimdLevel::avx512vbmi: return "avx512vbmi";
   }
   return "?";
 }
 
 SimdLevel parse_simd_level(std::string_view name) {
-  for (SimdLevel l : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512, SimdLevel::avx512vnni})
-    if (name == simd_name(l)) return l;
-  throw_invalid_argument("parse_simd_level", "LLMK_SIMD", std::string(name),
-                         "must be scalar, avx2, avx512 or avx512vnni");
+  for (int l = 0; l <= static_cast<int>(SimdLevel::avx512vbmi); ++l)
+    if (name == simd_name(static_cast<SimdLevel>(l))) return static_cast<SimdLevel>(l);
+  throw_invalid_argument("parse_simd_level", "LLMK_SIMD", std::string(name), kSimdLevelChoices);
 }
 
 ScopedSimdLimit::ScopedSimdLimit(SimdLevel level) : prev_(static_cast<SimdLevel>(limit().load())) {

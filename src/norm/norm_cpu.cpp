@@ -24,7 +24,8 @@ namespace {
 
 const Kernels& kernels() {
   switch (simd_level()) {
-    case SimdLevel::avx512vnni:  // no VNNI path here
+    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
+    case SimdLevel::avx512vnni:
     case SimdLevel::avx512: return kernels_avx512();
     case SimdLevel::avx2: return kernels_avx2();
     default: return kernels_scalar();

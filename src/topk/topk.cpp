@@ -220,7 +220,8 @@ constexpr int64_t kMinPart = 16384;
 
 SmallFn pick_small() {
   switch (simd_level()) {
-    case SimdLevel::avx512vnni:  // no VNNI path here
+    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
+    case SimdLevel::avx512vnni:
     case SimdLevel::avx512: return small_avx512;
     case SimdLevel::avx2: return small_avx2;
     default: return small_scalar;
@@ -230,7 +231,8 @@ SmallFn pick_small() {
 // The batched small-row path and its batch (the vector width), or none (scalar).
 std::pair<SmallRowsFn, int64_t> pick_small_rows() {
   switch (simd_level()) {
-    case SimdLevel::avx512vnni:  // no VNNI path here
+    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
+    case SimdLevel::avx512vnni:
     case SimdLevel::avx512: return {small_rows_avx512, kMaxBatchRows};
     case SimdLevel::avx2: return {small_rows_avx2, 8};
     default: return {nullptr, 1};
@@ -239,7 +241,8 @@ std::pair<SmallRowsFn, int64_t> pick_small_rows() {
 
 ProbsFn pick_probs() {
   switch (simd_level()) {
-    case SimdLevel::avx512vnni:  // no VNNI path here
+    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
+    case SimdLevel::avx512vnni:
     case SimdLevel::avx512: return probs_avx512;
     case SimdLevel::avx2: return probs_avx2;
     default: return probs_scalar;
@@ -248,7 +251,8 @@ ProbsFn pick_probs() {
 
 ScanFn pick_scan() {
   switch (simd_level()) {
-    case SimdLevel::avx512vnni:  // no VNNI path here
+    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
+    case SimdLevel::avx512vnni:
     case SimdLevel::avx512: return scan_avx512;
     case SimdLevel::avx2: return scan_avx2;
     default: return scan_scalar;

@@ -124,34 +124,46 @@ inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, u
 // dequantized rows (attention_kernel.hpp, pv_weights<.., true>): per tile (at
 // most kPvTile = 32 consecutive positions) and (row, 32-group), the weights w_t = p_t d_t
 // (d_t the V row's group scale) go in as integers om_t = round(w_t 2^k), with
-// 2^k set by ub = max p * max |d| over the positions of the tile the row sees,
-// so that ub 2^k lies in [2^14, 2^15): |om_t 2^-k - w_t| <= 2^-k <= ub
-// 2^-14 (half that, but a rounding up to 2^15 saturates). An output moves by
-// at most 2^-14 sum_tiles (ub / l) sum_{t in tile} |q_tc|, q_tc the stored quant
-// (int4: the nibble; its min term stays f32), l the row's sum of weights.
+// 2^k set by ub = max p * max |d| over the positions of the tile the row sees.
+// With 16-bit weights (levels avx512 and avx512vnni; avx512vbmi over an int8
+// V) ub 2^k lies in [2^14, 2^15): |om_t 2^-k - w_t| <= 2^-k <= ub 2^-14 (half
+// that, but a rounding up to 2^15 saturates), against the stored quant q_tc
+// (int4: the nibble; its min term stays f32). With 8-bit weights (level
+// avx512vbmi over an int4 V) ub 2^k lies in [2^7, 2^8), so 2^-7 in place of
+// 2^-14, against the centered quant q_tc - 8 (the min term takes m + 8 d, f32).
+// An output moves by at most u sum_tiles (ub / l) sum_{t in tile} |q_tc|, u the
+// unit above, l the row's sum of weights.
 // ub / l <= (max P) (max |d|) over the tile, P the normalized probabilities
 // (computed here in double from q, the dequantized K and scale, as
 // attention_reference does; 1% allowed for the kernel's f32 ones), and a tile
 // holding t lies within t - 31 .. t + 31, so per output element
-//   bound_c = 1.01 2^-14 sum_t |q_tc| max_{|t' - t| <= 31, t' seen} P_t' max_{|t' - t| <= 31, t' seen} |d_t'|.
+//   bound_c = 1.01 u sum_t |q_tc| max_{|t' - t| <= 31, t' seen} P_t' max_{|t' - t| <= 31, t' seen} |d_t'|.
 // The arguments of attention_reference (k: the dense K it is given), except
 // v: the V rows as written (f32), quantized again here to type vt as the
 // cache stored them. Zeros for a float vt.
+struct PvBounds {
+  std::vector<double> w16, w8;  // per output element: 16-bit weights, 8-bit weights
+};
 inline constexpr int64_t kPvTile = 32;  // positions a tile over int8/int4 V, at most
-inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
-                                             const int64_t* kv_indptr, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
-                                             double scale, KvType vt) {
+inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
+                                  const int64_t* kv_indptr, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
+                                  double scale, KvType vt) {
   const int64_t G = Hq / Hkv;
-  std::vector<double> bound(static_cast<size_t>(qo_indptr[B] * Hq * D), 0.0);
-  if (!kv_type_quantized(vt)) return bound;
+  PvBounds bounds;
+  std::vector<double>& bound = bounds.w16;
+  bound.assign(static_cast<size_t>(qo_indptr[B] * Hq * D), 0.0);
+  bounds.w8 = bound;
+  if (!kv_type_quantized(vt)) return bounds;
   std::vector<uint8_t> row(static_cast<size_t>(kv_row_bytes(vt, D)));
-  std::vector<double> dsc, aq, P, pwin, dwin;  // per position: group scales, |quants|; per row: probabilities, window maxima
+  // per position: group scales, |quants|, |quants - 8| (int4); per row: probabilities, window maxima
+  std::vector<double> dsc, aq, aq8, P, pwin, dwin;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t kv0 = kv_indptr[b], kv_len = kv_indptr[b + 1] - kv0;
     const int64_t qo_len = qo_indptr[b + 1] - qo_indptr[b], ng = (D + 31) / 32;
     for (int64_t hk = 0; hk < Hkv; ++hk) {
       dsc.assign(size_t(kv_len * ng), 0.0);
       aq.assign(size_t(kv_len * D), 0.0);
+      aq8.assign(size_t(kv_len * D), 0.0);
       for (int64_t j = 0; j < kv_len; ++j) {
         kv_quantize_row(vt, v + ((kv0 + j) * Hkv + hk) * D, D, row.data());
         for (int64_t c = 0; c < D; ++c) {
@@ -164,6 +176,7 @@ inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_i
             const BlockQ4& blk = reinterpret_cast<const BlockQ4*>(row.data())[g];
             dsc[size_t(j * ng + g)] = f16_bits_to_f32(blk.d);
             aq[size_t(j * D + c)] = double(e < 16 ? blk.qs[e] & 15 : blk.qs[e - 16] >> 4);
+            aq8[size_t(j * D + c)] = std::fabs(aq[size_t(j * D + c)] - 8);
           }
         }
       }
@@ -186,13 +199,14 @@ inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_i
           for (auto& x : P) sum += (x = std::exp(x - mx));
           for (auto& x : P) x /= sum;
           double* o = bound.data() + (t * Hq + h) * D;
+          double* o8 = bounds.w8.data() + (t * Hq + h) * D;
           pwin.assign(size_t(kv_len), 0.0);  // max of P over |t' - t| < kPvTile, t' <= pos
           for (int64_t j = 0; j < kv_len; ++j)
             for (int64_t u = std::max<int64_t>(0, j - (kPvTile - 1)); u <= std::min(pos, j + (kPvTile - 1)); ++u)
               pwin[size_t(j)] = std::max(pwin[size_t(j)], P[size_t(u)]);
           for (int64_t g = 0; g < ng; ++g)
             for (int64_t c = g * 32; c < std::min(D, g * 32 + 32); ++c) {
-              double acc = 0;
+              double acc = 0, acc8 = 0;
               for (int64_t j = 0; j <= pos; ++j) {
                 double dw = dwin[size_t(g * kv_len + j)];
                 if (j + (kPvTile - 1) > pos) {  // the window ends at pos: the row never sees further scales
@@ -201,20 +215,28 @@ inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_i
                     dw = std::max(dw, std::fabs(dsc[size_t(u * ng + g)]));
                 }
                 acc += aq[size_t(j * D + c)] * pwin[size_t(j)] * dw;
+                acc8 += aq8[size_t(j * D + c)] * pwin[size_t(j)] * dw;
               }
               o[c] = 1.01 * 0x1p-14 * acc;
+              o8[c] = vt == KvType::int4 ? 1.01 * 0x1p-7 * acc8 : o[c];
             }
         }
     }
   }
-  return bound;
+  return bounds;
 }
 // The same over a fixture, against its dequantized K rows (f.kq).
-inline std::vector<double> pv_rounding_bound(const float* q, const int64_t* qo_indptr, const Filled& f, int64_t Hq,
-                                             double scale) {
+inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, const Filled& f, int64_t Hq,
+                                  double scale) {
   const KvCacheConfig& cfg = f.cache->config();
   return pv_rounding_bound(q, qo_indptr, f.kq.data(), f.v.data(), f.kv_indptr.data(), int64_t(f.seqs.size()), Hq,
                            cfg.n_kv_heads, cfg.head_dim, scale, cfg.v_type);
+}
+
+// The bound of level lvl's P.V: none below AVX-512 (f32 weights), else the
+// 16-bit or (avx512vbmi, int4 V; w8 equals w16 for int8 V) 8-bit one.
+inline const double* pv_bound_for(SimdLevel lvl, const PvBounds& b) {
+  return lvl >= SimdLevel::avx512vbmi ? b.w8.data() : lvl >= SimdLevel::avx512 ? b.w16.data() : nullptr;
 }
 
 }  // namespace llmk::test

@@ -52,12 +52,7 @@ std::vector<int64_t> decode_qo(int64_t B) {
   return qo;
 }
 
-// The extra tolerance of level lvl's P.V over an int8/int4 V: the AVX-512
-// levels take the weights as 16-bit integers, within test::pv_rounding_bound
-// (b); the others multiply in f32 (no extra).
-const double* pv_bound_for(SimdLevel lvl, const std::vector<double>& b) {
-  return lvl >= SimdLevel::avx512 ? b.data() : nullptr;
-}
+using test::pv_bound_for;
 
 // f32 accumulation over D <= 256 products and <= 1025 positions of N(0,1)
 // data: the observed error is ~1e-6; 1e-5 abs + rel is the bar.
@@ -109,6 +104,8 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
 // prefill must keep the AVX-512 bits, for int8 and int4 K with each V type,
 // groups of 1, 3, 4 and 8 rows (prefill: 1, 9 and 20 query tokens), head_dim 64 /
 // 80 / 128 / 256, and blocks of 16 and 7 tokens (tiles of 1..16 keys).
+// Level avx512vbmi must keep the VNNI bits too, except over an int4 V (its
+// 8-bit P.V weights: the oracle tests bound that).
 TEST(Attention, VnniKeepsTheAvx512Bits) {
   if (detected_simd_level() < SimdLevel::avx512vnni) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
   const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}, {8, 1, 256}};
@@ -128,7 +125,8 @@ TEST(Attention, VnniKeepsTheAvx512Bits) {
           test::fill_normal(q.data(), q.size(), 98);
           const float scale = float(1 / std::sqrt(double(s.D)));
           std::vector<std::vector<float>> dec, pre;
-          for (SimdLevel lvl : {SimdLevel::avx512, SimdLevel::avx512vnni}) {
+          for (SimdLevel lvl : {SimdLevel::avx512, SimdLevel::avx512vnni, SimdLevel::avx512vbmi}) {
+            if (lvl > detected_simd_level()) break;
             ScopedSimdLimit lim(lvl);
             dec.emplace_back(size_t(n));
             pre.emplace_back(size_t(np));
@@ -139,6 +137,10 @@ TEST(Attention, VnniKeepsTheAvx512Bits) {
                                    " D=" + std::to_string(s.D) + " block " + std::to_string(bt);
           EXPECT_EQ(0, std::memcmp(dec[0].data(), dec[1].data(), size_t(n) * 4)) << "decode " << what;
           EXPECT_EQ(0, std::memcmp(pre[0].data(), pre[1].data(), size_t(np) * 4)) << "prefill " << what;
+          if (dec.size() == 3 && vt != KvType::int4) {  // avx512vbmi differs from VNNI only in P.V over int4 V
+            EXPECT_EQ(0, std::memcmp(dec[1].data(), dec[2].data(), size_t(n) * 4)) << "vbmi decode " << what;
+            EXPECT_EQ(0, std::memcmp(pre[1].data(), pre[2].data(), size_t(np) * 4)) << "vbmi prefill " << what;
+          }
         }
 }
 

@@ -245,8 +245,9 @@ TEST(PrefillCuda, NoLeakOfOtherSequencesOrFutureTokens) {
 // (half a step plus f32 rounding, docs/kv_cache.md);
 // scores moved by <= delta move softmax weights by a factor in
 // [e^-2delta, e^2delta], hence an output by <= (e^(2 delta) - 1) max_j |v_j|.
-// On AVX-512 the CPU's P.V over an int8 / int4 V takes 16-bit integer
-// weights, which adds up to test::pv_rounding_bound (attn_fixture.hpp).
+// On AVX-512 the CPU's P.V over an int8 / int4 V takes 16-bit (8-bit: level
+// avx512vbmi, int4 V) integer weights, which adds up to test::pv_rounding_bound
+// (attn_fixture.hpp).
 // As Attention.UnderflowedWeightOfAVisibleKeyStillMultipliesItsV on the CPU:
 // a visible key of weight 0 (underflow) still multiplies its V (inf: NaN out);
 // the kernel once skipped every key of weight 0, not only the invisible ones.
@@ -279,7 +280,7 @@ TEST(PrefillCuda, MatchesCpuPrefill) {
     attention_prefill(x.q.data(), x.qo.data(), x.f.cache->layer(0), x.f.pages.view(), s.Hq, scale, cpu.data());
     const auto qk = kv_type_quantized(kt) ? test::quantized_queries(x.q.data(), x.T * s.Hq, s.D, scale) : x.q;
     const auto vb = test::pv_rounding_bound(qk.data(), x.qo.data(), x.f, s.Hq, scale);
-    const bool int_weights = simd_level() >= SimdLevel::avx512;
+    const double* pvb = test::pv_bound_for(simd_level(), vb);
     // per sequence and kv head: max_j sum_{i in g} |k_ji| per group g, max |v|
     const int64_t D = s.D, Hkv = s.Hkv, G = s.Hq / Hkv, ng = (D + 31) / 32;
     const OnDevice d(x.f);
@@ -311,7 +312,7 @@ TEST(PrefillCuda, MatchesCpuPrefill) {
               const double bound = std::expm1(2 * delta) * vmax;
               for (int64_t e = 0; e < D; ++e) {
                 const double a = got[size_t(at + e)], w = cpu[size_t(at + e)];
-                const double pv = int_weights ? vb[size_t(at + e)] : 0.0;
+                const double pv = pvb ? pvb[size_t(at + e)] : 0.0;
                 ASSERT_LE(std::fabs(a - w), bound + pv + 2 * kTol * (1 + std::fabs(w)))
                     << kv_type_name(kt) << "/" << kv_type_name(vt) << " cta_rows=" << c << " seq " << b
                     << " token " << i << " head " << hq << " element " << e;

@@ -21,7 +21,11 @@ CPU cannot run. This check disassembles a linked binary and fails if
    vpdpwssd[s]). The *_avx512vnni.cpp files instantiate the same AVX-512
    kernels as *_avx512.cpp, so their names say avx512 too; those kernels live in
    unnamed namespaces (local symbols), and a shared copy of anything else
-   compiled there must not carry VNNI to a CPU that has AVX-512 without it.
+   compiled there must not carry VNNI to a CPU that has AVX-512 without it;
+ - by the same rule, a function that is not local and whose name does not say
+   vbmi contains a VBMI instruction (vpermb, vperm[it]2b, vpmultishiftqb): the
+   *_avx512vbmi.cpp files (VNNI + VBMI) must not hand one to a CPU that has
+   VNNI without VBMI (Cascade Lake).
 
 usage: check_isa_leaks.py BINARY [BINARY ...]
        check_isa_leaks.py --self-test   (the rules against hand-written objdump lines)"""
@@ -33,6 +37,7 @@ HEADER = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 ALLOWED = ("avx2", "avx512", "f16c")
 EVEX_OPERAND = re.compile(r"%zmm|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|%k[0-7]\b|\{")
 VNNI_MNEMONIC = re.compile(r"^vpdp(busd|wssd)s?$")
+VBMI_MNEMONIC = re.compile(r"^(vpermb|vperm[it]2b|vpmultishiftqb)$")
 EVEX_MNEMONIC = re.compile(
     r"^(k[a-z]+|vpternlog[dq]|vperm[it]2[a-z]+|vcompress|vexpand|vfixupimm|vgetexp|vgetmant|vrndscale|vscalef|"
     r"vrcp14|vrsqrt14|vrange|vreduce|vfpclass|vpconflict|vplzcnt|vpopcnt|vpshl?d|vpshrd|vpermb|vpermw|vpmovm2|"
@@ -74,6 +79,9 @@ def leaks_in(out, local):
         if VNNI_MNEMONIC.match(mnem) and "vnni" not in name and fn not in local:
             bad.setdefault(fn, insn)
             continue
+        if VBMI_MNEMONIC.match(mnem) and "vbmi" not in name and fn not in local:
+            bad.setdefault(fn, insn)
+            continue
         if "avx512" in name:
             continue
         if "avx2" in name:  # AVX2 code: no AVX-512 encoding
@@ -107,6 +115,11 @@ def self_test():
         (dis("void k<llmk::simd::Avx512>(float*)", "vpdpbusd %zmm1,%zmm2,%zmm3"),
          {"void k<llmk::simd::Avx512>(float*)"}, False),
         (dis("void k_avx512vnni(float*)", "vpdpbusd %zmm1,%zmm2,%zmm3"), set(), False),
+        (dis("void k<llmk::simd::Avx512>(float*)", "vpermb %zmm1,%zmm2,%zmm3"), set(), True),
+        (dis("void k<llmk::simd::Avx512>(float*)", "vpermt2b %zmm1,%zmm2,%zmm3"),
+         {"void k<llmk::simd::Avx512>(float*)"}, False),
+        (dis("void k_avx512vnni(float*)", "vpermb %zmm1,%zmm2,%zmm3"), set(), True),
+        (dis("void k_avx512vbmi(float*)", "vpermb %zmm1,%zmm2,%zmm3"), set(), False),
     ]
     failed = 0
     for i, (text, local, want) in enumerate(cases):
@@ -131,7 +144,7 @@ def main(paths):
             print(f"{p}: {len(bad)} function(s) contain instructions of a higher ISA than their path")
         else:
             print(f"{p}: no AVX instruction outside avx2/avx512 code, no AVX-512 instruction in avx2 code, "
-                  "no VNNI instruction in a shared function outside vnni code")
+                  "no VNNI (VBMI) instruction in a shared function outside vnni (vbmi) code")
     return 1 if failed else 0
 
 
