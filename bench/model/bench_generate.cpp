@@ -14,6 +14,9 @@
 // median_ms is the time per forward. The rows run in 3 rounds (1 with --quick), llmk's round
 // then the peer's, in turn, and each row reports its median round: on a shared machine whose
 // speed drifts, both sides then see the same mix of quiet and loaded phases.
+// ISA: llmk picks its SIMD level at run time (`simd` column); scripts/setup-peers builds
+// llama.cpp for AVX2 + FMA + F16C (its `isa` column), so where llmk runs AVX-512 each round
+// also runs llmk capped at AVX2 (impl llmk-avx2), the comparison at the same ISA.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include <memory>
 
 #include "bench/common/bench.hpp"
+#include "llmk/cpu_features.hpp"
 #include "llmk/engine.hpp"
 #include "llmk/gguf.hpp"
 #include "llmk/parallel.hpp"
@@ -84,8 +88,10 @@ int run(const Options& opt) {
   const double wbytes = double(model->weight_bytes());
   const std::string dtype = "kv f16";
   std::vector<Row> round;  // the rows of the current round
+  std::string impl = "llmk";
   auto add = [&](const std::string& op, const std::string& shape, double seconds, int64_t tokens, int64_t forwards) {
-    Row r{"generate", "llmk", op, shape, dtype, 1e3 * seconds / double(forwards), wbytes * double(forwards) / seconds / 1e9, {}};
+    Row r{"generate", impl, op, shape, dtype, 1e3 * seconds / double(forwards), wbytes * double(forwards) / seconds / 1e9, {}};
+    r.extra["simd"] = simd_name(simd_level());
     r.extra["tok_s"] = std::to_string(double(tokens) / seconds);
     r.extra["threads"] = std::to_string(threads);
     r.extra["peak_rss_mb"] = std::to_string(peak_rss_mb());
@@ -141,8 +147,15 @@ int run(const Options& opt) {
   const int rounds = opt.quick ? 1 : 3;
   std::vector<std::vector<Row>> all;  // every round's rows, llmk's and the peer's
   std::string why;
+  const bool also_avx2 = simd_level() > SimdLevel::avx2;
   for (int r = 0; r < rounds; ++r) {
+    impl = "llmk";
     all.push_back(llmk_round());
+    if (also_avx2) {
+      ScopedSimdLimit cap(SimdLevel::avx2);
+      impl = "llmk-avx2";
+      all.push_back(llmk_round());
+    }
     if (file && why.empty()) {
       auto peer = run_python_peer("bench/model/peer_llamacpp.py",
                                   {path, ids_path, std::to_string(threads), std::to_string(plen), std::to_string(dn),
@@ -155,6 +168,7 @@ int run(const Options& opt) {
   if (file) {
     if (!why.empty()) rep.note("peer skipped: " + why);
     rep.ratios("llmk", {"llama.cpp"});
+    if (also_avx2) rep.ratios("llmk-avx2", {"llama.cpp"});
   }
   return 0;
 }

@@ -68,10 +68,15 @@ def clear():
     L.llama_memory_clear(L.llama_get_memory(ctx), True)
 
 
+# the x86 features llama.cpp was compiled with ("AVX2 = 1 | ..." in its system info)
+isa = "+".join(f.split("=")[0].strip() for f in L.llama_print_system_info().decode().replace("|", "\n").split("\n")
+               if f.strip().endswith("= 1") and any(x in f for x in ("AVX", "FMA", "F16C"))) or "?"
+
+
 def row(op, shape, seconds, tokens, steps):
     print(json.dumps({"kernel": "generate", "impl": "llama.cpp", "op": op, "shape": shape, "dtype": "kv f16",
                       "median_ms": 1e3 * seconds / steps, "gbps": wbytes * steps / seconds / 1e9,
-                      "tok_s": tokens / seconds, "threads": threads,
+                      "tok_s": tokens / seconds, "threads": threads, "isa": isa,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
 
 
