@@ -120,10 +120,13 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
         mt = fmaxf(mt, s[u]);
       }
       const float mn = fmaxf(m[g], mt);
-      const float alpha = expf(m[g] - mn);
+      // every score so far -inf: those keys get weight 0 (expf(-inf - 0)), not
+      // expf(-inf + inf) = NaN; alpha is 0 then, on acc and l still 0
+      const float mu = mn == -INFINITY ? 0.0f : mn;
+      const float alpha = expf(m[g] - mu);
       float psum = 0.0f;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) psum += (s[u] = expf(s[u] - mn));
+      for (int u = 0; u < kUnroll; ++u) psum += (s[u] = expf(s[u] - mu));
       l[g] = l[g] * alpha + psum;
       m[g] = mn;
 #pragma unroll

@@ -1019,9 +1019,12 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
         for (int t = W; t < cap; t += W) mx = S::max(mx, S::load(sr + t));
         const float mn = std::max(m[r], S::hmax(mx));
         alpha[r] = mn == m[r] ? 1.0f : std::exp(m[r] - mn);  // exp(0) = 1: skip the call
+        // every score so far -inf (keys of score -inf get weight 0, as in the
+        // reference): exp(s - 0) = 0 for them, not exp(-inf + inf) = NaN
+        const float mu = mn == -INFINITY ? 0.0f : mn;
         V sum = S::zero();
         for (int t = 0; t < cap; t += W) {
-          const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mn)));  // 0 past nv
+          const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mu)));  // 0 past nv
           S::store(sr + t, e);
           sum = S::add(sum, e);
         }

@@ -317,6 +317,13 @@ void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, c
     LLMK_CHECK_ARG(splits >= 2 && splits <= std::min<int64_t>({32, topk::kPool / k, v}), fn, "splits", splits,
                    "must be in [2, min(32, 4096 / k, V)]");
   }
+  // one block a row (a split of a row; warp_per_row: 4 rows a block) in gridDim.x
+  const int64_t grid = config == TopkCudaConfig::warp_per_row ? (rows + topk::kWarpRows - 1) / topk::kWarpRows
+                       : config == TopkCudaConfig::split_row  ? rows * splits
+                                                              : rows;
+  LLMK_CHECK_ARG(grid <= INT32_MAX, fn, "logits", logits.describe(),
+                 std::string("has more rows than one launch of ") + topk_cuda_config_name(config) + " takes (" +
+                     std::to_string(grid) + " blocks > 2^31 - 1)");
   if (rows == 0) return;
   const topk::Out o{out.probs, out.indices, out.row_max, out.lse};
   const float scale = 1.0f / temperature;

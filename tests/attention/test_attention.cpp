@@ -510,6 +510,59 @@ TEST(Attention, UnderflowedWeightOfAVisibleKeyStillMultipliesItsV) {
   }
 }
 
+// Keys whose score is -inf (an -inf in an f32 / f16 / bf16 K row against a
+// positive query element) get weight 0, as in the reference, also when they
+// fill a row's first tiles (positions 0-39 of sequence 0) or a whole decode
+// split; a row that sees only such keys (sequence 1, and sequence 0's first 40
+// prefill rows) is NaN, 0 / 0, as the reference's softmax. The softmax step
+// once computed exp(-inf - -inf) = NaN for a tile whose scores were all -inf
+// with none finite before it, and turned the whole row NaN.
+TEST(Attention, KeysScoredMinusInfinityGetWeightZero) {
+  const Shape s{4, 2, 64};
+  const std::vector<int64_t> lens = {100, 37};
+  for (KvType kt : {KvType::f32, KvType::f16, KvType::bf16}) {
+    KvCacheConfig cfg;
+    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt;
+    const Filled f = test::make_filled(cfg, lens, 17, [&](std::vector<float>& k) {
+      for (int64_t j = 0; j < 137; ++j)
+        if (j < 40 || j >= 100)
+          for (int64_t h = 0; h < s.Hkv; ++h) k[size_t((j * s.Hkv + h) * s.D)] = -INFINITY;
+    });
+    const int64_t T = 137, B = 2;
+    std::vector<float> q(size_t(T * s.Hq * s.D));
+    test::fill_normal(q.data(), q.size(), 18);
+    for (int64_t t = 0; t < T * s.Hq; ++t) q[size_t(t * s.D)] = 1.0f;  // element 0 > 0: scores -inf
+    const float scale = float(1 / std::sqrt(double(s.D)));
+    const int64_t qo_all[] = {0, 100, 137};
+    std::vector<double> want_p(q.size());
+    attention_reference(q.data(), qo_all, f.kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
+                        want_p.data());
+    // decode: the last token of each sequence
+    std::vector<float> qd(size_t(B * s.Hq * s.D));
+    std::copy(q.begin() + 99 * s.Hq * s.D, q.begin() + 100 * s.Hq * s.D, qd.begin());
+    std::copy(q.begin() + 136 * s.Hq * s.D, q.end(), qd.begin() + s.Hq * s.D);
+    const auto want_d = decode_oracle(f, qd.data(), s, true);
+    EXPECT_FALSE(std::isnan(want_d[0]));
+    EXPECT_TRUE(std::isnan(want_d[size_t(s.Hq * s.D)]));
+    for (SimdLevel lvl : test::simd_levels())
+      for (int splits : {1, 3, 0}) {
+        ScopedSimdLimit lim(lvl);
+        const std::string what = std::string(simd_name(lvl)) + " " + kv_type_name(kt) + " splits " + std::to_string(splits);
+        test::Guarded<float> out(qd.size(), 4);
+        AttentionOptions opt;
+        opt.splits = splits;
+        attention_decode(qd.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, out.data(), opt);
+        ASSERT_TRUE(out.guard_intact());
+        EXPECT_TRUE(test::all_close(out.data(), want_d.data(), qd.size(), kTol, kTol, "decode " + what));
+        if (splits != 1) continue;
+        test::Guarded<float> pre(q.size(), 4);
+        attention_prefill(q.data(), qo_all, f.cache->layer(0), f.pages.view(), s.Hq, scale, pre.data());
+        ASSERT_TRUE(pre.guard_intact());
+        EXPECT_TRUE(test::all_close(pre.data(), want_p.data(), q.size(), kTol, kTol, "prefill " + what));
+      }
+  }
+}
+
 TEST(Attention, CachedVsNonCachedOverManySteps) {
   for (bool rotate : {false, true}) {
     SCOPED_TRACE(rotate ? "k_rotate" : "plain");

@@ -42,12 +42,15 @@ struct Shape {
 // Decode on the device over a copy of the fixture's host cache, against the
 // oracle over the dequantized rows (float accumulation; 1e-5 abs + rel as on the CPU).
 // rotate: the cache holds H k (k_rotate); the oracle gets H q and the dequantized H k.
+// shape_k: edits the K rows before they are cached (make_filled); q0: when not
+// NaN, element 0 of every query row.
 void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_t>& lens, int bt,
-                  bool rotate = false) {
+                  bool rotate = false, const std::function<void(std::vector<float>&)>& shape_k = {},
+                  float q0 = NAN) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
   cfg.k_rotate = rotate;
-  const Filled f = test::make_filled(cfg, lens, uint64_t(s.D + s.Hq));
+  const Filled f = test::make_filled(cfg, lens, uint64_t(s.D + s.Hq), shape_k);
   const KvLayerView hv = f.cache->layer(0);
   const size_t kb = size_t(hv.num_blocks * s.Hkv * bt * kv_row_bytes(kt, s.D));
   const size_t vb = size_t(hv.num_blocks * s.Hkv * bt * kv_row_bytes(vt, s.D));
@@ -60,6 +63,8 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
   const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
   std::vector<float> q(static_cast<size_t>(n));
   test::fill_normal(q.data(), q.size(), 3);
+  if (!std::isnan(q0))
+    for (int64_t r = 0; r < B * s.Hq; ++r) q[size_t(r * s.D)] = q0;
   Dev<float> dq(q);
   std::vector<int64_t> qo(static_cast<size_t>(B + 1));
   for (int64_t b = 0; b <= B; ++b) qo[size_t(b)] = b;
@@ -155,6 +160,22 @@ TEST(AttentionCuda, DecodePartialLanesOddBlocksAndEmptySequence) {
       EXPECT_EQ(a[512 + i], b[256 + i]) << "seq 2, " << i << " splits " << splits;
     }
   }
+}
+
+// As Attention.KeysScoredMinusInfinityGetWeightZero on the CPU: keys whose
+// score is -inf (an -inf in K element 0, query element 0 = 1) get weight 0,
+// also when they fill the first runs of every warp (positions 0-39 of
+// sequence 0) or a whole split; sequence 1 sees only such keys: NaN, as the
+// reference. The softmax step once computed expf(-inf - -inf) = NaN there.
+TEST(AttentionCuda, KeysScoredMinusInfinityGetWeightZero) {
+  LLMK_REQUIRE_CUDA();
+  const auto minus_inf = [](std::vector<float>& k) {
+    for (int64_t j = 0; j < 137; ++j)
+      if (j < 40 || j >= 100)
+        for (int64_t h = 0; h < 2; ++h) k[size_t((j * 2 + h) * 64)] = -INFINITY;
+  };
+  for (KvType kt : {KvType::f32, KvType::f16, KvType::bf16})
+    check_decode({4, 2, 64}, kt, KvType::f32, {100, 37}, 16, false, minus_inf, 1.0f);
 }
 
 TEST(AttentionCuda, DecodeRotatedKEveryHeadDim) {

@@ -207,6 +207,23 @@ TEST(SoftmaxTopkCudaArgs, SplitsNeedSplitRowAndConfigQueryChecksK) {
   EXPECT_NE(invalid_argument_message([] { softmax_topk_cuda_config(-1, 5000, 1); }).find("rows"), std::string::npos);
 }
 
+// More blocks than gridDim.x takes (2^31 - 1) is an InvalidArgument naming
+// the logits, checked before anything runs: split_row's rows x splits, and
+// block_per_row's rows (the pointers are never read).
+TEST(SoftmaxTopkCudaArgs, TooManyBlocksForOneLaunch) {
+  const auto at = [](int j) { return reinterpret_cast<float*>(uintptr_t(j) << 40); };  // far apart: no overlap
+  const SoftmaxTopkOut out{at(1), reinterpret_cast<int32_t*>(at(2)), at(3), at(4)};
+  const void* far = at(64);
+  const auto view = TensorView::matrix(far, DType::f32, int64_t(1) << 30, 64, 64, Device::cuda);
+  EXPECT_NE(invalid_argument_message([&] { softmax_topk_cuda(view, 1, 1.0f, out, nullptr, TopkCudaConfig::split_row, 2); })
+                .find("'logits'"),
+            std::string::npos);
+  const auto big = TensorView::matrix(far, DType::f32, int64_t(1) << 31, 64, 64, Device::cuda);
+  EXPECT_NE(invalid_argument_message([&] { softmax_topk_cuda(big, 1, 1.0f, out, nullptr, TopkCudaConfig::block_per_row); })
+                .find("more rows than one launch of block_per_row"),
+            std::string::npos);
+}
+
 // Small shapes for compute-sanitizer: every configuration, partial blocks, misalignment.
 TEST(SoftmaxTopkCudaSanitize, SmallShapes) {
   LLMK_REQUIRE_CUDA();
