@@ -16,6 +16,13 @@ except ImportError as e:
 
 threads, quick, shapes = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
 torch.set_num_threads(threads)
+torch.ones(2, 2) @ torch.ones(2, 2)  # loads the BLAS
+# Debian's torch is built with BLAS_INFO=generic: its matmul goes through libblas.so.3, the
+# reference BLAS (~2 GFLOP/s) unless the alternatives point it at OpenBLAS (scripts/setup
+# installs libopenblas0-openmp). The `blas` column says which one this process loaded.
+with open("/proc/self/maps") as maps:
+    libs = maps.read()
+blas = "openblas" if "openblas" in libs else "reference" if "libblas" in libs else "?"
 for s in shapes.split(","):
     M, N, K = (int(v) for v in s.split(":"))
     x, w = torch.randn(M, K), torch.randn(N, K)
@@ -28,4 +35,4 @@ for s in shapes.split(","):
     ms = sorted(times)[len(times) // 2] * 1e3
     print(json.dumps({"kernel": "matmul", "impl": "torch", "op": "xWt", "shape": f"{M}x{N}x{K}", "dtype": "f32",
                       "median_ms": ms, "gbps": 4 * (N * K + M * K + M * N) / ms / 1e6,
-                      "gflops": 2 * M * N * K / ms / 1e6}), flush=True)
+                      "gflops": 2 * M * N * K / ms / 1e6, "blas": blas}), flush=True)
