@@ -20,6 +20,9 @@
 //   pages:   PageTableView over the same B sequences; kv_len(b) =
 //            (blocks(b) - 1) * block_tokens + last_len[b].
 //   out[t, h, :] = sum_j softmax_j(scale * q[t,h,:] . K[j, h/G, :]) V[j, h/G, :]
+//   A key whose score is -inf (an infinite K element) gets weight 0; a row whose
+//   visible keys all score -inf is NaN (0 / 0), as softmax; a NaN or +inf score makes
+//   its row NaN. A NaN or infinity in a row's V reaches only the rows that see it.
 //
 // K and V are dequantized inside the inner loops (no dequantized copy), except
 // that on the CPU an int8 / int4 K is never dequantized: each query row
