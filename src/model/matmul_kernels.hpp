@@ -107,7 +107,10 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
     for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
     mterm[r] = _mm_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
+  // Block b goes to accumulator u = b % U, u a constant in each call (a runtime
+  // index kept acc in memory: a load and a store a block and row).
+  const auto block = [&](int64_t b, auto uc) __attribute__((always_inline)) {
+    constexpr int u = decltype(uc)::value;
     // The block's f16 scales as f32 lanes in one conversion (F16C): [d_w, m_w, 0, 0]
     // for Q4_1 (d and m are adjacent), [d_w, 0, 0, 0] otherwise.
     uint32_t bits = wb[b].d;
@@ -128,15 +131,22 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
       if constexpr (kQ41) {
         // [d_w d_x, m_w s_x, 0, 0] in one multiply: x's d and s are adjacent too
         const __m128 p = _mm_mul_ps(ws, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&xa.d))));
-        acc[r][b % U] = _mm256_fmadd_ps(d, _mm256_broadcastss_ps(p), acc[r][b % U]);
+        acc[r][u] = _mm256_fmadd_ps(d, _mm256_broadcastss_ps(p), acc[r][u]);
         mterm[r] = _mm_add_ps(mterm[r], p);
       } else {
         const float dw = _mm_cvtss_f32(ws);
-        acc[r][b % U] = _mm256_fmadd_ps(d, _mm256_set1_ps(dw * xa.d), acc[r][b % U]);
+        acc[r][u] = _mm256_fmadd_ps(d, _mm256_set1_ps(dw * xa.d), acc[r][u]);
         if constexpr (std::is_same_v<B, BlockQ4_0>) bias[r] -= 8.0f * dw * xa.s;
       }
     }
+  };
+  static_assert(U == 2, "the loop below alternates two accumulators");
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    block(b, std::integral_constant<int, 0>{});
+    block(b + 1, std::integral_constant<int, 1>{});
   }
+  if (b < nb) block(b, std::integral_constant<int, 0>{});
   for (int r = 0; r < R; ++r) {
     for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r][0]), _mm256_extractf128_ps(acc[r][0], 1));
