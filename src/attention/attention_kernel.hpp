@@ -490,7 +490,9 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
       }
   }
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-  if constexpr (kInt) {  // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g]
+  // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g];
+  // 8-bit ones where kPvBytes (pv_q4_rows_avx512vbmi): ob[(r * ng + g) * kTile + t]
+  if constexpr (kInt) {
     static_assert(std::is_same_v<S, simd::Avx512> && kTile == 32, "a tile row is two zmm");
     constexpr bool k8 = kPvBytes<T>;  // 8-bit weights against centered int4 quants (pv_q4_rows_avx512vbmi)
     constexpr int kBits = k8 ? 7 : 14;  // ub 2^k in [2^kBits, 2^(kBits + 1))
@@ -772,7 +774,7 @@ void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const TileRow
 // the last valid row (their weights are 0).
 template <int NR>
 void pv_q4_rows_avx512vbmi(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb, const uint8_t* ob,
-                     const float* sc, const float* msum, int64_t ng, Spread& pf) {
+                           const float* sc, const float* msum, int64_t ng, Spread& pf) {
   constexpr int64_t blk = int64_t(sizeof(BlockQ4)), qs_at = 4;
   alignas(64) static constexpr uint8_t kIdx[64] = {
       0, 16, 32, 48, 1, 17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
