@@ -716,6 +716,22 @@ template <bool Q4>
 #endif
 }
 
+// The end of a group's integer P.V for one row: acc = acc * alpha [+ msum] +
+// I * sc over the group's dims c.. (lo: the first 16, hi: the next 16, stored
+// only when the head has them: a partial last group holds 16).
+template <bool kMin>
+[[gnu::always_inline]] inline void flush_int_group_avx512(float* acc, int64_t D, int64_t c, __m512i lo, __m512i hi,
+                                                          float alpha, float sc, float msum) {
+  const __m512 al = _mm512_set1_ps(alpha), s = _mm512_set1_ps(sc);
+  const auto flush = [&](float* o, __m512i I) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(o), al);
+    if constexpr (kMin) v = _mm512_add_ps(v, _mm512_set1_ps(msum));
+    _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, v));
+  };
+  flush(acc + c, lo);
+  if (D - c > 16) flush(acc + c + 16, hi);
+}
+
 // P.V of a quantized V tile for NR rows with 16-bit weights: per group (32
 // dims), two positions at a time, the rows' integer sums I_c = sum_t om_t q_tc
 // (|I| <= 32 * 32767 * 128 < 2^31), then acc = acc * alpha [+ msum] + I * sc
@@ -750,15 +766,7 @@ void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const TileRow
         hi = _mm512_shuffle_i32x4(a[i][0], a[i][1], 0xEE);
       }
       const int64_t rg = i * ng + g;
-      const __m512 al = _mm512_set1_ps(alpha[i]), s = _mm512_set1_ps(sc[rg]);
-      const auto flush = [&](float* o, __m512i I) {
-        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(o), al);
-        if constexpr (Q4) v = _mm512_add_ps(v, _mm512_set1_ps(msum[rg]));
-        _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, v));
-      };
-      float* o = acc + i * D + c;
-      flush(o, lo);
-      if (D - c > 16) flush(o + 16, hi);
+      flush_int_group_avx512<Q4>(acc + i * D, D, c, lo, hi, alpha[i], sc[rg], Q4 ? msum[rg] : 0.0f);
     }
   }
 }
@@ -806,17 +814,8 @@ void pv_q4_rows_avx512vbmi(float* acc, int64_t D, const float* alpha, const Tile
       }
     }
     const int64_t c = g * kKvGroup;
-    for (int i = 0; i < NR; ++i) {
-      const int64_t rg = i * ng + g;
-      const __m512 al = _mm512_set1_ps(alpha[i]), s = _mm512_set1_ps(sc[rg]), ms = _mm512_set1_ps(msum[rg]);
-      const auto flush = [&](float* o, __m512i I) {
-        const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(o), al), ms);
-        _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, v));
-      };
-      float* o = acc + i * D + c;
-      flush(o, a[i][0]);
-      if (D - c > 16) flush(o + 16, a[i][1]);
-    }
+    for (int i = 0; i < NR; ++i)
+      flush_int_group_avx512<true>(acc + i * D, D, c, a[i][0], a[i][1], alpha[i], sc[i * ng + g], msum[i * ng + g]);
   }
 }
 #endif
@@ -828,32 +827,29 @@ void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRow
   constexpr bool Q4 = T == KvType::int4;
   const int64_t ng = groups_of(D);
   pv_weights<simd::Avx512, T, true>(vt, n, p, R, nvis, ng, dm, w, msum);
-  const int16_t* om = reinterpret_cast<const int16_t*>(w);
-  const float* sc = w + R * ng * kTile / 2;
+  const float* sc = w + R * ng * kTile / (kPvBytes<T> ? 4 : 2);  // after the weights (pv_weights)
   for (int r = 0; r < R;) {
     const int nr = std::min(4, R - r);
     int nb = 0;
     for (int i = r; i < r + nr; ++i) nb = std::max(nb, nvis[i]);
     const int64_t o = int64_t(r) * ng;
+    const auto rows = [&](auto nrc) {  // rows r .. r + NR
+      constexpr int NR = decltype(nrc)::value;
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
-    if constexpr (kPvBytes<T>) {
-      const uint8_t* ob = reinterpret_cast<const uint8_t*>(w);
-      const float* sb = w + R * ng * kTile / 4;
-      if (nb > 0) switch (nr) {
-          case 4: pv_q4_rows_avx512vbmi<4>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
-          case 3: pv_q4_rows_avx512vbmi<3>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
-          case 2: pv_q4_rows_avx512vbmi<2>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
-          case 1: pv_q4_rows_avx512vbmi<1>(acc + r * D, D, alpha + r, vt, nb, ob + o * kTile, sb + o, msum + o, ng, pf); break;
-        }
-      r += nr;
-      continue;
-    }
+      if constexpr (kPvBytes<T>) {
+        pv_q4_rows_avx512vbmi<NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const uint8_t*>(w) + o * kTile,
+                                  sc + o, msum + o, ng, pf);
+        return;
+      }
 #endif
+      pv_int_rows_avx512<Q4, NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const int16_t*>(w) + o * kTile,
+                                 sc + o, msum + o, ng, pf);
+    };
     if (nb > 0) switch (nr) {
-        case 4: pv_int_rows_avx512<Q4, 4>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
-        case 3: pv_int_rows_avx512<Q4, 3>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
-        case 2: pv_int_rows_avx512<Q4, 2>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
-        case 1: pv_int_rows_avx512<Q4, 1>(acc + r * D, D, alpha + r, vt, nb, om + o * kTile, sc + o, msum + o, ng, pf); break;
+        case 4: rows(std::integral_constant<int, 4>{}); break;
+        case 3: rows(std::integral_constant<int, 3>{}); break;
+        case 2: rows(std::integral_constant<int, 2>{}); break;
+        case 1: rows(std::integral_constant<int, 1>{}); break;
       }
     r += nr;
   }
