@@ -3,7 +3,8 @@
 #  - a name ending in _avx512.cpp with AVX-512 F/BW/VL/DQ (+FMA, F16C),
 #  - a name ending in _avx512vnni.cpp with those and AVX-512 VNNI,
 #  - a name ending in _avx512vbmi.cpp with those, VNNI and VBMI (vpermb),
-#  - a .cu file is added only when the CUDA kernels are built.
+#  - a .cu file is added only when the CUDA kernels are built (as C++ for
+#    the emulator with LLMK_CUDA=EMU: llmk_emu_source, cmake/LlmkCuda.cmake).
 # Nothing else gets ISA flags: the choice between scalar, AVX2 and AVX-512 is
 # made at run time (include/llmk/cpu_features.hpp), so one binary runs anywhere.
 function(llmk_add_sources)
@@ -12,6 +13,8 @@ function(llmk_add_sources)
     if(abs MATCHES "\\.cu$")
       if(NOT LLMK_HAVE_CUDA)
         continue()
+      elseif(LLMK_CUDA_EMU)
+        llmk_emu_source(abs ${abs} llmk)
       endif()
     elseif(abs MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${abs} TARGET_DIRECTORY llmk PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")

@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <vector>
 
 #include "attention/attn_cuda.cuh"
 #include "attention/kv_checks.hpp"
@@ -59,7 +61,7 @@ struct DecodeArgs {
 // per lane (head_dim <= 32 * E), so registers scale with the head size.
 template <int T, int E>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
-  extern __shared__ float smem[];  // q: [kMaxG][D]; then per warp: [kMaxG][D + 2]
+  LLMK_DYNAMIC_SMEM(float, smem);  // q: [kMaxG][D]; then per warp: [kMaxG][D + 2]
   const int64_t b = blockIdx.x, hk = blockIdx.y / a.groups, split = blockIdx.z;
   const int64_t G = a.Hq / a.Hkv, g0 = (blockIdx.y % a.groups) * kMaxG;
   const int ng = int(min(int64_t(kMaxG), G - g0));
@@ -317,10 +319,10 @@ template <int T, int E>
 cudaError_t launch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
   const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
   LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_kernel<T, E>, smem));
-  decode_kernel<T, E><<<grid, kWarps * 32, smem, s>>>(a);
+  LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_kernel<T, E>)(a);
   LLMK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   if (a.splits > 1) {
-    merge_kernel<<<unsigned(B * a.Hq), 128, 0, s>>>(a.part, a.splits, a.D, a.out);
+    LLMK_LAUNCH(unsigned(B * a.Hq), 128, 0, s, merge_kernel)(a.part, a.splits, a.D, a.out);
     LLMK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
   return cudaSuccess;
@@ -347,13 +349,22 @@ cudaError_t dispatch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStr
   return cudaErrorInvalidValue;
 }
 
+// The current device's SM count (each device's, asked once), or 132 (an
+// H100 / H200) where the device does not answer.
 int sm_count() {
-  static const int n = [] {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return (cudaGetLastError(), 132);
+  static std::mutex mu;
+  static std::vector<int> by_device;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (by_device.size() <= size_t(dev)) by_device.resize(size_t(dev) + 1, 0);
+  int& n = by_device[size_t(dev)];
+  if (n == 0) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
       return (cudaGetLastError(), 132);
-    return sms;
-  }();
+    n = sms;
+  }
   return n;
 }
 
@@ -364,10 +375,10 @@ cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D
   const int block = int(kv_rotation_block(D));
   const float c = float(1.0 / std::sqrt(double(block)));  // as hadamard_transform
   const unsigned grid = unsigned((rows + 7) / 8);          // 8 warps (rows) per CTA
-  if (D <= 64) hadamard_rows_kernel<2><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
-  else if (D <= 96) hadamard_rows_kernel<3><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
-  else if (D <= 128) hadamard_rows_kernel<4><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
-  else hadamard_rows_kernel<8><<<grid, 256, 0, s>>>(x, y, rows, D, block, c);
+  if (D <= 64) LLMK_LAUNCH(grid, 256, 0, s, hadamard_rows_kernel<2>)(x, y, rows, D, block, c);
+  else if (D <= 96) LLMK_LAUNCH(grid, 256, 0, s, hadamard_rows_kernel<3>)(x, y, rows, D, block, c);
+  else if (D <= 128) LLMK_LAUNCH(grid, 256, 0, s, hadamard_rows_kernel<4>)(x, y, rows, D, block, c);
+  else LLMK_LAUNCH(grid, 256, 0, s, hadamard_rows_kernel<8>)(x, y, rows, D, block, c);
   return cudaGetLastError();
 }
 
@@ -438,7 +449,7 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
     k = kr;
   }
   const int64_t warps = T * kv.n_kv_heads * ((kv.head_dim + 31) / 32) * 2;
-  attn::kv_append_kernel<<<unsigned((warps + 7) / 8), 256, 0, cudaStream_t(stream)>>>(
+  LLMK_LAUNCH(unsigned((warps + 7) / 8), 256, 0, cudaStream_t(stream), attn::kv_append_kernel)(
       k, v, slots, T, kv.n_kv_heads, kv.head_dim, kv.block_tokens, kv.num_blocks * kv.block_tokens, kv.k_type, kv.v_type,
       kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim),
       static_cast<uint8_t*>(const_cast<void*>(kv.k)), static_cast<uint8_t*>(const_cast<void*>(kv.v)));

@@ -83,7 +83,7 @@ __device__ __forceinline__ int64_t first_slot(const PrefillArgs& a, int64_t b) {
 // E: elements per lane (D <= 32 * E); RW: rows per warp (R = 4 * RW).
 template <int E, int RW>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillArgs a) {
-  extern __shared__ float4 smem4[];
+  LLMK_DYNAMIC_SMEM(float4, smem4);
   const int64_t D = a.D, R = int64_t(RW) * kWarps, G = a.G;
   // this slot's sequence: the largest b with first_slot(b) <= slot
   const int64_t slot = blockIdx.x;
@@ -219,7 +219,7 @@ cudaError_t launch(const PrefillArgs& a, dim3 grid, size_t smem, cudaStream_t s)
     return cudaErrorInvalidConfiguration;  // never offered (compiled() is false)
   } else {
     LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(prefill_kernel<E, RW>, smem));
-    prefill_kernel<E, RW><<<grid, kThreads, smem, s>>>(a);
+    LLMK_LAUNCH(grid, kThreads, smem, s, prefill_kernel<E, RW>)(a);
     return cudaGetLastError();
   }
 }

@@ -29,6 +29,21 @@ cudaError_t allow_dynamic_smem(K* kernel, size_t dynamic_bytes) {
 
 }  // namespace llmk::cuda
 
+// A kernel launch and a kernel's dynamic shared memory, written so that the
+// .cu files also compile as C++ for the CPU emulator (LLMK_CUDA=EMU,
+// core/cuda_emu.hpp, which is in front of every .cu file there):
+// LLMK_LAUNCH(grid, block, smem, stream, kernel)(args...) is
+// kernel<<<grid, block, smem, stream>>>(args...), and LLMK_DYNAMIC_SMEM(T,
+// name) declares `extern __shared__ __align__(16) T name[]`.
+#ifdef LLMK_CUDA_EMU
+#define LLMK_LAUNCH(grid, block, smem, stream, ...) \
+  ::llmk::emu::Launcher(__VA_ARGS__, dim3(grid), dim3(block), size_t(smem), cudaStream_t(stream))
+#define LLMK_DYNAMIC_SMEM(T, name) T* const name = static_cast<T*>(::llmk::emu::dynamic_smem())
+#else
+#define LLMK_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#define LLMK_DYNAMIC_SMEM(T, name) extern __shared__ __align__(16) T name[]
+#endif
+
 #define LLMK_CUDA_CHECK(expr) ::llmk::cuda::throw_on_error((expr), #expr, __FILE__, __LINE__)
 // For launchers that return cudaError_t: propagate the first failure.
 #define LLMK_CUDA_RETURN_IF_ERROR(expr)  \

@@ -22,7 +22,7 @@ template <class T, bool kRms, bool kVec>
 __global__ void __launch_bounds__(1024)
     bwd_kernel(BwdArgs a, float* part /* [groups][2][D] */, bool warp_row, bool cache, bool smem_acc) {
   using C = Chunk<T, kVec>;
-  extern __shared__ __align__(16) unsigned char smem[];
+  LLMK_DYNAMIC_SMEM(unsigned char, smem);
   __shared__ float red[32];
   const Group grp{warp_row ? int(threadIdx.x & 31) : int(threadIdx.x), warp_row ? 32 : int(blockDim.x), warp_row, red};
   const int rpb = warp_row ? int(blockDim.x >> 5) : 1, gid = warp_row ? int(threadIdx.x >> 5) : 0;
@@ -140,10 +140,10 @@ cudaError_t launch_bwd(const BwdArgs& a, float* dw, float* db, const LaunchConfi
   float* part = nullptr;
   const bool want = dw || db;
   if (want) LLMK_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&part, size_t(groups) * 2 * size_t(a.D) * sizeof(float), s));
-  kernel<<<unsigned(blocks), unsigned(c.threads), smem, s>>>(a, part, c.warp_row, c.cache, c.smem_acc && want);
+  LLMK_LAUNCH(unsigned(blocks), unsigned(c.threads), smem, s, kernel)(a, part, c.warp_row, c.cache, c.smem_acc && want);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && want) {
-    finalize_kernel<<<unsigned((a.D + kFinCols - 1) / kFinCols), kFinCols * kFinSlices, 0, s>>>(part, groups, a.D, dw, db);
+    LLMK_LAUNCH(unsigned((a.D + kFinCols - 1) / kFinCols), kFinCols * kFinSlices, 0, s, finalize_kernel)(part, groups, a.D, dw, db);
     err = cudaGetLastError();
   }
   if (part) {

@@ -22,7 +22,7 @@ namespace {
 template <class T, bool kRms, bool kVec>
 __global__ void __launch_bounds__(1024) fwd_kernel(FwdArgs a, bool warp_row, bool cache) {
   using C = Chunk<T, kVec>;
-  extern __shared__ __align__(16) unsigned char smem[];
+  LLMK_DYNAMIC_SMEM(unsigned char, smem);
   __shared__ float red[32];
   const Group grp{warp_row ? int(threadIdx.x & 31) : int(threadIdx.x), warp_row ? 32 : int(blockDim.x), warp_row, red};
   const int rpb = warp_row ? int(blockDim.x >> 5) : 1, gid = warp_row ? int(threadIdx.x >> 5) : 0;
@@ -94,7 +94,7 @@ cudaError_t launch_fwd(const FwdArgs& a, const LaunchConfig& c, cudaStream_t s) 
   LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(kernel, smem));
   const int64_t rpb = rows_per_block(c);
   const int64_t blocks = std::min<int64_t>((a.N + rpb - 1) / rpb, int64_t(1) << 30);
-  kernel<<<unsigned(blocks), unsigned(c.threads), smem, s>>>(a, c.warp_row, c.cache);
+  LLMK_LAUNCH(unsigned(blocks), unsigned(c.threads), smem, s, kernel)(a, c.warp_row, c.cache);
   return cudaGetLastError();
 }
 
@@ -114,14 +114,21 @@ DevInfo dev_info() {
   static std::mutex mu;
   static std::vector<DevInfo> cache;
   int dev = 0;
-  cudaGetDevice(&dev);
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();  // not left for the launch's error check to find
+    dev = 0;
+  }
   std::lock_guard<std::mutex> lock(mu);
   if (int(cache.size()) <= dev) cache.resize(size_t(dev) + 1, DevInfo{0, 0});
   DevInfo& d = cache[size_t(dev)];
   if (d.sm_count == 0) {
     int sms = 1, optin = 48 << 10;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+      cudaGetLastError();  // no device answer: the defaults (one SM, 48 KiB)
+      sms = 1;
+      optin = 48 << 10;
+    }
     d.sm_count = sms > 0 ? sms : 1;
     d.smem_optin = size_t(optin) - 256;  // room for the static reduction scratch
   }
@@ -163,9 +170,9 @@ cudaError_t to_f32(const void* src, DType t, float* dst, int64_t n, cudaStream_t
   const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 1024));
   switch (t) {
     case DType::f32: return cudaMemcpyAsync(dst, src, size_t(n) * 4, cudaMemcpyDeviceToDevice, stream);
-    case DType::f16: to_f32_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(src), dst, n); break;
+    case DType::f16: LLMK_LAUNCH(blocks, 256, 0, stream, to_f32_kernel<__half>)(static_cast<const __half*>(src), dst, n); break;
     case DType::bf16:
-      to_f32_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
+      LLMK_LAUNCH(blocks, 256, 0, stream, to_f32_kernel<__nv_bfloat16>)(static_cast<const __nv_bfloat16*>(src), dst, n);
       break;
     default: return cudaErrorInvalidValue;
   }

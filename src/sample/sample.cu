@@ -208,7 +208,7 @@ void upload_rows(const SamplingParams* params, int64_t rows, int64_t v, DevRow* 
       c.r[i] = DevRow{p.temperature > 0 ? 1.0f / p.temperature : 1.0f, p.top_p, p.min_p, p.repetition_penalty,
                       p.presence_penalty, rp.k, rp.mode, rp.top_k_on ? 1 : 0};
     }
-    store_rows_kernel<<<1, kParamRows, 0, s>>>(c, n, dst + b0);
+    LLMK_LAUNCH(1, kParamRows, 0, s, store_rows_kernel)(c, n, dst + b0);
     LLMK_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -221,7 +221,7 @@ void launch_penalties(const TensorView& x, float* z, int64_t ldz, const DeviceTo
   if (z)
     LLMK_CUDA_CHECK(cudaMemcpy2DAsync(z, size_t(ldz) * 4, x.data, size_t(b > 1 ? ldx : v) * 4, size_t(v) * 4,
                                       size_t(b), cudaMemcpyDeviceToDevice, s));
-  penalties_kernel<<<unsigned(b), kPenaltyThreads, 0, s>>>(static_cast<const float*>(x.data), ldx, z, ldz, v,
+  LLMK_LAUNCH(unsigned(b), kPenaltyThreads, 0, s, penalties_kernel)(static_cast<const float*>(x.data), ldx, z, ldz, v,
                                                            h.indptr, h.tokens, h.nnz, rows, bad);
   LLMK_CUDA_CHECK(cudaGetLastError());
 }
@@ -309,12 +309,12 @@ void sample_cuda(const TensorView& logits, const SamplingParams* params, const D
                         plan.run_temperature[r], {probs + first * k, idx + first * k, nullptr, nullptr}, stream,
                         opt.topk_config, opt.topk_splits);
     }
-    select_kernel<<<unsigned((rows + kSelectRows - 1) / kSelectRows), kSelectRows * 32, 0, s>>>(
+    LLMK_LAUNCH(unsigned((rows + kSelectRows - 1) / kSelectRows), kSelectRows * 32, 0, s, select_kernel)(
         rows, k, probs, idx, drows, bad, seed, step, tokens);
     LLMK_CUDA_CHECK(cudaGetLastError());
   }
   if (plan.full) {
-    full_row_kernel<<<unsigned(rows), kFullThreads, 0, s>>>(src, ld, v, drows, bad, seed, step, tokens);
+    LLMK_LAUNCH(unsigned(rows), kFullThreads, 0, s, full_row_kernel)(src, ld, v, drows, bad, seed, step, tokens);
     LLMK_CUDA_CHECK(cudaGetLastError());
   }
   ws.release();

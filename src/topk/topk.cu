@@ -53,7 +53,7 @@ template <class T>
 __global__ void __launch_bounds__(kWarpRows * 32)
     warp_row_kernel(const T* __restrict__ logits /* [B, ld] */, int64_t rows, int64_t ld, int v, int k, int n2,
                     float scale, Out out) {
-  extern __shared__ uint64_t smem[];  // [kWarpRows][n2]
+  LLMK_DYNAMIC_SMEM(uint64_t, smem);  // [kWarpRows][n2]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row = int64_t(blockIdx.x) * kWarpRows + warp;
   if (row >= rows) return;
@@ -253,13 +253,13 @@ cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float sca
     while (n2 < v) n2 <<= 1;
     const size_t smem = size_t(kWarpRows) * n2 * sizeof(uint64_t);
     const int64_t blocks = (rows + kWarpRows - 1) / kWarpRows;
-    warp_row_kernel<T><<<unsigned(blocks), kWarpRows * 32, smem, s>>>(x, rows, ld, v, k, n2, scale, out);
+    LLMK_LAUNCH(unsigned(blocks), kWarpRows * 32, smem, s, warp_row_kernel<T>)(x, rows, ld, v, k, n2, scale, out);
     return cudaGetLastError();
   }
   if (config == TopkCudaConfig::block_per_row) splits = 1;
   auto* kernel = k <= kRegK ? block_row_kernel<T, kRegK> : block_row_kernel<T, 0>;
   if (splits == 1) {
-    kernel<<<unsigned(rows), kBlock, 0, s>>>(x, ld, v, k, 1, scale, out, nullptr, nullptr);
+    LLMK_LAUNCH(unsigned(rows), kBlock, 0, s, kernel)(x, ld, v, k, 1, scale, out, nullptr, nullptr);
     return cudaGetLastError();
   }
   void* ws = nullptr;
@@ -267,10 +267,10 @@ cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float sca
   LLMK_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&ws, state_bytes + size_t(rows) * splits * k * sizeof(uint64_t), s));
   auto* st = static_cast<RowState*>(ws);
   auto* keys = reinterpret_cast<uint64_t*>(static_cast<char*>(ws) + state_bytes);
-  kernel<<<unsigned(rows * splits), kBlock, 0, s>>>(x, ld, v, k, splits, scale, out, st, keys);
+  LLMK_LAUNCH(unsigned(rows * splits), kBlock, 0, s, kernel)(x, ld, v, k, splits, scale, out, st, keys);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
-    merge_kernel<<<unsigned(rows), kBlock, 0, s>>>(k, splits, scale, out, st, keys);
+    LLMK_LAUNCH(unsigned(rows), kBlock, 0, s, merge_kernel)(k, splits, scale, out, st, keys);
     e = cudaGetLastError();
   }
   const cudaError_t f = cudaFreeAsync(ws, s);
@@ -303,6 +303,9 @@ void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, c
                  logits.describe(), "data must be aligned to its element size");
   const int64_t rows = logits.rows(), v = logits.cols();
   LLMK_CHECK_ARG(v <= 1024 || k <= topk::kMaxBlockK, fn, "k", k, "must be <= 1024 on CUDA when V > 1024");
+  LLMK_CHECK_ARG(config == TopkCudaConfig::auto_pick || config == TopkCudaConfig::warp_per_row ||
+                     config == TopkCudaConfig::block_per_row || config == TopkCudaConfig::split_row,
+                 fn, "config", int(config), "is not a TopkCudaConfig (0 auto_pick .. 3 split_row)");
   LLMK_CHECK_ARG(splits == 0 || config == TopkCudaConfig::split_row, fn, "splits", splits,
                  "must be 0 unless config is split_row (auto_pick may not pick it)");
   if (config == TopkCudaConfig::auto_pick) config = softmax_topk_cuda_config(rows, v, k);

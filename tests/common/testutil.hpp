@@ -168,6 +168,16 @@ class DeviceGuarded {
 };
 #endif
 
+// True where the CUDA tests run on the CPU emulator (LLMK_CUDA=EMU,
+// src/core/cuda_emu.hpp): a few tests then take fewer rows of their largest
+// shapes (every launch configuration still runs), since a block's threads run
+// one after another there.
+#ifdef LLMK_CUDA_EMU
+inline constexpr bool kCudaEmulated = true;
+#else
+inline constexpr bool kCudaEmulated = false;
+#endif
+
 }  // namespace llmk::test
 
 // Skips the current test, visibly, when there is no CUDA device to run on.

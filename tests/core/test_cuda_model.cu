@@ -1,0 +1,166 @@
+// The execution model the CUDA tests rely on, checked where they run: warp
+// shuffles (xor, down, up, indexed, with widths), votes, block barriers and
+// launch limits on a device (scripts/gpu-check), and the same on the CPU
+// emulator (LLMK_CUDA=EMU, src/core/cuda_emu.hpp), whose own error reports
+// (a shuffle naming an exited lane, a deadlock, a lane outside the mask) are
+// checked as death tests there.
+#include <vector>
+
+#include "core/cuda_check.cuh"
+#include "tests/common/testutil.hpp"
+
+namespace llmk::test {
+namespace {
+
+constexpr int kOps = 7;
+
+// out[t * kOps + i]: op i of thread t, in a block of 64 threads (2 warps).
+__global__ void warp_ops_kernel(int* out) {
+  const int t = int(threadIdx.x), v = 100 + t;
+  int* o = out + t * kOps;
+  o[0] = __shfl_xor_sync(0xffffffffu, v, 1);
+  o[1] = __shfl_down_sync(0xffffffffu, v, 3, 8);
+  o[2] = __shfl_up_sync(0xffffffffu, v, 2, 16);
+  o[3] = __shfl_sync(0xffffffffu, v, 5);
+  o[4] = __shfl_sync(0xffffffffu, v, 37, 8);  // lane 37 % 8 = 5 of each group of 8
+  o[5] = int(__ballot_sync(0xffffffffu, t % 3 == 0));
+  o[6] = __any_sync(0xffffffffu, t == 63) + 2 * __all_sync(0xffffffffu, t < 64);
+}
+
+// Thread t writes its index, then (after the barrier) reads its neighbor's.
+__global__ void barrier_kernel(int* out) {
+  __shared__ int s[256];
+  const int t = int(threadIdx.x);
+  s[t] = t;
+  __syncthreads();
+  out[int(blockIdx.x * blockDim.x) + t] = s[(t + 1) % int(blockDim.x)] + 1000 * int(blockIdx.x);
+}
+
+__global__ void dynamic_smem_kernel(int* out, int n) {
+  LLMK_DYNAMIC_SMEM(int, s);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < n; ++i) s[i] = i;
+    out[0] = s[n - 1];
+  }
+}
+
+TEST(CudaModel, WarpShufflesAndVotes) {
+  LLMK_REQUIRE_CUDA();
+  DeviceGuarded<int> out(64 * kOps);
+  LLMK_LAUNCH(1, 64, 0, 0, warp_ops_kernel)(out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = out.download();
+  ASSERT_TRUE(out.guard_intact());
+  for (int t = 0; t < 64; ++t) {
+    const int lane = t % 32, warp0 = t - lane;
+    const int seg8 = lane / 8 * 8, seg16 = lane / 16 * 16;
+    unsigned ballot = 0;
+    for (int j = 0; j < 32; ++j)
+      if ((warp0 + j) % 3 == 0) ballot |= 1u << j;
+    const int want[kOps] = {100 + warp0 + (lane ^ 1),
+                            100 + warp0 + (lane + 3 < seg8 + 8 ? lane + 3 : lane),
+                            100 + warp0 + (lane - 2 >= seg16 ? lane - 2 : lane),
+                            100 + warp0 + 5,
+                            100 + warp0 + seg8 + 5,
+                            int(ballot),
+                            (warp0 == 32 ? 1 : 0) + 2};
+    for (int i = 0; i < kOps; ++i) EXPECT_EQ(got[size_t(t * kOps + i)], want[i]) << "thread " << t << " op " << i;
+  }
+}
+
+TEST(CudaModel, BarrierOrdersSharedMemoryAcrossWarps) {
+  LLMK_REQUIRE_CUDA();
+  DeviceGuarded<int> out(3 * 256);
+  LLMK_LAUNCH(3, 256, 0, 0, barrier_kernel)(out.data());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = out.download();
+  ASSERT_TRUE(out.guard_intact());
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 256; ++t) EXPECT_EQ(got[size_t(b * 256 + t)], (t + 1) % 256 + 1000 * b) << b << " " << t;
+}
+
+// As on an sm_90 device: at most 1024 threads a block, and dynamic shared
+// memory above 48 KiB only after cudaFuncSetAttribute.
+TEST(CudaModel, LaunchLimits) {
+  LLMK_REQUIRE_CUDA();
+  DeviceGuarded<int> out(1024);
+  cudaGetLastError();
+  LLMK_LAUNCH(1, 1025, 0, 0, barrier_kernel)(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  const int n = 13000;  // 52000 bytes
+  LLMK_LAUNCH(1, 32, size_t(n) * 4, 0, dynamic_smem_kernel)(out.data(), n);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cuda::allow_dynamic_smem(dynamic_smem_kernel, size_t(n) * 4), cudaSuccess);
+  LLMK_LAUNCH(1, 32, size_t(n) * 4, 0, dynamic_smem_kernel)(out.data(), n);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(out.download()[0], n - 1);
+}
+
+#ifdef LLMK_CUDA_EMU
+__global__ void exited_lane_kernel(int* out) {
+  if (threadIdx.x == 7) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
+}
+__global__ void divergent_barrier_kernel(int* out) {  // half a warp at each
+  if (threadIdx.x < 16)
+    __syncthreads();
+  else
+    out[0] = __shfl_sync(0xffffffffu, 1, 0);
+}
+__global__ void outside_mask_kernel(int* out) {
+  if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000ffffu, int(threadIdx.x), 20);
+}
+__global__ void read_unwritten_smem_kernel(unsigned* out) {
+  LLMK_DYNAMIC_SMEM(unsigned, s);
+  out[threadIdx.x] = s[threadIdx.x];
+}
+
+TEST(CudaEmulatorDeathTest, ReportsWhatTheGpuLeavesUndefined) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  DeviceGuarded<int> out(64);
+  EXPECT_DEATH(LLMK_LAUNCH(1, 32, 0, 0, exited_lane_kernel)(out.data()), "lane 7, which has exited");
+  EXPECT_DEATH(LLMK_LAUNCH(1, 32, 0, 0, divergent_barrier_kernel)(out.data()), "deadlock");
+  EXPECT_DEATH(LLMK_LAUNCH(1, 32, 0, 0, outside_mask_kernel)(out.data()), "outside the mask");
+  EXPECT_DEATH(LLMK_LAUNCH(1, 20, 0, 0, warp_ops_kernel)(out.data()), "which this block does not have");
+}
+
+// A kernel without the barrier it needs: thread t reads the previous thread's
+// slot, which that thread may not have written yet. In thread order (block 0)
+// it always has; odd blocks run from the last thread, so in block 1 every read
+// but thread 0's comes first and sees block 0's value.
+__global__ void missing_barrier_kernel(int* out) {
+  __shared__ int s[256];
+  const int t = int(threadIdx.x);
+  s[t] = t + 1000 * int(blockIdx.x);
+  out[int(blockIdx.x * blockDim.x) + t] = s[(t + int(blockDim.x) - 1) % int(blockDim.x)];  // the previous thread's
+}
+
+TEST(CudaEmulator, OddBlocksRunTheirThreadsInReverse) {
+  DeviceGuarded<int> out(2 * 256);
+  LLMK_LAUNCH(2, 256, 0, 0, missing_barrier_kernel)(out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const auto got = out.download();
+  int stale = 0;
+  for (int t = 0; t < 256; ++t) {
+    if (t > 0) EXPECT_EQ(got[size_t(t)], t - 1) << t;  // block 0 in thread order: the previous thread wrote first
+    stale += got[size_t(256 + t)] != (t + 255) % 256 + 1000;
+  }
+  EXPECT_EQ(stale, 255);  // block 1 from the last thread: every read but thread 0's comes before the write
+}
+
+TEST(CudaEmulator, FreshMemoryIsNotZero) {
+  DeviceGuarded<unsigned> out(32);
+  LLMK_LAUNCH(1, 32, 32 * 4, 0, read_unwritten_smem_kernel)(out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (unsigned x : out.download()) EXPECT_EQ(x, 0xffffffffu);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  EXPECT_EQ(*static_cast<unsigned*>(p), 0xffffffffu);
+  cudaFree(p);
+}
+#endif
+
+}  // namespace
+}  // namespace llmk::test
