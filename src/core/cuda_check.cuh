@@ -37,7 +37,7 @@ cudaError_t allow_dynamic_smem(K* kernel, size_t dynamic_bytes) {
 // name) declares `extern __shared__ __align__(16) T name[]`.
 #ifdef LLMK_CUDA_EMU
 #define LLMK_LAUNCH(grid, block, smem, stream, ...) \
-  ::llmk::emu::Launcher(__VA_ARGS__, dim3(grid), dim3(block), size_t(smem), cudaStream_t(stream))
+  ::llmk::emu::Launcher(__VA_ARGS__, dim3(grid), dim3(block), size_t(smem), cudaStream_t(stream), #__VA_ARGS__)
 #define LLMK_DYNAMIC_SMEM(T, name) T* const name = static_cast<T*>(::llmk::emu::dynamic_smem())
 #else
 #define LLMK_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>

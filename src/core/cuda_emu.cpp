@@ -306,8 +306,6 @@ void run_block(dim3 grid, dim3 block, uint3 bid, bool reverse) {
   }
 }
 
-char hex_digit(unsigned v) { return "0123456789abcdef"[v & 15]; }
-
 }  // namespace
 
 const ThreadCtx& ctx() {
@@ -343,7 +341,8 @@ void* dynamic_smem() {
   return e.dyn_base;
 }
 
-void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::function<void()>& body) {
+void launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t,
+            const std::function<void()>& body) {
   Emu& e = emu();
   const std::lock_guard<std::mutex> lock(e.launch_mu);
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
@@ -357,9 +356,6 @@ void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t
     e.last_error = cudaErrorInvalidValue;
     return;
   }
-  char name[2 + 16 + 1] = "0x";
-  for (int i = 0; i < 16; ++i) name[2 + i] = hex_digit(unsigned(reinterpret_cast<uintptr_t>(kernel) >> (60 - 4 * i)));
-  name[18] = 0;
   e.kernel_name = name;
   e.nthreads = int(threads);
   if (e.fibers.size() < threads) e.fibers.resize(threads);

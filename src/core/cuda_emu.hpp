@@ -68,7 +68,7 @@ void* dynamic_smem();
 // Runs body once for every thread of every block (blocks in turn, a block's
 // threads as fibers); sets the sticky launch error and runs nothing when the
 // configuration is invalid on an sm_90 device.
-void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+void launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
             const std::function<void()>& body);
 
 template <class T>
@@ -87,24 +87,25 @@ T warp_value(WarpOp op, unsigned mask, T v, int arg, int width) {
 // of the arguments, converted to the kernel's parameter types once.
 template <class... P>
 struct Launcher {
-  Launcher(void (*k)(P...), dim3 g, dim3 b, size_t sm, cudaStream_t st)
-      : kernel(k), grid(g), block(b), smem(sm), stream(st) {}
+  Launcher(void (*k)(P...), dim3 g, dim3 b, size_t sm, cudaStream_t st, const char* n)
+      : kernel(k), grid(g), block(b), smem(sm), stream(st), name(n) {}
   void (*kernel)(P...);
   dim3 grid, block;
   size_t smem;
   cudaStream_t stream;
+  const char* name;  // the kernel as written at the launch, for the emulator's reports
   template <class... A>
   void operator()(A&&... a) const {
     const std::tuple<std::decay_t<P>...> params(std::forward<A>(a)...);
     const auto k = kernel;
-    launch(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, [k, &params]() {
+    launch(reinterpret_cast<const void*>(kernel), name, grid, block, smem, stream, [k, &params]() {
       auto mine = params;
       std::apply(k, mine);
     });
   }
 };
 template <class... P>
-Launcher(void (*)(P...), dim3, dim3, size_t, cudaStream_t) -> Launcher<P...>;
+Launcher(void (*)(P...), dim3, dim3, size_t, cudaStream_t, const char*) -> Launcher<P...>;
 
 }  // namespace llmk::emu
 
