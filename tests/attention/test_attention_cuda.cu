@@ -10,6 +10,7 @@
 // Suites *CudaSanitize* run small shapes under compute-sanitizer.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -81,12 +82,15 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
   attention_reference(qr.data(), qo.data(), kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
                       want.data());
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
-  for (int splits : {1, 2, 7, 0}) {
+  // splits 1, 2, 7 and the automatic count, from the longest context or
+  // (max_kv_len 0) from the 32768 the launcher then assumes
+  for (int run = 0; run < 5; ++run) {
+    const int splits = run < 3 ? std::array{1, 2, 7}[size_t(run)] : 0;
     DeviceGuarded<float> out(static_cast<size_t>(n));
     cudaMemset(out.data(), 0xFF, size_t(n) * sizeof(float));  // NaN: an element decode does not write fails
     AttentionOptions opt;
     opt.splits = splits;
-    opt.max_kv_len = max_len;
+    opt.max_kv_len = run == 4 ? 0 : max_len;
     attention_decode(dq.p, dvw, pv, s.Hq, float(scale), out.data(), opt);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_TRUE(out.guard_intact());
@@ -94,6 +98,7 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
     ASSERT_TRUE(test::all_close(got.data(), want.data(), size_t(n), 1e-5, 1e-5,
                                 std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) +
                                     " Hq=" + std::to_string(s.Hq) + " splits=" + std::to_string(splits) +
+                                    " max_kv_len=" + std::to_string(opt.max_kv_len) +
                                     (rotate ? " rotated" : "")));
   }
   std::vector<float> q_after(q.size());
@@ -180,6 +185,13 @@ TEST(AttentionCuda, KeysScoredMinusInfinityGetWeightZero) {
     check_decode({4, 2, 64}, kt, KvType::f32, {100, 37}, 16, false, minus_inf, 1.0f);
 }
 
+// Rotation blocks of 16 and 32 at 8 elements a lane (D = 144 .. 240), where
+// the butterfly's stages stay inside a lane's registers.
+TEST(AttentionCuda, DecodeRotatedKNarrowBlocksOfWideHeads) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t D : {144, 160, 176, 208, 224, 240}) check_decode({4, 2, D}, KvType::int4, KvType::int8, {17, 130}, 16, true);
+}
+
 TEST(AttentionCuda, DecodeRotatedKEveryHeadDim) {
   LLMK_REQUIRE_CUDA();
   const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {32, 1, 96}, {32, 8, 128}, {4, 2, 256}};
@@ -260,6 +272,14 @@ TEST(AttentionCuda, AppendRotatedKLikeTheHost) {
   LLMK_REQUIRE_CUDA();
   for (KvType t : {KvType::f32, KvType::int8, KvType::int4})
     for (int64_t D : {16, 48, 64, 80, 96, 128, 192, 256}) check_append(t, KvType::f16, D, true);
+}
+
+// Head dims above 128 whose rotation blocks are 16 or 32 wide (8 elements a
+// lane: 144 .. 240), and f16 / bf16 at D = 256 without rotation.
+TEST(AttentionCuda, AppendWideHeadsAndNarrowRotationBlocks) {
+  LLMK_REQUIRE_CUDA();
+  for (int64_t D : {144, 160, 176, 208, 224, 240}) check_append(KvType::int8, KvType::int4, D, true);
+  for (KvType t : {KvType::f16, KvType::bf16}) check_append(t, t, 256);
 }
 
 // Slots of -1 (padding) and past the pool are skipped: the pools equal the

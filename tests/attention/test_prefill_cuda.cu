@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "tests/attention/attn_fixture.hpp"
@@ -67,8 +68,11 @@ struct Batch {
   int64_t T = 0;
 };
 
+// shape_k edits the K rows (every sequence's tokens in turn, [token][Hkv][D])
+// before they are cached (make_filled).
 Batch make_batch(const Shape& s, KvType kt, KvType vt, int64_t bt, const std::vector<int64_t>& qo_len,
-                 const std::vector<int64_t>& prefix, uint64_t seed, bool k_rotate = false) {
+                 const std::vector<int64_t>& prefix, uint64_t seed, bool k_rotate = false,
+                 const std::function<void(std::vector<float>&)>& shape_k = {}) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
   cfg.k_rotate = k_rotate;
@@ -79,7 +83,7 @@ Batch make_batch(const Shape& s, KvType kt, KvType vt, int64_t bt, const std::ve
     lens.push_back(prefix[b] + qo_len[b]);
     x.qo.push_back(x.qo.back() + qo_len[b]);
   }
-  x.f = test::make_filled(cfg, lens, seed);
+  x.f = test::make_filled(cfg, lens, seed, shape_k);
   x.T = x.qo.back();
   x.q.resize(size_t(x.T * s.Hq * s.D));
   test::fill_normal(x.q.data(), x.q.size(), seed + 3);
@@ -163,6 +167,32 @@ TEST(PrefillCuda, PartialLaneHeadDims) {
   for (const Shape& s : {Shape{4, 2, 16}, Shape{6, 3, 48}, Shape{8, 2, 112}, Shape{4, 1, 160}, Shape{2, 2, 192}})
     for (auto [kt, vt] : {std::pair{KvType::f32, KvType::f32}, std::pair{KvType::int8, KvType::int4}})
       check(s, kt, vt, 16, {1, 17, 40, 0}, {5, 0, 33, 12}, 1.0, uint64_t(s.D * 5 + int(kt)));
+}
+
+// As AttentionCuda.KeysScoredMinusInfinityGetWeightZero, for prefill: keys
+// whose score is -inf (K element 0 = -inf, query element 0 = 1) get weight 0
+// under every CTA row count: the first 40 cached keys of sequence 0 (whole
+// tiles of them), and every key of sequence 1, whose queries see only such
+// keys and give NaN, as the oracle.
+TEST(PrefillCuda, KeysScoredMinusInfinityGetWeightZero) {
+  LLMK_REQUIRE_CUDA();
+  const Shape s{4, 2, 64};
+  const auto minus_inf = [](std::vector<float>& k) {
+    for (int64_t j = 0; j < 107; ++j)
+      if (j < 40 || j >= 100)
+        for (int64_t h = 0; h < 2; ++h) k[size_t((j * 2 + h) * 64)] = -INFINITY;
+  };
+  for (KvType kt : {KvType::f32, KvType::f16, KvType::bf16}) {
+    Batch x = make_batch(s, kt, KvType::f32, 16, {40, 7}, {60, 0}, 31 + int(kt), false, minus_inf);
+    for (int64_t r = 0; r < x.T * s.Hq; ++r) x.q[size_t(r * s.D)] = 1.0f;
+    const float scale = 0.125f;
+    const auto want = oracle(x, s, scale);
+    for (int64_t i = 0; i < 7 * s.Hq * s.D; ++i) ASSERT_TRUE(std::isnan(want[size_t(40 * s.Hq * s.D + i)]));
+    const OnDevice d(x.f);
+    for (const auto& [c, got] : run_all(x, d, s, scale))
+      ASSERT_TRUE(test::all_close(got.data(), want.data(), want.size(), kTol, kTol,
+                                  std::string(kv_type_name(kt)) + " cta_rows=" + std::to_string(c)));
+  }
 }
 
 TEST(PrefillCuda, LongVarlenStraddlingPowersOfTwo) {
