@@ -22,7 +22,10 @@
 //   out[t, h, :] = sum_j softmax_j(scale * q[t,h,:] . K[j, h/G, :]) V[j, h/G, :]
 //   A key whose score is -inf (an infinite K element) gets weight 0; a row whose
 //   visible keys all score -inf is NaN (0 / 0), as softmax; a NaN or +inf score makes
-//   its row NaN. A NaN or infinity in a row's V reaches only the rows that see it.
+//   its row NaN. A NaN or infinity in a row's V reaches only the rows that see it;
+//   where that key's own score is -inf (weight 0, but 0 * NaN is NaN), whether it
+//   reaches them depends on how the keys are split into tiles, warps and splits
+//   (unspecified: a key scored -inf and a V that is not finite at once).
 //
 // K and V are dequantized inside the inner loops (no dequantized copy), except
 // that on the CPU an int8 / int4 K is never dequantized: each query row

@@ -499,10 +499,12 @@ cudaError_t cudaMemset(void* p, int v, size_t n) {
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
-cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* k) {
   *a = cudaFuncAttributes{};  // static shared memory is not known here: 0
   a->maxThreadsPerBlock = 1024;
-  a->maxDynamicSharedSizeBytes = 48 << 10;
+  const std::lock_guard<std::mutex> lock(emu().launch_mu);
+  const auto lim = emu().smem_limit.find(k);
+  a->maxDynamicSharedSizeBytes = int(lim == emu().smem_limit.end() ? llmk::emu::kDefaultSmem : lim->second);
   return cudaSuccess;
 }
 cudaError_t cudaFuncSetAttribute(const void* k, cudaFuncAttribute a, int v) {
