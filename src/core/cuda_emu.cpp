@@ -77,6 +77,8 @@ struct Fiber {
   int index = 0;  // in the block
   enum State { ready, at_barrier, at_warp, done } state = ready;
   WarpOp op = WarpOp::sync;
+  const char* bar_file = nullptr;  // the __syncthreads it waits at
+  int bar_line = 0;
   unsigned mask = 0;
   uint64_t value = 0, result = 0;
   int arg = 0, width = 32;
@@ -294,8 +296,17 @@ void run_block(dim3 grid, dim3 block, uint3 bid, bool reverse) {
     }
     if (done == n) return;
     if (done + barrier == n) {  // every live thread at __syncthreads (exited ones count as arrived)
-      for (int t = 0; t < n; ++t)
-        if (e.fibers[size_t(t)].state == Fiber::at_barrier) e.fibers[size_t(t)].state = Fiber::ready;
+      const Fiber* first = nullptr;
+      for (int t = 0; t < n; ++t) {
+        Fiber& f = e.fibers[size_t(t)];
+        if (f.state != Fiber::at_barrier) continue;
+        if (!first) first = &f;
+        if (f.bar_line != first->bar_line || std::strcmp(f.bar_file, first->bar_file) != 0)
+          fail(where(f) + ": waits at the __syncthreads of " + f.bar_file + ":" + std::to_string(f.bar_line) +
+               ", thread " + std::to_string(first->index) + " at " + first->bar_file + ":" +
+               std::to_string(first->bar_line) + " (a barrier in divergent code)");
+        f.state = Fiber::ready;
+      }
       continue;
     }
     for (int t = 0; t < n; ++t)
@@ -314,10 +325,12 @@ const ThreadCtx& ctx() {
   return e.cur->ctx;
 }
 
-void syncthreads() {
+void syncthreads(const char* file, int line) {
   Emu& e = emu();
   if (!e.cur) fail("__syncthreads outside a kernel");
   e.cur->state = Fiber::at_barrier;
+  e.cur->bar_file = file;
+  e.cur->bar_line = line;
   leave_fiber(false);
 }
 

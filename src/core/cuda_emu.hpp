@@ -15,7 +15,8 @@
 // computed at once). What the GPU leaves undefined is reported as an error
 // (the process aborts with a message): a mask naming a lane that exited or
 // does not exist, lanes of one mask at different operations, a shuffle from
-// a lane outside the mask, a deadlock (e.g. __syncthreads in divergent code).
+// a lane outside the mask, threads of a block at different __syncthreads
+// (divergent code), a deadlock.
 // __shared__ variables become function statics (blocks never overlap, and
 // launches from several host threads are serialized), dynamic shared memory
 // and cudaMalloc'd memory start filled with 0xff bytes (NaN as f32) so a read
@@ -57,7 +58,7 @@ struct ThreadCtx {
 // The running CUDA thread's indices (only inside a kernel).
 const ThreadCtx& ctx();
 
-void syncthreads();
+void syncthreads(const char* file, int line);  // the call site, to check every thread is at the same one
 enum class WarpOp { sync, shfl_idx, shfl_xor, shfl_down, shfl_up, ballot, any, all };
 // Every lane in `mask` takes part; returns this lane's result (the value bits
 // of its source lane for shuffles, the vote for ballot / any / all).
@@ -114,7 +115,7 @@ Launcher(void (*)(P...), dim3, dim3, size_t, cudaStream_t, const char*) -> Launc
 #define blockDim (::llmk::emu::ctx().block_dim)
 #define gridDim (::llmk::emu::ctx().grid_dim)
 
-inline void __syncthreads() { ::llmk::emu::syncthreads(); }
+#define __syncthreads() ::llmk::emu::syncthreads(__FILE__, __LINE__)
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::llmk::emu::warp_op(::llmk::emu::WarpOp::sync, mask, 0, 0, 32); }
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {

@@ -109,6 +109,14 @@ __global__ void divergent_barrier_kernel(int* out) {  // half a warp at each
   else
     out[0] = __shfl_sync(0xffffffffu, 1, 0);
 }
+__global__ void two_barriers_kernel(int* out) {  // warp 0 at one barrier, warp 1 at another
+  if (threadIdx.x < 32) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = 1;
+    __syncthreads();
+  }
+}
 __global__ void outside_mask_kernel(int* out) {
   if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000ffffu, int(threadIdx.x), 20);
 }
@@ -123,6 +131,7 @@ TEST(CudaEmulatorDeathTest, ReportsWhatTheGpuLeavesUndefined) {
   EXPECT_DEATH(LLMK_LAUNCH(1, 32, 0, 0, exited_lane_kernel)(out.data()), "lane 7, which has exited");
   EXPECT_DEATH(LLMK_LAUNCH(1, 32, 0, 0, divergent_barrier_kernel)(out.data()), "deadlock");
   EXPECT_DEATH(LLMK_LAUNCH(1, 32, 0, 0, outside_mask_kernel)(out.data()), "outside the mask");
+  EXPECT_DEATH(LLMK_LAUNCH(1, 64, 0, 0, two_barriers_kernel)(out.data()), "a barrier in divergent code");
   EXPECT_DEATH(LLMK_LAUNCH(1, 20, 0, 0, warp_ops_kernel)(out.data()), "which this block does not have");
 }
 
