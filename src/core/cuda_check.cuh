@@ -16,11 +16,13 @@ void throw_on_error(cudaError_t err, const char* what, const char* file, int lin
 // the current device. Without an opt-in, static + dynamic shared memory of a
 // block may not exceed 48 KiB, so a kernel with S bytes of static shared
 // memory fails to launch (cudaErrorInvalidValue) from 48 KiB - S + 1 dynamic
-// bytes on, not only above 48 KiB. Once static + dynamic passes 48 KiB, the
-// kernel's limit is raised, once per (kernel, device), to the most it can use
-// (the device's opt-in maximum minus S): always the same value, so launches
-// from several host threads with different sizes never lower it under one
-// another. A size above that maximum is left to the launch, which fails.
+// bytes on, not only above 48 KiB. Once static + dynamic passes 48 KiB and the
+// kernel's current limit is below the request, the limit is raised to the
+// most it can use (the device's opt-in maximum minus S): always the same
+// value, so launches from several host threads with different sizes never
+// lower it under one another. The limit is read each time: it belongs to the
+// context (after a cudaDeviceReset it is the default again). A size above
+// that maximum is left to the launch, which fails.
 cudaError_t allow_dynamic_smem(const void* kernel, size_t dynamic_bytes);
 template <class K>
 cudaError_t allow_dynamic_smem(K* kernel, size_t dynamic_bytes) {

@@ -476,6 +476,11 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
   }
 }
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceReset() {  // a new context: kernels' raised shared memory limits are gone
+  const std::lock_guard<std::mutex> lock(emu().launch_mu);
+  emu().smem_limit.clear();
+  return cudaSuccess;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamCreate(cudaStream_t* s) {
   static char token[64];

@@ -43,7 +43,6 @@ cudaError_t allow_dynamic_smem(const void* kernel, size_t dynamic_bytes) {
     const void* kernel;
     int dev;
     size_t static_bytes;
-    bool raised;
   };
   static std::mutex mu;
   static std::vector<Entry> seen;  // one per (kernel, device) launched with dynamic shared memory
@@ -54,16 +53,18 @@ cudaError_t allow_dynamic_smem(const void* kernel, size_t dynamic_bytes) {
   if (!e) {
     cudaFuncAttributes fa{};
     LLMK_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&fa, kernel));
-    seen.push_back({kernel, dev, fa.sharedSizeBytes, false});
+    seen.push_back({kernel, dev, fa.sharedSizeBytes});
     e = &seen.back();
   }
-  if (e->raised || e->static_bytes + dynamic_bytes <= (size_t(48) << 10)) return cudaSuccess;
+  if (e->static_bytes + dynamic_bytes <= (size_t(48) << 10)) return cudaSuccess;
+  // The raised limit belongs to the context (a cudaDeviceReset drops it), so it
+  // is read each time, not remembered here.
+  cudaFuncAttributes fa{};
+  LLMK_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&fa, kernel));
+  if (size_t(fa.maxDynamicSharedSizeBytes) >= dynamic_bytes) return cudaSuccess;
   int optin = 0;
   LLMK_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  LLMK_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(e->static_bytes)));
-  e->raised = true;
-  return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(e->static_bytes));
 }
 
 }  // namespace cuda

@@ -98,6 +98,22 @@ TEST(CudaModel, LaunchLimits) {
   EXPECT_EQ(out.download()[0], n - 1);
 }
 
+// The raised limit belongs to the context: after a cudaDeviceReset the
+// launcher raises it again (it once remembered "raised" for the process).
+TEST(CudaModel, DynamicSmemLimitAfterDeviceReset) {
+  LLMK_REQUIRE_CUDA();
+  const int n = 13000;  // 52000 bytes
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+    DeviceGuarded<int> out(1);
+    ASSERT_EQ(cuda::allow_dynamic_smem(dynamic_smem_kernel, size_t(n) * 4), cudaSuccess);
+    LLMK_LAUNCH(1, 32, size_t(n) * 4, 0, dynamic_smem_kernel)(out.data(), n);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "round " << round;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(out.download()[0], n - 1) << "round " << round;
+  }
+}
+
 #ifdef LLMK_CUDA_EMU
 __global__ void exited_lane_kernel(int* out) {
   if (threadIdx.x == 7) return;
