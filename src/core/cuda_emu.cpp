@@ -63,6 +63,8 @@ namespace {
 constexpr size_t kStackBytes = size_t(256) << 10;  // a CUDA thread's stack
 constexpr int kMaxThreads = 1024, kWarp = 32;
 constexpr size_t kDefaultSmem = size_t(48) << 10, kOptinSmem = 232448;  // sm_90 (H100 / H200)
+constexpr size_t kSmemPerSm = 233472;                                     // 228 KiB
+constexpr int kSms = 132;
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "llmk CUDA emulator: %s\n", what.c_str());
@@ -454,20 +456,20 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   std::snprintf(p->name, sizeof p->name, "llmk CUDA emulator (CPU, sm_90 limits)");
   p->major = 9;
   p->minor = 0;
-  p->multiProcessorCount = 132;
+  p->multiProcessorCount = llmk::emu::kSms;
   p->warpSize = 32;
   p->maxThreadsPerBlock = 1024;
-  p->sharedMemPerBlock = 48 << 10;
-  p->sharedMemPerBlockOptin = 232448;
+  p->sharedMemPerBlock = llmk::emu::kDefaultSmem;
+  p->sharedMemPerBlockOptin = llmk::emu::kOptinSmem;
   p->totalGlobalMem = size_t(8) << 30;
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
   if (d != 0) return cudaErrorInvalidDevice;
   switch (a) {
-    case cudaDevAttrMultiProcessorCount: *v = 132; return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 232448; return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 << 10; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *v = llmk::emu::kSms; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = int(llmk::emu::kOptinSmem); return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *v = int(llmk::emu::kDefaultSmem); return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
     case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor: *v = 9; return cudaSuccess;
@@ -540,7 +542,7 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const void*, i
   // An sm_90 SM: 2048 threads, 32 blocks, 228 KiB of shared memory (1 KiB
   // reserved a block); registers are not known here.
   int by_threads = block > 0 ? 2048 / block : 0;
-  const int by_smem = int((size_t(233472)) / (smem + 1024));
+  const int by_smem = int(llmk::emu::kSmemPerSm / (smem + 1024));
   *n = std::max(0, std::min({by_threads, by_smem, 32}));
   return cudaSuccess;
 }
