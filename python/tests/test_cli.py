@@ -33,6 +33,19 @@ def test_every_bench_emits_valid_json_lines():
 
 
 @pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
+def test_softmax_topk_only_takes_any_shape_and_names_a_bad_one():
+    for bad in ("16x50257", "16x50257x0", "16x8x9", "0x8x2", "4x8x2x", "4x8xtwo"):
+        p = run("bench", "softmax-topk", "--only", bad, check=False)
+        assert p.returncode == 2, (bad, p.returncode, p.stderr)
+        assert f"argument '--only' = {bad}: must be BxVxK" in p.stderr, p.stderr
+        assert p.stdout == "", "the bench started before rejecting its --only"
+    out = run("bench", "softmax-topk", "--quick", "--json", "--only", "3x1000x7").stdout
+    rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    impls = {r["impl"] for r in rows if r.get("shape") == "3x1000" and r.get("op") == "softmax_topk_k7"}
+    assert {"llmk", "llmk_warm", "naive"} <= impls, rows
+
+
+@pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
 def test_unknown_option_is_named():
     p = run("bench", "triad", "--bogus", "3", check=False)
     assert p.returncode == 2
