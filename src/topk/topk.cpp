@@ -85,10 +85,25 @@ void write_special_row(const void* row, DType t, int64_t v, int64_t k, const Sof
 }
 
 namespace {
+// The float's bits mapped to an unsigned order (larger float, larger ord; no
+// NaN reaches here), -0 folded into +0 (it comes back as +0: the same
+// probability), and back. Branch-free: the loops over them vectorize.
+inline uint32_t ord_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = u == 0x80000000u ? 0 : u;
+  return u ^ (uint32_t(int32_t(u) >> 31) | 0x80000000u);
+}
+inline float float_of(uint32_t ord) {
+  const uint32_t u = ord ^ (uint32_t(int32_t(~ord) >> 31) | 0x80000000u);
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
 // Sorts c[0, n) by `better` (larger logit first, ties to the lower index).
 // From 128 candidates on (sampling with large K): an LSD radix sort, 8 bits a
-// pass, of the 64-bit keys (~ord(x) << 32) | i in ascending order, ord(x) the
-// float's bits mapped to an unsigned order (no NaN reaches here), skipping
+// pass, of the 64-bit keys (~ord(x) << 32) | i in ascending order, skipping
 // the passes whose digit is the same in every key (the high index bytes, most
 // exponent bits): no data-dependent branch per element, where std::sort's
 // comparisons mispredict about half the time. `bench softmax-topk`, K = 256.
@@ -102,11 +117,7 @@ void sort_better(Cand* c, int64_t n, bool by_index = false) {
   b.resize(size_t(n));
   uint64_t all_and = ~uint64_t(0), all_or = 0;
   for (int64_t j = 0; j < n; ++j) {
-    uint32_t u;
-    std::memcpy(&u, &c[j].x, 4);
-    if (u == 0x80000000u) u = 0;  // -0 ties with +0 (it comes back as +0: the same probability)
-    const uint32_t ord = (u >> 31) ? ~u : (u | 0x80000000u);  // larger float, larger ord
-    const uint64_t key = (uint64_t(~ord) << 32) | uint32_t(c[j].i);
+    const uint64_t key = (uint64_t(~ord_of(c[j].x)) << 32) | uint32_t(c[j].i);
     a[size_t(j)] = key;
     all_and &= key;
     all_or |= key;
@@ -136,25 +147,75 @@ void sort_better(Cand* c, int64_t n, bool by_index = false) {
     std::swap(src, dst);
   }
   for (int64_t j = 0; j < n; ++j) {
-    const uint32_t ord = ~uint32_t(src[j] >> 32), u = (ord >> 31) ? (ord & 0x7fffffffu) : ~ord;
-    std::memcpy(&c[j].x, &u, 4);
+    c[j].x = float_of(~uint32_t(src[j] >> 32));
     c[j].i = int32_t(uint32_t(src[j]));
   }
 }
-
-// Moves the best k of c[0, n) (n > k) to c[0, k) in order (finish_row). From
-// kRadixSelect candidates on, the whole buffer is radix-sorted (sort_better)
-// and its head kept, else std::nth_element then sort_better of the k. Scratch
-// driver, 64 rows, 2 threads: K = 256, V = 50257 (~380 candidates a row)
-// 1.25 -> 1.10 ms, K = 1024, V = 128256 4.39 -> 4.06 ms; B = 1 within 10%
-// either way; from 64 candidates on (not 128) K = 50 lost (0.54 -> 0.60 ms).
-constexpr int64_t kRadixSelect = 128;
-void sorted_best(Cand* c, int64_t n, int64_t k, bool by_index) {
-  if (n >= kRadixSelect) return sort_better(c, n, by_index);
-  std::nth_element(c, c + (k - 1), c + n, better);
-  sort_better(c, k);
-}
 }  // namespace
+
+// One bucket pass: key = hi - ord(x) (smaller is better), bucketed by its top
+// bits into up to 2^lg > n buckets, so a bucket holds about one candidate; a
+// count, a prefix sum and a scatter place them; then an insertion pass over
+// the 64-bit keys (key << 32) | index orders each bucket's few, ties to the
+// lower index, up to the bucket where the best `want` end. Its moves are at
+// most the sum over buckets of count^2 / 2, so uneven buckets (a cluster of
+// logits and a far outlier, many equal logits) fall back. (Scattering the
+// dropped buckets' keys to a spare slot instead took 4x the scatter's time on
+// real candidates: GCC branched on the select, mispredicted for half of them.)
+bool bucket_best(Cand* c, int64_t n, int64_t want) {
+  thread_local std::vector<uint32_t> ord, hist;
+  thread_local std::vector<uint64_t> keys;
+  ord.resize(size_t(n));
+  keys.resize(size_t(n));
+  uint32_t hi = 0, lo = ~0u;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t o = ord_of(c[j].x);
+    ord[size_t(j)] = o;
+    hi = std::max(hi, o);
+    lo = std::min(lo, o);
+  }
+  const int lg = std::clamp(64 - __builtin_clzll(uint64_t(n)), 6, 13);  // n <= kBucketMax = 2^12
+  const uint32_t range = hi - lo;
+  const int shift = std::max(0, (range == 0 ? 0 : 32 - __builtin_clz(range)) - lg);
+  const size_t nb = size_t(range >> shift) + 1;
+  hist.assign(nb + 1, 0u);
+  for (int64_t j = 0; j < n; ++j) ++hist[((hi - ord[size_t(j)]) >> shift) + 1];
+  uint64_t squares = 0;
+  uint32_t start = 0;  // carried in a register: hist[d] += hist[d - 1] waited on each store
+  for (size_t d = 1; d <= nb; ++d) {
+    const uint32_t count = hist[d];
+    squares += uint64_t(count) * count;
+    start += count;
+    hist[d] = start;  // hist[d]: where bucket d starts
+  }
+  if (squares > uint64_t(kBucketUneven * n)) return false;
+  // Buckets [0, cut) hold the best m >= min(want, n): only they need ordering.
+  const size_t cut = size_t(std::upper_bound(hist.begin(), hist.begin() + ptrdiff_t(nb), uint32_t(want - 1)) -
+                            hist.begin());
+  const uint32_t m = hist[cut];
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t key = hi - ord[size_t(j)];
+    keys[hist[key >> shift]++] = (uint64_t(key) << 32) | uint32_t(c[j].i);
+  }
+  for (uint32_t j = 1; j < m; ++j) {
+    const uint64_t x = keys[j];
+    uint32_t i = j;
+    for (; i > 0 && keys[i - 1] > x; --i) keys[i] = keys[i - 1];
+    keys[i] = x;
+  }
+  for (int64_t j = 0, e = std::min(want, n); j < e; ++j) {
+    c[j].x = float_of(hi - uint32_t(keys[size_t(j)] >> 32));
+    c[j].i = int32_t(uint32_t(keys[size_t(j)]));
+  }
+  return true;
+}
+
+void best_first(Cand* c, int64_t n, int64_t want, bool by_index) {
+  if (n >= kBucketMin && n <= kBucketMax && bucket_best(c, n, want)) return;
+  if (n >= kRadixSelect || n <= want) return sort_better(c, n, by_index);  // the whole buffer; its head is the best
+  std::nth_element(c, c + (want - 1), c + n, better);
+  sort_better(c, want);
+}
 
 // Only the best k are wanted here, in any order: std::nth_element. (Radix
 // sorting the buffer instead, from 512 candidates, made B = 1, K = 1024 take
@@ -197,11 +258,9 @@ void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, co
       c[i] = x;
     }
     n = k;
-  } else if (n > k) {
-    sorted_best(c, n, k, order == CandOrder::by_index);
-    n = k;
   } else {
-    sort_better(c, n, order == CandOrder::by_index);
+    best_first(c, n, k, order == CandOrder::by_index);
+    n = std::min(n, k);
   }
   // Fewer than k logits > -inf: every one of them is here; the rest of the
   // output are the lowest-index -inf logits, probability 0.

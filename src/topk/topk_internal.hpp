@@ -105,6 +105,25 @@ void flush(CandBuf& b);
 // (small_row's output).
 enum class CandOrder { any, by_index, sorted };
 
+// Puts the best min(want, n) of c[0, n) (want >= 1) at its front in the op's
+// order; the rest is left unspecified. by_index: c[0, n) is in increasing
+// index order. From kBucketMin to kBucketMax candidates one bucket pass
+// (bucket_best); outside that, or when its buckets are too uneven, from
+// kRadixSelect candidates on an LSD radix sort of the whole buffer, below it
+// std::nth_element and a sort of the best want. kRadixSelect: scratch driver,
+// 64 rows, 2 threads: K = 256, V = 50257 (~380 candidates a row) 1.25 -> 1.10
+// ms, K = 1024, V = 128256 4.39 -> 4.06 ms against nth_element first; B = 1
+// within 10% either way; from 64 candidates on (not 128) K = 50 lost (0.54 ->
+// 0.60 ms). The bucket pass: docs/softmax_topk.md, fifteenth session.
+inline constexpr int64_t kBucketMin = 32, kBucketMax = 4096, kRadixSelect = 128;
+void best_first(Cand* c, int64_t n, int64_t want, bool by_index);
+
+// The bucket pass alone, for the tests: false, c untouched, when the sum over
+// buckets of count^2 exceeds kBucketUneven n (the insertion pass would be
+// slow), else best_first's result.
+inline constexpr int64_t kBucketUneven = 8;
+bool bucket_best(Cand* c, int64_t n, int64_t want);
+
 // The r-th largest of v[0, n) (1 <= r <= n, no NaN) into rth and the largest
 // into max; reorders v. For the sampled threshold (topk_scan.hpp).
 void rth_largest(float* v, int64_t n, int64_t r, float& rth, float& max);

@@ -5,6 +5,11 @@
 // baseline against the oracle.
 #include "tests/topk/topk_check.hpp"
 
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <random>
+
 #include "llmk/parallel.hpp"
 #include "topk/topk_internal.hpp"
 
@@ -588,6 +593,66 @@ TEST(SoftmaxTopk, VectorProbabilitiesAgainstDoubleExp) {
             }
           }
   EXPECT_GT(checked, 50000);
+}
+
+// finish_row's ordering of its candidates (topk::best_first) against
+// std::sort by the op's order, on every path it can take: n around
+// kBucketMin, kRadixSelect and kBucketMax; want below, at and above n;
+// candidates in index order (by_index) and shuffled; logits spread (the bucket
+// pass), clustered with a far outlier and many equal (its buckets too uneven:
+// it must decline and leave c untouched), with signed zeros, both signs,
+// subnormals and +-FLT_MAX. Only the best min(want, n) are checked, with a
+// sentinel candidate after c[n) that must stay.
+TEST(SoftmaxTopk, CandidateOrderingPaths) {
+  std::mt19937 rng(5);
+  const int64_t ns[] = {1,  2,  31,  32,  33,  100, 127, 128, 129, 300,
+                        topk::kBucketMax - 1, topk::kBucketMax, topk::kBucketMax + 1, 1500, 5000};
+  int bucketed = 0, declined = 0;
+  for (int kind = 0; kind < 5; ++kind)
+    for (int64_t n : ns)
+      for (int64_t want : {int64_t(1), std::max<int64_t>(1, n / 2), n, n + 5})
+        for (bool by_index : {true, false}) {
+          std::vector<topk::Cand> c(size_t(n) + 1);
+          for (int64_t j = 0; j < n; ++j) {
+            float x = 0;
+            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+            switch (kind) {
+              case 0: x = 3.9f + 0.1f * u(rng); break;                             // spread: the bucket pass
+              case 1: x = j == n / 2 ? 1e30f : 2.0f + 1e-6f * u(rng); break;        // cluster + outlier
+              case 2: x = float(rng() % 3); break;                                   // many equal
+              case 3: x = (rng() % 2 ? 0.0f : -0.0f) + (rng() % 4 == 0 ? u(rng) : 0.0f); break;  // signed zeros
+              default: {
+                const float pick[] = {FLT_MAX, -FLT_MAX, 1e-40f, -1e-40f, 1e-45f, 0.0f, -0.0f, 1.0f};
+                x = rng() % 2 ? pick[rng() % 8] : u(rng) * std::ldexp(1.0f, int(rng() % 200) - 100);
+              }
+            }
+            c[size_t(j)] = topk::Cand{x, int32_t(3 * j + int(rng() % 3))};  // increasing indices
+          }
+          if (!by_index) std::shuffle(c.begin(), c.begin() + n, rng);
+          c[size_t(n)] = topk::Cand{-7.0f, -7};  // sentinel
+          auto want_sorted = c;
+          std::sort(want_sorted.begin(), want_sorted.begin() + n, topk::better);
+          const std::string what = "kind " + std::to_string(kind) + " n " + std::to_string(n) + " want " +
+                                   std::to_string(want) + (by_index ? " by index" : " shuffled");
+          auto b = c;
+          const bool took = topk::bucket_best(b.data(), n, want);
+          bucketed += took;
+          declined += !took;
+          if (!took)
+            for (int64_t j = 0; j <= n; ++j)
+              ASSERT_TRUE(b[size_t(j)].i == c[size_t(j)].i && std::memcmp(&b[size_t(j)].x, &c[size_t(j)].x, 4) == 0)
+                  << what << ": bucket_best declined but changed c[" << j << "]";
+          topk::best_first(c.data(), n, want, by_index);
+          for (const auto* got : {&b, &c}) {
+            for (int64_t j = 0; (got == &c || took) && j < std::min(want, n); ++j) {
+              ASSERT_EQ((*got)[size_t(j)].i, want_sorted[size_t(j)].i) << what << " at " << j;
+              ASSERT_EQ((*got)[size_t(j)].x, want_sorted[size_t(j)].x) << what << " at " << j;
+            }
+            ASSERT_EQ((*got)[size_t(n)].i, -7) << what << ": the sentinel after c[n) was overwritten";
+          }
+        }
+  EXPECT_GT(bucketed, 100) << "the bucket pass never ran";
+  EXPECT_GT(declined, 100) << "the fallbacks never ran";
 }
 
 // The naive baseline selects on rounded probabilities, so its order may differ
