@@ -87,6 +87,11 @@ struct Avx2 {
   static V cmp_gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
   static V cmp_ge(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
   static V cmp_eq(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  // A compare's mask in the ISA's own form (here a vector) and a blend by it:
+  // for chains of compare-and-select that should not convert masks (Avx512).
+  using M = V;
+  static M ge_m(V a, V b) { return cmp_ge(a, b); }
+  static V blend_m(V a, V b, M m) { return select(a, b, m); }  // m ? b : a
 };
 
 // sum_j u[j] s[j] over 32 bytes (u unsigned <= 128, s signed in [-127, 127]) as
@@ -157,6 +162,9 @@ struct Avx512 {
   static V cmp_gt(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)); }
   static V cmp_ge(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)); }
   static V cmp_eq(V a, V b) { return mask_to_v(_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)); }
+  using M = __mmask16;
+  static M ge_m(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+  static V blend_m(V a, V b, M m) { return _mm512_mask_mov_ps(a, m, b); }  // m ? b : a
 
  private:
   static V mask_to_v(__mmask16 m) { return _mm512_castsi512_ps(_mm512_movm_epi32(m)); }

@@ -343,11 +343,11 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   // (4096 rows of 64, K = 1: 51 against 62 ns a row on one thread).
   const ProbsFn probs = k >= 4 ? pick_probs() : probs_scalar;
   const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? pick_small() : nullptr;
-  // Up to kBatchV logits a row: rows in the lanes of a vector (small_rows), bw at a time.
+  // Rows in the lanes of a vector (small_rows), bw at a time, where batch_rows says.
   // Plain variables, not a structured binding: the OpenMP region below uses
   // them, and clang before 16 rejects a structured binding captured there.
   const std::pair<SmallRowsFn, int64_t> picked =
-      small && v <= kBatchV ? pick_small_rows() : std::pair<SmallRowsFn, int64_t>{};
+      small && batch_rows(v, k) ? pick_small_rows() : std::pair<SmallRowsFn, int64_t>{};
   const SmallRowsFn small_rows = picked.first;
   const int64_t bw = picked.second;
   const int64_t batches = small_rows ? (rows + bw - 1) / bw : 0;

@@ -150,8 +150,13 @@ int64_t small_avx512(const void* row, DType dtype, int64_t v, int64_t k, float s
 // kMaxBatchRows) of v <= kBatchV logits (row i at base + i * ld elements),
 // k <= kInsertK, one row a vector lane (topk_scan.hpp, small_rows): row i's
 // state into st[i] and its best k, ordered, into c[i * k, i * k + k) (-inf
-// logits too, in index order, where fewer than k are finite). Vector ISAs only.
-inline constexpr int64_t kBatchV = 64, kMaxBatchRows = 16;
+// logits too, in index order, where fewer than k are finite). Vector ISAs
+// only, for v <= kBatchAnyK at every k and up to kBatchV from k = 4: where
+// it is faster than small_row or level (4096 rows, one thread, AVX-512 and
+// AVX2: at K = 2 V = 128 level, V = 192 and 256 slower; at V = 256 K = 4
+// level; docs/softmax_topk.md, "Rows of up to 256 logits").
+inline constexpr int64_t kBatchV = 256, kBatchAnyK = 128, kMaxBatchRows = 16;
+inline bool batch_rows(int64_t v, int64_t k) { return v <= kBatchAnyK || (v <= kBatchV && k >= 4); }
 using SmallRowsFn = void (*)(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k,
                              float scale, Cand* c, PartState* st);
 void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale,

@@ -442,7 +442,7 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
 }
 
 // A whole row of v <= kSmallV logits, k <= kInsertK (see SmallFn; on the
-// vector ISAs rows of v <= kBatchV take small_rows below instead): copied to
+// vector ISAs the rows batch_rows picks take small_rows below instead): copied to
 // f32 and padded with -inf to whole vectors; m = its max, the sum of
 // 2^((x - m) * s2) over double lanes as in scan_pass (NaN or +inf make it NaN:
 // the row is special; all -inf leaves m = -inf: special too); then k rounds
@@ -510,6 +510,54 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
   return n;
 }
 
+// The best k <= KL of each of nr <= W rows held in the columns of xt
+// (xt[j W + i] = logit j of row i), in the op's order, into c[i k, i k + k):
+// one pass over j, from the last column down, inserts each column into KL
+// lists sorted in registers, a lane a row (r[0] the best), by a chain of
+// compare-exchanges. Going down, the new logit has a lower index than every
+// one held, so it goes ahead of equal ones: y >= r[t] swaps. A logit pushed
+// down by the swap was ahead of r[t + 1] (larger, or equal with a lower
+// index), so it swaps there too, and so on: an insertion. (Going up with
+// y > r[t] broke that: a pushed-down logit stopped behind an equal one of a
+// higher index.) The compare's mask stays in the ISA's own form (converting
+// AVX-512 masks to vectors and back took half the time). NaN never enters
+// (no NaN compares >=) and its row is special anyway; -inf logits do enter
+// the lists' -inf start, the lowest index first, so a row with fewer than k
+// logits above -inf ends with its lowest-index -inf logits in index order,
+// as finish_row would add them. It replaced k rounds of a pass over j each
+// (docs/softmax_topk.md, "Rows of up to 256 logits").
+template <class S, int KL>
+void best_of_rows(const float* xt, int64_t nr, int64_t v, int64_t k, Cand* c) {
+  using V = typename S::V;
+  constexpr int W = S::kWidth;
+  V r[KL], at[KL];
+  for (int t = 0; t < KL; ++t) {
+    r[t] = S::set1(kNegInf);
+    at[t] = S::set1(-1.0f);
+  }
+  const V one = S::set1(1.0f);
+  V jv = S::set1(float(v - 1));
+  for (int64_t j = v - 1; j >= 0; --j, jv = S::sub(jv, one)) {
+    V y = S::load(xt + j * W), yj = jv;
+#pragma GCC unroll 16
+    for (int t = 0; t < KL; ++t) {
+      const typename S::M ge = S::ge_m(y, r[t]);
+      const V down = S::blend_m(y, r[t], ge), down_j = S::blend_m(yj, at[t], ge);
+      r[t] = S::blend_m(r[t], y, ge);
+      at[t] = S::blend_m(at[t], yj, ge);
+      y = down;
+      yj = down_j;
+    }
+  }
+  alignas(64) float rv[KL][W], av[KL][W];
+  for (int t = 0; t < KL; ++t) {
+    S::store(rv[t], r[t]);
+    S::store(av[t], at[t]);
+  }
+  for (int64_t i = 0; i < nr; ++i)
+    for (int64_t n = 0; n < k; ++n) c[i * k + n] = Cand{rv[n][i], int32_t(av[n][i])};
+}
+
 // nr <= W whole rows of v <= kBatchV logits, k <= kInsertK (vector ISAs,
 // SmallRowsFn): one row a lane, so a MoE batch of 8 experts, top 2, costs a
 // few vector ops a row, where small_row's one row at a time is a chain of
@@ -517,15 +565,8 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
 // (xt[j W + i] = logit j; rows past nr are zeros). Then, each step one vector
 // op for W rows: m = max_j x_j (a NaN or +inf makes the sum NaN below: the
 // row is special, as in small_row); the sum of 2^((x_j - m) s2) over double
-// lanes; and k rounds that take each row's best remaining logit in one pass
-// over j: best = max(y_j, best) from -inf, its index moving to j where y_j >
-// best (strictly: a tie keeps the lower index). A taken logit becomes NaN,
-// which neither compares above best nor passes max's second operand (vmaxps
-// returns it when either is NaN). A row with only -inf logits left finds
-// none above best = -inf (idx stays -1): a second pass takes its lowest
-// remaining index, so -inf logits come in index order, as finish_row would
-// add them. Row i's best k go to c[i k, i k + k), in the op's order; st[i]
-// is its state (PartState{} when all its logits are -inf).
+// lanes; and the best k of each row by one insertion pass (best_of_rows).
+// st[i] is row i's state (PartState{} when all its logits are -inf).
 template <class S, class T>
 void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale, Cand* c,
                       PartState* st) {
@@ -544,33 +585,12 @@ void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t 
   S::store(mv, m);
   acc.lanes(sv);
   for (int64_t i = 0; i < nr; ++i) st[i] = mv[i] == kNegInf ? PartState{} : PartState{mv[i], sv[i]};
-  const V none = S::set1(-1.0f), ninf = S::set1(kNegInf), nan = S::set1(std::numeric_limits<float>::quiet_NaN());
-  V idx = none;
-  for (int64_t r = 0; r < k; ++r) {
-    const V prev = idx;  // taken in the last round: NaN from now on
-    V best = ninf;
-    idx = none;
-    for (int64_t j = 0; j < v; ++j) {
-      const V jv = S::set1(float(j));
-      V y = S::load(xt + j * W);
-      if (r > 0) {
-        y = S::select(y, nan, S::cmp_eq(prev, jv));
-        S::store(xt + j * W, y);
-      }
-      idx = S::select(idx, jv, S::cmp_gt(y, best));
-      best = S::max(y, best);
-    }
-    if (S::gt_mask(S::zero(), idx)) [[unlikely]] {  // only -inf left in some rows: their lowest remaining index
-      const V lost = S::cmp_gt(S::zero(), idx);
-      V low = none;
-      for (int64_t j = v - 1; j >= 0; --j)
-        low = S::select(low, S::set1(float(j)), S::cmp_ge(S::load(xt + j * W), ninf));
-      idx = S::select(idx, low, lost);
-    }
-    alignas(64) float bv[W], iv[W];
-    S::store(bv, best);
-    S::store(iv, idx);
-    for (int64_t i = 0; i < nr; ++i) c[i * k + r] = Cand{bv[i], int32_t(iv[i])};
+  switch (k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : 16) {
+    case 1: return best_of_rows<S, 1>(xt, nr, v, k, c);
+    case 2: return best_of_rows<S, 2>(xt, nr, v, k, c);
+    case 4: return best_of_rows<S, 4>(xt, nr, v, k, c);
+    case 8: return best_of_rows<S, 8>(xt, nr, v, k, c);
+    default: return best_of_rows<S, 16>(xt, nr, v, k, c);
   }
 }
 
