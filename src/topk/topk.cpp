@@ -287,14 +287,47 @@ SmallFn pick_small() {
   }
 }
 
-// The batched small-row path and its batch (the vector width), or none (scalar).
-std::pair<SmallRowsFn, int64_t> pick_small_rows() {
+// The batched small-row path, its batch (the vector width) and its
+// probabilities, or none (scalar).
+struct SmallRowsPath {
+  SmallRowsFn rows = nullptr;
+  int64_t width = 1;
+  ExpDivFn exp_div = nullptr;
+};
+SmallRowsPath pick_small_rows() {
   switch (simd_level()) {
     case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
     case SimdLevel::avx512vnni:
-    case SimdLevel::avx512: return {small_rows_avx512, kMaxBatchRows};
-    case SimdLevel::avx2: return {small_rows_avx2, 8};
-    default: return {nullptr, 1};
+    case SimdLevel::avx512: return {small_rows_avx512, kMaxBatchRows, exp_div_avx512};
+    case SimdLevel::avx2: return {small_rows_avx2, 8, exp_div_avx2};
+    default: return {};
+  }
+}
+
+// finish_row for the nr rows of a small_rows batch (rows r0.., their ordered
+// best k in c[i k, i k + k)): every probability of the batch by one exp_div
+// call, where finish_row took one probs call a row (for k < 4 a std::exp per
+// candidate: at 4096 rows of 8, K = 2 most of the op's time), then each row's
+// max and log-sum-exp; a special row is written over by write_special_row.
+void finish_rows(const uint8_t* base, size_t row_bytes, DType t, int64_t v, int64_t k, double scale,
+                 const PartState* st, const Cand* c, int64_t nr, const SoftmaxTopkOut& out, int64_t r0,
+                 ExpDivFn exp_div) {
+  alignas(64) double d[kMaxBatchRows * kInsertK], s[kMaxBatchRows * kInsertK];
+  for (int64_t i = 0; i < nr; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      d[i * k + j] = (double(c[i * k + j].x) - st[i].m) * scale;
+      s[i * k + j] = st[i].s;
+    }
+  exp_div(d, s, nr * k, out.probs + r0 * k);
+  for (int64_t q = 0; q < nr * k; ++q) out.indices[r0 * k + q] = c[q].i;
+  for (int64_t i = 0; i < nr; ++i) {
+    if (std::isnan(st[i].s) || st[i].m == kNegInf) {
+      write_special_row(base + size_t(r0 + i) * row_bytes, t, v, k, out, r0 + i);
+      continue;
+    }
+    const double m = st[i].m;
+    if (out.row_max) out.row_max[r0 + i] = float(m * scale);
+    if (out.lse) out.lse[r0 + i] = float(m * scale + std::log(st[i].s));
   }
 }
 
@@ -346,10 +379,10 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   // Rows in the lanes of a vector (small_rows), bw at a time, where batch_rows says.
   // Plain variables, not a structured binding: the OpenMP region below uses
   // them, and clang before 16 rejects a structured binding captured there.
-  const std::pair<SmallRowsFn, int64_t> picked =
-      small && batch_rows(v, k) ? pick_small_rows() : std::pair<SmallRowsFn, int64_t>{};
-  const SmallRowsFn small_rows = picked.first;
-  const int64_t bw = picked.second;
+  const SmallRowsPath picked = small && batch_rows(v, k) ? pick_small_rows() : SmallRowsPath{};
+  const SmallRowsFn small_rows = picked.rows;
+  const int64_t bw = picked.width;
+  const ExpDivFn exp_div = picked.exp_div;
   const int64_t batches = small_rows ? (rows + bw - 1) / bw : 0;
   // parts > 1: each part leaves its state and best <= k candidates here.
   std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
@@ -364,9 +397,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
       for (int64_t u = 0; u < batches; ++u) {
         const int64_t r0 = u * bw, nr = std::min(bw, rows - r0);
         small_rows(base + size_t(r0) * size_t(ld) * esz, t, ld, nr, v, k, scale, buf.data(), st);
-        for (int64_t i = 0; i < nr; ++i)
-          finish_row(base + size_t(r0 + i) * size_t(ld) * esz, t, v, k, scale, st[i], buf.data() + i * k, k, out,
-                     r0 + i, probs, CandOrder::sorted);
+        finish_rows(base, size_t(ld) * esz, t, v, k, scale, st, buf.data(), nr, out, r0, exp_div);
       }
     } else {
 #pragma omp for schedule(dynamic, grain)

@@ -16,4 +16,7 @@ void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int6
 void probs_avx2(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
   probs_pd<simd::Avx2>(c, k, m, scale, s, out);
 }
+void exp_div_avx2(const double* d, const double* s, int64_t n, float* out) {
+  exp_div_pd<simd::Avx2>(d, s, n, out);
+}
 }  // namespace llmk::topk

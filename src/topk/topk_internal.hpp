@@ -188,6 +188,13 @@ void probs_scalar(const Cand* c, int64_t k, double m, double scale, double s, fl
 void probs_avx2(const Cand* c, int64_t k, double m, double scale, double s, float* out);
 void probs_avx512(const Cand* c, int64_t k, double m, double scale, double s, float* out);
 
+// out[j] = float(exp(d[j]) / s[j]) for j < n, exp evaluated as in probs_pd
+// (the same bound): the probabilities of a batch of small rows at once, d
+// and s per candidate (finish_rows). Vector ISAs only.
+using ExpDivFn = void (*)(const double* d, const double* s, int64_t n, float* out);
+void exp_div_avx2(const double* d, const double* s, int64_t n, float* out);
+void exp_div_avx512(const double* d, const double* s, int64_t n, float* out);
+
 // Finishes a regular row from its merged state and its best candidates
 // (c[0..n), n <= cap, every logit > -inf when n < k): sorts the best k, fills
 // missing slots with the lowest -inf indices, writes probs/indices/max/lse.

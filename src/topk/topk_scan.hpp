@@ -627,11 +627,23 @@ inline constexpr double kExpTaylor[] = {1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1
                                         1.0 / 24,     1.0 / 6,     0.5,        1.0,        1.0};  // 1/9! .. 1/0!
 template <class S>
 void probs_pd(const Cand* c, int64_t k, double m, double scale, double s, float* out);
+template <class S>
+void exp_div_pd(const double* d, const double* s, int64_t n, float* out);
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// exp(d) on 4 doubles, 0 below kMinExpArg (see above).
+inline __m256d exp_pd(__m256d d) {
+  const __m256d lo = _mm256_set1_pd(kMinExpArg);
+  const __m256d x = _mm256_max_pd(d, lo);
+  const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2D), x);
+  __m256d p = _mm256_set1_pd(1.0 / 3628800);  // 1/10!
+  for (double cf : kExpTaylor) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(cf));
+  const __m256i e2n = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), _mm256_set1_epi64x(1023)), 52);
+  return _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e2n)), _mm256_cmp_pd(d, lo, _CMP_GE_OQ));
+}
 template <>
 [[maybe_unused]] void probs_pd<simd::Avx2>(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
-  const __m256d vm = _mm256_set1_pd(m), vsc = _mm256_set1_pd(scale), vs = _mm256_set1_pd(s),
-                lo = _mm256_set1_pd(kMinExpArg);
+  const __m256d vm = _mm256_set1_pd(m), vsc = _mm256_set1_pd(scale), vs = _mm256_set1_pd(s);
   const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);  // the x of 4 Cands {x, i}
   for (int64_t j = 0; j < k; j += 4) {
     const int64_t nj = std::min<int64_t>(4, k - j);
@@ -643,14 +655,7 @@ template <>
     }
     const __m256 raw = _mm256_loadu_ps(reinterpret_cast<const float*>(src));
     const __m256d d = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(raw, even))), vm), vsc);
-    const __m256d x = _mm256_max_pd(d, lo);
-    const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2D), x);
-    __m256d p = _mm256_set1_pd(1.0 / 3628800);  // 1/10!
-    for (double cf : kExpTaylor) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(cf));
-    const __m256i e2n = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), _mm256_set1_epi64x(1023)), 52);
-    const __m256d e = _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e2n)), _mm256_cmp_pd(d, lo, _CMP_GE_OQ));
-    const __m128 q = _mm256_cvtpd_ps(_mm256_div_pd(e, vs));
+    const __m128 q = _mm256_cvtpd_ps(_mm256_div_pd(exp_pd(d), vs));
     if (nj == 4) {
       _mm_storeu_ps(out + j, q);
     } else {
@@ -660,12 +665,35 @@ template <>
     }
   }
 }
+template <>
+[[maybe_unused]] void exp_div_pd<simd::Avx2>(const double* d, const double* s, int64_t n, float* out) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    _mm_storeu_ps(out + j, _mm256_cvtpd_ps(_mm256_div_pd(exp_pd(_mm256_loadu_pd(d + j)), _mm256_loadu_pd(s + j))));
+  if (j < n) {
+    alignas(32) double dt[4] = {kNegInf, kNegInf, kNegInf, kNegInf}, st[4] = {1, 1, 1, 1};
+    std::copy(d + j, d + n, dt);
+    std::copy(s + j, s + n, st);
+    alignas(16) float o[4];
+    _mm_store_ps(o, _mm256_cvtpd_ps(_mm256_div_pd(exp_pd(_mm256_load_pd(dt)), _mm256_load_pd(st))));
+    std::copy(o, o + (n - j), out + j);
+  }
+}
 #endif
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
+// exp(d) on 8 doubles, 0 below kMinExpArg (see above).
+inline __m512d exp_pd(__m512d d) {
+  const __m512d lo = _mm512_set1_pd(kMinExpArg);
+  const __m512d x = _mm512_max_pd(d, lo);
+  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(kLn2D), x);
+  __m512d p = _mm512_set1_pd(1.0 / 3628800);
+  for (double cf : kExpTaylor) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(cf));
+  return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(d, lo, _CMP_GE_OQ), _mm512_scalef_pd(p, n));
+}
 template <>
 [[maybe_unused]] void probs_pd<simd::Avx512>(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
-  const __m512d vm = _mm512_set1_pd(m), vsc = _mm512_set1_pd(scale), vs = _mm512_set1_pd(s),
-                lo = _mm512_set1_pd(kMinExpArg);
+  const __m512d vm = _mm512_set1_pd(m), vsc = _mm512_set1_pd(scale), vs = _mm512_set1_pd(s);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
   for (int64_t j = 0; j < k; j += 8) {
     const int nj = int(std::min<int64_t>(8, k - j));
@@ -673,13 +701,15 @@ template <>
     const __m512 raw = _mm512_maskz_loadu_ps(__mmask16((1u << (2 * nj)) - 1), reinterpret_cast<const float*>(c + j));
     const __m256 xs = _mm512_castps512_ps256(_mm512_permutexvar_ps(even, raw));
     const __m512d d = _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(xs), vm), vsc);
-    const __m512d x = _mm512_max_pd(d, lo);
-    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(kLn2D), x);
-    __m512d p = _mm512_set1_pd(1.0 / 3628800);
-    for (double cf : kExpTaylor) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(cf));
-    const __m512d e = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(d, lo, _CMP_GE_OQ), _mm512_scalef_pd(p, n));
-    _mm256_mask_storeu_ps(out + j, live, _mm512_cvtpd_ps(_mm512_div_pd(e, vs)));
+    _mm256_mask_storeu_ps(out + j, live, _mm512_cvtpd_ps(_mm512_div_pd(exp_pd(d), vs)));
+  }
+}
+template <>
+[[maybe_unused]] void exp_div_pd<simd::Avx512>(const double* d, const double* s, int64_t n, float* out) {
+  for (int64_t j = 0; j < n; j += 8) {
+    const __mmask8 live = __mmask8((1u << std::min<int64_t>(8, n - j)) - 1);
+    const __m512d e = exp_pd(_mm512_mask_loadu_pd(_mm512_set1_pd(kNegInf), live, d + j));
+    _mm256_mask_storeu_ps(out + j, live, _mm512_cvtpd_ps(_mm512_div_pd(e, _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), live, s + j))));
   }
 }
 #endif

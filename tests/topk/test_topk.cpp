@@ -598,6 +598,46 @@ TEST(SoftmaxTopk, VectorProbabilitiesAgainstDoubleExp) {
   EXPECT_GT(checked, 50000);
 }
 
+// The batched rows' probabilities (topk::exp_div_avx2 / exp_div_avx512: the
+// same exp as probs_pd, d and s per element): each f32 result must be exp(d)
+// / s correctly rounded up to 1e-12 relative, exactly 0 below d = -104; d
+// from -110 to 0 (the flush and subnormal boundaries densest), s from 1 to
+// 3e4 varying element by element, n = 1 .. 40 (every tail), with a sentinel.
+TEST(SoftmaxTopk, BatchProbabilitiesAgainstDoubleExp) {
+  std::vector<std::pair<const char*, topk::ExpDivFn>> fns;
+  if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", topk::exp_div_avx2});
+  if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", topk::exp_div_avx512});
+  if (fns.empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
+  std::vector<double> ds;
+  for (int i = 0; i <= 2200; ++i) ds.push_back(-110.0 + 0.05 * i);
+  for (int i = 0; i <= 400; ++i) ds.push_back(-104.5 + 0.005 * i);
+  for (int i = 0; i < 300; ++i) ds.push_back(-std::ldexp(1.0, -i / 10));
+  ds.push_back(0.0);
+  ds.push_back(-INFINITY);
+  int checked = 0;
+  for (const auto& [name, fn] : fns)
+    for (int64_t n = 1; n <= 40; ++n)
+      for (size_t j0 = 0; j0 + size_t(n) <= ds.size(); j0 += size_t(n) * 5) {
+        std::vector<double> s(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) s[size_t(j)] = 1.0 + double((j0 + size_t(j) * 7919) % 30011);
+        std::vector<float> out(size_t(n) + 1, 7.0f);  // + a sentinel
+        fn(ds.data() + j0, s.data(), n, out.data());
+        ASSERT_EQ(out[size_t(n)], 7.0f) << name << " wrote past n = " << n;
+        for (int64_t j = 0; j < n; ++j) {
+          const double d = ds[j0 + size_t(j)], want = std::exp(d) / s[size_t(j)];
+          const float got = out[size_t(j)];
+          if (d < -104) {
+            ASSERT_EQ(got, 0.0f) << name << " d " << d;
+            continue;
+          }
+          const float lo = float(want * (1 - 1e-12)), hi = float(want * (1 + 1e-12));
+          ASSERT_TRUE(got == lo || got == hi) << name << " d " << d << " s " << s[size_t(j)] << ": " << got;
+          ++checked;
+        }
+      }
+  EXPECT_GT(checked, 40000);
+}
+
 // finish_row's ordering of its candidates (topk::best_first) against
 // std::sort by the op's order, on every path it can take: n around
 // kBucketMin, kRadixSelect and kBucketMax; want below, at and above n;
