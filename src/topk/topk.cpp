@@ -293,39 +293,33 @@ struct SmallRowsPath {
   SmallRowsFn rows = nullptr;
   int64_t width = 1;
   ExpDivFn exp_div = nullptr;
-  LogFn log_n = nullptr;
 };
 SmallRowsPath pick_small_rows() {
   switch (simd_level()) {
     case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
     case SimdLevel::avx512vnni:
-    case SimdLevel::avx512: return {small_rows_avx512, kMaxBatchRows, exp_div_avx512, log_n_avx512};
-    case SimdLevel::avx2: return {small_rows_avx2, 8, exp_div_avx2, log_n_avx2};
+    case SimdLevel::avx512: return {small_rows_avx512, kMaxBatchRows, exp_div_avx512};
+    case SimdLevel::avx2: return {small_rows_avx2, 8, exp_div_avx2};
     default: return {};
   }
 }
 
 // finish_row for the nr rows of a small_rows batch (rows r0.., their ordered
 // best k in c[i k, i k + k)): every probability of the batch by one exp_div
-// call and every log-sum-exp by one log_n call, where finish_row took one
-// probs call (for k < 4 a std::exp per candidate) and one std::log a row: at
-// 4096 rows of 8, K = 2 most of the op's time; a special row is written over
-// by write_special_row.
+// call, where finish_row took one probs call a row (for k < 4 a std::exp per
+// candidate: at 4096 rows of 8, K = 2 most of the op's time), then each row's
+// max and log-sum-exp; a special row is written over by write_special_row.
 void finish_rows(const uint8_t* base, size_t row_bytes, DType t, int64_t v, int64_t k, double scale,
                  const PartState* st, const Cand* c, int64_t nr, const SoftmaxTopkOut& out, int64_t r0,
-                 const SmallRowsPath& path) {
-  alignas(64) double d[kMaxBatchRows * kInsertK], s[kMaxBatchRows * kInsertK], sums[kMaxBatchRows],
-      logs[kMaxBatchRows];
-  for (int64_t i = 0; i < nr; ++i) {
+                 ExpDivFn exp_div) {
+  alignas(64) double d[kMaxBatchRows * kInsertK], s[kMaxBatchRows * kInsertK];
+  for (int64_t i = 0; i < nr; ++i)
     for (int64_t j = 0; j < k; ++j) {
       d[i * k + j] = (double(c[i * k + j].x) - st[i].m) * scale;
       s[i * k + j] = st[i].s;
     }
-    sums[i] = st[i].s >= 1 ? st[i].s : 1.0;  // a special row's (0 or NaN) is written over below
-  }
-  path.exp_div(d, s, nr * k, out.probs + r0 * k);
+  exp_div(d, s, nr * k, out.probs + r0 * k);
   for (int64_t q = 0; q < nr * k; ++q) out.indices[r0 * k + q] = c[q].i;
-  if (out.lse) path.log_n(sums, nr, logs);
   for (int64_t i = 0; i < nr; ++i) {
     if (std::isnan(st[i].s) || st[i].m == kNegInf) {
       write_special_row(base + size_t(r0 + i) * row_bytes, t, v, k, out, r0 + i);
@@ -333,7 +327,7 @@ void finish_rows(const uint8_t* base, size_t row_bytes, DType t, int64_t v, int6
     }
     const double m = st[i].m;
     if (out.row_max) out.row_max[r0 + i] = float(m * scale);
-    if (out.lse) out.lse[r0 + i] = float(m * scale + logs[i]);
+    if (out.lse) out.lse[r0 + i] = float(m * scale + std::log(st[i].s));
   }
 }
 
@@ -383,11 +377,12 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   const ProbsFn probs = k >= 4 ? pick_probs() : probs_scalar;
   const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? pick_small() : nullptr;
   // Rows in the lanes of a vector (small_rows), bw at a time, where batch_rows says.
-  // A struct, not a structured binding: the OpenMP region below uses it, and
-  // clang before 16 rejects a structured binding captured there.
+  // Plain variables, not a structured binding: the OpenMP region below uses
+  // them, and clang before 16 rejects a structured binding captured there.
   const SmallRowsPath picked = small && batch_rows(v, k) ? pick_small_rows() : SmallRowsPath{};
   const SmallRowsFn small_rows = picked.rows;
   const int64_t bw = picked.width;
+  const ExpDivFn exp_div = picked.exp_div;
   const int64_t batches = small_rows ? (rows + bw - 1) / bw : 0;
   // parts > 1: each part leaves its state and best <= k candidates here.
   std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
@@ -402,7 +397,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
       for (int64_t u = 0; u < batches; ++u) {
         const int64_t r0 = u * bw, nr = std::min(bw, rows - r0);
         small_rows(base + size_t(r0) * size_t(ld) * esz, t, ld, nr, v, k, scale, buf.data(), st);
-        finish_rows(base, size_t(ld) * esz, t, v, k, scale, st, buf.data(), nr, out, r0, picked);
+        finish_rows(base, size_t(ld) * esz, t, v, k, scale, st, buf.data(), nr, out, r0, exp_div);
       }
     } else {
 #pragma omp for schedule(dynamic, grain)

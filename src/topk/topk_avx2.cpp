@@ -19,5 +19,4 @@ void probs_avx2(const Cand* c, int64_t k, double m, double scale, double s, floa
 void exp_div_avx2(const double* d, const double* s, int64_t n, float* out) {
   exp_div_pd<simd::Avx2>(d, s, n, out);
 }
-void log_n_avx2(const double* s, int64_t n, double* out) { log_n_pd<simd::Avx2>(s, n, out); }
 }  // namespace llmk::topk

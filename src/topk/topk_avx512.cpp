@@ -23,5 +23,4 @@ void probs_avx512(const Cand* c, int64_t k, double m, double scale, double s, fl
 void exp_div_avx512(const double* d, const double* s, int64_t n, float* out) {
   exp_div_pd<simd::Avx512>(d, s, n, out);
 }
-void log_n_avx512(const double* s, int64_t n, double* out) { log_n_pd<simd::Avx512>(s, n, out); }
 }  // namespace llmk::topk

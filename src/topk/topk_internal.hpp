@@ -194,11 +194,6 @@ void probs_avx512(const Cand* c, int64_t k, double m, double scale, double s, fl
 using ExpDivFn = void (*)(const double* d, const double* s, int64_t n, float* out);
 void exp_div_avx2(const double* d, const double* s, int64_t n, float* out);
 void exp_div_avx512(const double* d, const double* s, int64_t n, float* out);
-// out[j] = log(s[j]) for j < n, s[j] >= 1 finite (topk_scan.hpp, log_pd:
-// within a few ulps of std::log): the batched rows' log-sum-exp. Vector ISAs.
-using LogFn = void (*)(const double* s, int64_t n, double* out);
-void log_n_avx2(const double* s, int64_t n, double* out);
-void log_n_avx512(const double* s, int64_t n, double* out);
 
 // Finishes a regular row from its merged state and its best candidates
 // (c[0..n), n <= cap, every logit > -inf when n < k): sorts the best k, fills

@@ -629,15 +629,6 @@ template <class S>
 void probs_pd(const Cand* c, int64_t k, double m, double scale, double s, float* out);
 template <class S>
 void exp_div_pd(const double* d, const double* s, int64_t n, float* out);
-// log(s) on 4 / 8 doubles, s >= 1 finite (a row's sum: its max's own term is
-// 1): s = 2^k mt with mt in [0.75, 1.5), log(mt) = 2 atanh(u), u = (mt - 1) /
-// (mt + 1) in [-1/7, 1/5), by its series through u^23 (the first term left
-// out, 2 u^25 / 25, is below 1e-18 of the sum), plus k ln2; log_n_pd over
-// n of them (the batched rows' log-sum-exp).
-template <class S>
-void log_n_pd(const double* s, int64_t n, double* out);
-inline constexpr double kAtanhSeries[] = {1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13,
-                                          1.0 / 11, 1.0 / 9,  1.0 / 7,  1.0 / 5,  1.0 / 3,  1.0};
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // exp(d) on 4 doubles, 0 below kMinExpArg (see above).
 inline __m256d exp_pd(__m256d d) {
@@ -688,31 +679,6 @@ template <>
     std::copy(o, o + (n - j), out + j);
   }
 }
-inline __m256d log_pd(__m256d s) {
-  const __m256i bits = _mm256_castpd_si256(s);
-  // mt = the mantissa in [1, 2), halved from 1.5 on (then k one more)
-  __m256d mt = _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi64x(0x000fffffffffffffLL)),
-                                                   _mm256_set1_epi64x(0x3ff0000000000000LL)));
-  const __m256d big = _mm256_cmp_pd(mt, _mm256_set1_pd(1.5), _CMP_GE_OQ);
-  mt = _mm256_blendv_pd(mt, _mm256_mul_pd(mt, _mm256_set1_pd(0.5)), big);
-  const __m256i e64 = _mm256_sub_epi64(_mm256_srli_epi64(bits, 52), _mm256_set1_epi64x(1023));
-  const __m128i e32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(e64, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
-  const __m256d k = _mm256_add_pd(_mm256_cvtepi32_pd(e32), _mm256_and_pd(big, _mm256_set1_pd(1.0)));
-  const __m256d u = _mm256_div_pd(_mm256_sub_pd(mt, _mm256_set1_pd(1.0)), _mm256_add_pd(mt, _mm256_set1_pd(1.0)));
-  const __m256d u2 = _mm256_mul_pd(u, u);
-  __m256d p = _mm256_setzero_pd();
-  for (double cf : kAtanhSeries) p = _mm256_fmadd_pd(p, u2, _mm256_set1_pd(cf));
-  return _mm256_fmadd_pd(k, _mm256_set1_pd(kLn2D), _mm256_mul_pd(_mm256_add_pd(u, u), p));
-}
-template <>
-[[maybe_unused]] void log_n_pd<simd::Avx2>(const double* s, int64_t n, double* out) {
-  for (int64_t j = 0; j < n; j += 4) {
-    alignas(32) double t[4] = {1, 1, 1, 1};
-    std::copy(s + j, s + std::min<int64_t>(n, j + 4), t);
-    _mm256_store_pd(t, log_pd(_mm256_load_pd(t)));
-    std::copy(t, t + std::min<int64_t>(4, n - j), out + j);
-  }
-}
 #endif
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 // exp(d) on 8 doubles, 0 below kMinExpArg (see above).
@@ -744,24 +710,6 @@ template <>
     const __mmask8 live = __mmask8((1u << std::min<int64_t>(8, n - j)) - 1);
     const __m512d e = exp_pd(_mm512_mask_loadu_pd(_mm512_set1_pd(kNegInf), live, d + j));
     _mm256_mask_storeu_ps(out + j, live, _mm512_cvtpd_ps(_mm512_div_pd(e, _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), live, s + j))));
-  }
-}
-inline __m512d log_pd(__m512d s) {
-  const __m512d mt = _mm512_getmant_pd(s, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_src);  // in [0.75, 1.5)
-  // getexp: floor(log2 s); a mantissa from 1.5 on was halved into mt: k one more
-  const __m512d k = _mm512_mask_add_pd(_mm512_getexp_pd(s), _mm512_cmp_pd_mask(mt, _mm512_set1_pd(1.0), _CMP_LT_OQ),
-                                       _mm512_getexp_pd(s), _mm512_set1_pd(1.0));
-  const __m512d u = _mm512_div_pd(_mm512_sub_pd(mt, _mm512_set1_pd(1.0)), _mm512_add_pd(mt, _mm512_set1_pd(1.0)));
-  const __m512d u2 = _mm512_mul_pd(u, u);
-  __m512d p = _mm512_setzero_pd();
-  for (double cf : kAtanhSeries) p = _mm512_fmadd_pd(p, u2, _mm512_set1_pd(cf));
-  return _mm512_fmadd_pd(k, _mm512_set1_pd(kLn2D), _mm512_mul_pd(_mm512_add_pd(u, u), p));
-}
-template <>
-[[maybe_unused]] void log_n_pd<simd::Avx512>(const double* s, int64_t n, double* out) {
-  for (int64_t j = 0; j < n; j += 8) {
-    const __mmask8 live = __mmask8((1u << std::min<int64_t>(8, n - j)) - 1);
-    _mm512_mask_storeu_pd(out + j, live, log_pd(_mm512_mask_loadu_pd(_mm512_set1_pd(1.0), live, s + j)));
   }
 }
 #endif

@@ -638,38 +638,6 @@ TEST(SoftmaxTopk, BatchProbabilitiesAgainstDoubleExp) {
   EXPECT_GT(checked, 40000);
 }
 
-// The batched rows' log-sum-exp (topk::log_n_avx2 / log_n_avx512) against
-// std::log: within 4e-16 absolute plus 2e-16 relative (a few ulps) for s from
-// 1 to 2^31 (a row's sum: 1 <= s <= V): around 1, 1.5 (where the mantissa
-// is halved) and every power of two (one ulp each side), and spread between;
-// n = 1 .. 19 (every tail), with a sentinel.
-TEST(SoftmaxTopk, BatchLogAgainstStdLog) {
-  std::vector<std::pair<const char*, topk::LogFn>> fns;
-  if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", topk::log_n_avx2});
-  if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", topk::log_n_avx512});
-  if (fns.empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
-  std::vector<double> ss;
-  for (int e = 0; e <= 31; ++e)
-    for (double m : {1.0, 1.25, 1.5, 1.75}) {
-      const double x = std::ldexp(m, e);
-      ss.push_back(x);
-      ss.push_back(std::nextafter(x, 0.0) >= 1 ? std::nextafter(x, 0.0) : x);
-      ss.push_back(std::nextafter(x, 1e300));
-    }
-  for (int i = 0; i < 3000; ++i) ss.push_back(std::exp(0.0072 * i));  // 1 .. 2.4e9
-  for (const auto& [name, fn] : fns)
-    for (int64_t n = 1; n <= 19; ++n)
-      for (size_t j0 = 0; j0 + size_t(n) <= ss.size(); j0 += size_t(n)) {
-        std::vector<double> out(size_t(n) + 1, 7.0);  // + a sentinel
-        fn(ss.data() + j0, n, out.data());
-        ASSERT_EQ(out[size_t(n)], 7.0) << name << " wrote past n = " << n;
-        for (int64_t j = 0; j < n; ++j) {
-          const double x = ss[j0 + size_t(j)], want = std::log(x);
-          ASSERT_NEAR(out[size_t(j)], want, 4e-16 + 2e-16 * want) << name << " log(" << x << ")";
-        }
-      }
-}
-
 // finish_row's ordering of its candidates (topk::best_first) against
 // std::sort by the op's order, on every path it can take: n around
 // kBucketMin, kRadixSelect and kBucketMax; want below, at and above n;
