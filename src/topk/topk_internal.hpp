@@ -152,9 +152,9 @@ int64_t small_avx512(const void* row, DType dtype, int64_t v, int64_t k, float s
 // state into st[i] and its best k, ordered, into c[i * k, i * k + k) (-inf
 // logits too, in index order, where fewer than k are finite). Vector ISAs
 // only, for v <= kBatchAnyK at every k and up to kBatchV from k = 4: where
-// it is faster than small_row or level (4096 rows, one thread, AVX-512 and
-// AVX2: at K = 2 V = 128 level, V = 192 and 256 slower; at V = 256 K = 4
-// level; docs/softmax_topk.md, "Rows of up to 256 logits").
+// it is faster than small_row (4096 rows, one thread, AVX-512 and AVX2; at
+// K = 2 V = 192 and 256 are level or slower, at K = 3 V = 256 is mixed;
+// docs/softmax_topk.md, "Rows of up to 256 logits").
 inline constexpr int64_t kBatchV = 256, kBatchAnyK = 128, kMaxBatchRows = 16;
 inline bool batch_rows(int64_t v, int64_t k) { return v <= kBatchAnyK || (v <= kBatchV && k >= 4); }
 using SmallRowsFn = void (*)(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k,
