@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "llmk/parallel.hpp"
@@ -554,6 +555,19 @@ TEST(SoftmaxTopk, BadArguments) {
   EXPECT_EQ(i[0], 0);
 }
 
+// Where the vector exps are checked: -110 .. 0, densest around the flush
+// (-104) and the f32 subnormal boundary (-103.28), near 0, and 0 and -inf.
+template <class T>
+std::vector<T> exp_test_points() {
+  std::vector<T> xs;
+  for (int i = 0; i <= 2200; ++i) xs.push_back(T(-110) + T(0.05) * T(i));
+  for (int i = 0; i <= 400; ++i) xs.push_back(T(-104.5) + T(0.005) * T(i));
+  for (int i = 0; i < 300; ++i) xs.push_back(-std::ldexp(T(1), -i / 10));
+  xs.push_back(T(0));
+  xs.push_back(-std::numeric_limits<T>::infinity());
+  return xs;
+}
+
 // The vector ISAs' probabilities (topk::probs_avx2 / probs_avx512: exp on
 // doubles, a Taylor polynomial) against exp(d) / s in double: each f32 result
 // must be that quotient correctly rounded, up to 1e-12 relative of slack for
@@ -566,12 +580,7 @@ TEST(SoftmaxTopk, VectorProbabilitiesAgainstDoubleExp) {
   if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", topk::probs_avx2});
   if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", topk::probs_avx512});
   if (fns.empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
-  std::vector<float> xs;
-  for (int i = 0; i <= 2200; ++i) xs.push_back(-110.0f + 0.05f * float(i));  // -110 .. 0
-  for (int i = 0; i <= 400; ++i) xs.push_back(-104.5f + 0.005f * float(i));  // the flush and subnormal boundaries
-  for (int i = 0; i < 300; ++i) xs.push_back(-std::ldexp(1.0f, -i / 10));     // near 0
-  xs.push_back(0.0f);
-  xs.push_back(-INFINITY);
+  const std::vector<float> xs = exp_test_points<float>();
   int checked = 0;
   for (const auto& [name, fn] : fns)
     for (double s : {1.0, 1.7, 3.0e4})
@@ -608,12 +617,7 @@ TEST(SoftmaxTopk, BatchProbabilitiesAgainstDoubleExp) {
   if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", topk::exp_div_avx2});
   if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", topk::exp_div_avx512});
   if (fns.empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
-  std::vector<double> ds;
-  for (int i = 0; i <= 2200; ++i) ds.push_back(-110.0 + 0.05 * i);
-  for (int i = 0; i <= 400; ++i) ds.push_back(-104.5 + 0.005 * i);
-  for (int i = 0; i < 300; ++i) ds.push_back(-std::ldexp(1.0, -i / 10));
-  ds.push_back(0.0);
-  ds.push_back(-INFINITY);
+  const std::vector<double> ds = exp_test_points<double>();
   int checked = 0;
   for (const auto& [name, fn] : fns)
     for (int64_t n = 1; n <= 40; ++n)
