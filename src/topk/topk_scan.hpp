@@ -776,7 +776,8 @@ template <>
   for (int64_t j = 0; j < n; j += 8) {
     const __mmask8 live = __mmask8((1u << std::min<int64_t>(8, n - j)) - 1);
     const __m512d e = exp_pd(_mm512_mask_loadu_pd(_mm512_set1_pd(kNegInf), live, d + j));
-    _mm256_mask_storeu_ps(out + j, live, _mm512_cvtpd_ps(_mm512_div_pd(e, _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), live, s + j))));
+    const __m512d sj = _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), live, s + j);
+    _mm256_mask_storeu_ps(out + j, live, _mm512_cvtpd_ps(_mm512_div_pd(e, sj)));
   }
 }
 #endif
