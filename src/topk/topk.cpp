@@ -240,9 +240,25 @@ void probs_scalar(const Cand* c, int64_t k, double m, double scale, double s, fl
   }
 }
 
+namespace {
+// Row b's max and log-sum-exp from its merged state, or the whole special row
+// (write_special_row) when softmax is undefined; false then, so the caller
+// writes nothing else. (finish_row, finish_rows.)
+bool finish_state(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st,
+                  const SoftmaxTopkOut& out, int64_t b) {
+  if (std::isnan(st.s) || st.m == kNegInf) {
+    write_special_row(row, t, v, k, out, b);
+    return false;
+  }
+  if (out.row_max) out.row_max[b] = float(st.m * scale);
+  if (out.lse) out.lse[b] = float(st.m * scale + std::log(st.s));
+  return true;
+}
+}  // namespace
+
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
                 int64_t n, const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order) {
-  if (std::isnan(st.s) || st.m == kNegInf) return write_special_row(row, t, v, k, out, b);
+  if (!finish_state(row, t, v, k, scale, st, out, b)) return;
   // sorted: small_row's output, already in order (a sort of these 1..16 took
   // a tenth of a 4096x8 K = 8 call, scratch profile)
   if (order == CandOrder::sorted) {
@@ -266,11 +282,8 @@ void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, co
   // output are the lowest-index -inf logits, probability 0.
   for (int64_t j = 0; n < k && j < v; ++j)
     if (load_f32(row, t, j) == kNegInf) c[n++] = Cand{kNegInf, int32_t(j)};
-  const double m = st.m;
-  probs(c, k, m, scale, st.s, out.probs + b * k);
+  probs(c, k, st.m, scale, st.s, out.probs + b * k);
   for (int64_t j = 0; j < k; ++j) out.indices[b * k + j] = c[j].i;
-  if (out.row_max) out.row_max[b] = float(m * scale);
-  if (out.lse) out.lse[b] = float(m * scale + std::log(st.s));
 }
 
 namespace {
@@ -308,7 +321,7 @@ SmallRowsPath pick_small_rows() {
 // best k in c[i k, i k + k)): every probability of the batch by one exp_div
 // call, where finish_row took one probs call a row (for k < 4 a std::exp per
 // candidate: at 4096 rows of 8, K = 2 most of the op's time), then each row's
-// max and log-sum-exp; a special row is written over by write_special_row.
+// max and log-sum-exp; a special row is written over (finish_state).
 void finish_rows(const uint8_t* base, size_t row_bytes, DType t, int64_t v, int64_t k, double scale,
                  const PartState* st, const Cand* c, int64_t nr, const SoftmaxTopkOut& out, int64_t r0,
                  ExpDivFn exp_div) {
@@ -320,15 +333,7 @@ void finish_rows(const uint8_t* base, size_t row_bytes, DType t, int64_t v, int6
     }
   exp_div(d, s, nr * k, out.probs + r0 * k);
   for (int64_t q = 0; q < nr * k; ++q) out.indices[r0 * k + q] = c[q].i;
-  for (int64_t i = 0; i < nr; ++i) {
-    if (std::isnan(st[i].s) || st[i].m == kNegInf) {
-      write_special_row(base + size_t(r0 + i) * row_bytes, t, v, k, out, r0 + i);
-      continue;
-    }
-    const double m = st[i].m;
-    if (out.row_max) out.row_max[r0 + i] = float(m * scale);
-    if (out.lse) out.lse[r0 + i] = float(m * scale + std::log(st[i].s));
-  }
+  for (int64_t i = 0; i < nr; ++i) finish_state(base + size_t(r0 + i) * row_bytes, t, v, k, scale, st[i], out, r0 + i);
 }
 
 ProbsFn pick_probs() {

@@ -555,6 +555,15 @@ TEST(SoftmaxTopk, BadArguments) {
   EXPECT_EQ(i[0], 0);
 }
 
+// The AVX2 and AVX-512 versions of a function, those this CPU can run.
+template <class Fn>
+std::vector<std::pair<const char*, Fn>> isa_fns(Fn avx2, Fn avx512) {
+  std::vector<std::pair<const char*, Fn>> fns;
+  if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", avx2});
+  if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", avx512});
+  return fns;
+}
+
 // Where the vector exps are checked: -110 .. 0, densest around the flush
 // (-104) and the f32 subnormal boundary (-103.28), near 0, and 0 and -inf.
 template <class T>
@@ -576,9 +585,7 @@ std::vector<T> exp_test_points() {
 // 2^-150); d from -110 to 0, densest around the flush and the f32 subnormal
 // boundary (-103.28), ties at 0, -inf logits, k = 1 .. 19 (every tail).
 TEST(SoftmaxTopk, VectorProbabilitiesAgainstDoubleExp) {
-  std::vector<std::pair<const char*, topk::ProbsFn>> fns;
-  if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", topk::probs_avx2});
-  if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", topk::probs_avx512});
+  const auto fns = isa_fns(topk::probs_avx2, topk::probs_avx512);
   if (fns.empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
   const std::vector<float> xs = exp_test_points<float>();
   int checked = 0;
@@ -613,9 +620,7 @@ TEST(SoftmaxTopk, VectorProbabilitiesAgainstDoubleExp) {
 // from -110 to 0 (the flush and subnormal boundaries densest), s from 1 to
 // 3e4 varying element by element, n = 1 .. 40 (every tail), with a sentinel.
 TEST(SoftmaxTopk, BatchProbabilitiesAgainstDoubleExp) {
-  std::vector<std::pair<const char*, topk::ExpDivFn>> fns;
-  if (detected_simd_level() >= SimdLevel::avx2) fns.push_back({"avx2", topk::exp_div_avx2});
-  if (detected_simd_level() >= SimdLevel::avx512) fns.push_back({"avx512", topk::exp_div_avx512});
+  const auto fns = isa_fns(topk::exp_div_avx2, topk::exp_div_avx512);
   if (fns.empty()) GTEST_SKIP() << "skipped: no AVX2 on this CPU";
   const std::vector<double> ds = exp_test_points<double>();
   int checked = 0;
