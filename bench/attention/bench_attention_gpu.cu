@@ -5,7 +5,8 @@
 // (16-token blocks in shuffled order) against contiguous (one block per sequence).
 // Bytes counted: K and V rows read, B * ctx * Hkv * (k_row + v_row). Pools are
 // zero-filled (a valid value for every type; the kernel has no data-dependent
-// branches). Cold L2 before every rep (bench/common/gpu.cuh).
+// branches). Cold L2 before every rep (bench/common/gpu.cuh). At context 8192
+// the paged decode is also timed at 1, 2, 4, 8 and 16 splits (rows paged_sN).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -75,8 +76,30 @@ int run(const Options& opt) {
                   std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx), kv_type_name(t), ms,
                   bytes / (ms * 1e6), {}};
             r.extra["of_copy"] = std::to_string(bytes / (ms * 1e6) / copy);
-            r.extra["splits"] = std::to_string(attention_decode_splits(kv, pv, ctx));
+            const int chosen = attention_decode_splits(kv, pv, ctx);
+            r.extra["splits"] = std::to_string(chosen);
             rep.add(r);
+            // At 8192 (paged): the other split counts too, rows "paged_sN", so
+            // one run shows what the choice (at least 2 CTAs a SM) leaves.
+            if (paged && ctx == 8192)
+              for (int sp : {1, 2, 4, 8, 16}) {
+                if (sp == chosen) continue;
+                AttentionOptions f = o;
+                f.splits = sp;
+                const double fms = gpu_median_ms(
+                    [&](cudaStream_t s) {
+                      f.stream = s;
+                      attention_decode(q, kv, pv, m.Hq, 0.125f, out, f);
+                    },
+                    opt.quick ? 3 : 20);
+                Row fr = r;
+                fr.impl = "paged_s" + std::to_string(sp);
+                fr.median_ms = fms;
+                fr.gbps = bytes / (fms * 1e6);
+                fr.extra["of_copy"] = std::to_string(fr.gbps / copy);
+                fr.extra["splits"] = std::to_string(sp);
+                rep.add(fr);
+              }
             for (void* p : {(void*)k, (void*)v, (void*)dip, (void*)dix, (void*)dll, (void*)q, (void*)out})
               LLMK_CUDA_CHECK(cudaFree(p));
           }

@@ -2,8 +2,12 @@
 // torch.softmax + torch.topk on CUDA (the Python peer with --device cuda) and
 // the device's copy bandwidth. Cold L2 (flushed before every rep). Bytes =
 // 4 * B * V: the f32 logits, read once. llmk's rows print the launch
-// configuration auto_pick chose and the fraction of the copy bandwidth.
+// configuration auto_pick chose and the fraction of the copy bandwidth; for
+// V > 1024 each configuration it could be forced into (block_per_row,
+// split_row at 2, 4, 8, .. splits) is timed too.
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/common/bench.hpp"
@@ -50,6 +54,26 @@ int run(const Options& opt) {
     r.extra["config"] = topk_cuda_config_name(softmax_topk_cuda_config(s.b, s.v, s.k));
     r.extra["of_copy"] = std::to_string(r.gbps / copy);
     rep.add(r);
+    // Every other configuration auto_pick could be made to take at this shape
+    // (rows "llmk_block_per_row", "llmk_split_row_sN"), so one run shows where
+    // its choice between them should fall.
+    if (s.v > 1024) {
+      std::vector<std::pair<TopkCudaConfig, int>> forced = {{TopkCudaConfig::block_per_row, 0}};
+      for (int sp = 2; sp <= std::min<int64_t>({32, 4096 / s.k, s.v}); sp *= 2)
+        forced.push_back({TopkCudaConfig::split_row, sp});
+      for (const auto& [config, sp] : forced) {
+        const double fms = gpu_median_ms(
+            [&](cudaStream_t st) {
+              softmax_topk_cuda(view, s.k, 1.0f, out, reinterpret_cast<Stream>(st), config, sp);
+            },
+            opt.quick ? 5 : 20);
+        Row f{"softmax-topk-gpu", std::string("llmk_") + topk_cuda_config_name(config) +
+                                      (sp ? "_s" + std::to_string(sp) : std::string()),
+              r.op, r.shape, "f32", fms, 4.0 * n / (fms * 1e6), {}};
+        f.extra["of_copy"] = std::to_string(f.gbps / copy);
+        rep.add(f);
+      }
+    }
     cudaFree(x);
     cudaFree(probs);
     cudaFree(idx);

@@ -197,6 +197,7 @@ const char* op_name(WarpOp op) {
     case WarpOp::shfl_up: return "__shfl_up_sync";
     case WarpOp::ballot: return "__ballot_sync";
     case WarpOp::any: return "__any_sync";
+    case WarpOp::match_any: return "__match_any_sync";
     default: return "__all_sync";
   }
 }
@@ -249,6 +250,11 @@ bool complete_warp_op(int w0, int l) {
       case WarpOp::any: f.result = vote != 0; break;
       case WarpOp::all: f.result = vote == m; break;
       case WarpOp::sync: f.result = 0; break;
+      case WarpOp::match_any:
+        f.result = 0;
+        for (int o = 0; o < kWarp; ++o)
+          if (m >> o & 1u && lanes[o].value == f.value) f.result |= uint64_t(1) << o;
+        break;
       default:
         if (!(m >> src & 1u))
           fail(where(f) + ": " + op_name(f.op) + " reads lane " + std::to_string(src) + ", outside the mask " +
@@ -299,9 +305,13 @@ void run_block(dim3 grid, dim3 block, uint3 bid, bool reverse) {
     if (done == n) return;
     if (done + barrier == n) {  // every live thread at __syncthreads (exited ones count as arrived)
       const Fiber* first = nullptr;
+      uint64_t any = 0;  // __syncthreads_or: a live thread's predicate was true
+      for (int t = 0; t < n; ++t)
+        if (e.fibers[size_t(t)].state == Fiber::at_barrier) any |= e.fibers[size_t(t)].value != 0;
       for (int t = 0; t < n; ++t) {
         Fiber& f = e.fibers[size_t(t)];
         if (f.state != Fiber::at_barrier) continue;
+        f.result = any;
         if (!first) first = &f;
         if (f.bar_line != first->bar_line || std::strcmp(f.bar_file, first->bar_file) != 0)
           fail(where(f) + ": waits at the __syncthreads of " + f.bar_file + ":" + std::to_string(f.bar_line) +
@@ -327,14 +337,18 @@ const ThreadCtx& ctx() {
   return e.cur->ctx;
 }
 
-void syncthreads(const char* file, int line) {
+int syncthreads_or(const char* file, int line, int pred) {
   Emu& e = emu();
   if (!e.cur) fail("__syncthreads outside a kernel");
-  e.cur->state = Fiber::at_barrier;
-  e.cur->bar_file = file;
-  e.cur->bar_line = line;
+  Fiber& f = *e.cur;
+  f.state = Fiber::at_barrier;
+  f.bar_file = file;
+  f.bar_line = line;
+  f.value = pred != 0;
   leave_fiber(false);
+  return int(f.result);
 }
+void syncthreads(const char* file, int line) { syncthreads_or(file, line, 0); }
 
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
   Emu& e = emu();

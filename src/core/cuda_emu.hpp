@@ -9,7 +9,7 @@
 // thread is a fiber with its own stack, run (in thread order; in odd blocks
 // from the last thread to the first) until it reaches __syncthreads or
 // a warp operation (__shfl*_sync, __ballot_sync, __any_sync, __all_sync,
-// __syncwarp). A block barrier releases when every live thread of the block
+// __match_any_sync, __syncwarp). A block barrier releases when every live thread of the block
 // has reached it; a warp operation when every lane in its mask has reached a
 // warp operation with the same mask and kind (then every lane's result is
 // computed at once). What the GPU leaves undefined is reported as an error
@@ -59,7 +59,8 @@ struct ThreadCtx {
 const ThreadCtx& ctx();
 
 void syncthreads(const char* file, int line);  // the call site, to check every thread is at the same one
-enum class WarpOp { sync, shfl_idx, shfl_xor, shfl_down, shfl_up, ballot, any, all };
+int syncthreads_or(const char* file, int line, int pred);  // ... and whether any live thread's pred != 0
+enum class WarpOp { sync, shfl_idx, shfl_xor, shfl_down, shfl_up, ballot, any, all, match_any };
 // Every lane in `mask` takes part; returns this lane's result (the value bits
 // of its source lane for shuffles, the vote for ballot / any / all).
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width);
@@ -116,6 +117,7 @@ Launcher(void (*)(P...), dim3, dim3, size_t, cudaStream_t, const char*) -> Launc
 #define gridDim (::llmk::emu::ctx().grid_dim)
 
 #define __syncthreads() ::llmk::emu::syncthreads(__FILE__, __LINE__)
+#define __syncthreads_or(pred) ::llmk::emu::syncthreads_or(__FILE__, __LINE__, (pred))
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::llmk::emu::warp_op(::llmk::emu::WarpOp::sync, mask, 0, 0, 32); }
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
@@ -141,6 +143,12 @@ inline int __any_sync(unsigned mask, int pred) {
 }
 inline int __all_sync(unsigned mask, int pred) {
   return int(::llmk::emu::warp_op(::llmk::emu::WarpOp::all, mask, pred != 0, 0, 32));
+}
+// The lanes of `mask` whose value equals this lane's (32- or 64-bit values).
+template <class T>
+unsigned __match_any_sync(unsigned mask, T value) {
+  static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8), "match takes 32- or 64-bit integers");
+  return unsigned(::llmk::emu::warp_value(::llmk::emu::WarpOp::match_any, mask, uint64_t(value), 0, 32));
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }

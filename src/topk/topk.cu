@@ -10,20 +10,25 @@
 //    so rows never mix; a warp past the last row returns at once.
 //  block_per_row: a 256-thread block per row (or per part of a row), 16-byte
 //    loads (4 f32 / 8 f16 or bf16 per thread per step, after a scalar head up
-//    to 16-byte alignment and before a scalar tail). Each element updates the
+//    to 16-byte alignment and before a scalar tail; each thread keeps kAhead
+//    steps' loads in flight in registers). Each element updates the
 //    thread's online (max, sum). For K <= 8 each thread keeps its best 8 keys
-//    sorted in registers and the block sorts its 2048 at the end. Otherwise
-//    each element is offered to a shared pool of kPool keys
-//    when its key beats the threshold (the K-th best key after the last
-//    flush; 0 before). A warp reserves pool slots with one atomicAdd for all
-//    its offers. After a step, if a full step might not fit, the block sorts
-//    the pool (bitonic), keeps K and raises the threshold. At the end the pool
-//    is sorted once more; the top K are the row's. (max, sum) is merged by
-//    shuffles, then across the 8 warps in a fixed order by thread 0.
+//    sorted in registers, and at the end the block selects and sorts the
+//    best K of its 2048 (finish_pool). Otherwise each element is offered to a
+//    shared pool of kPool keys when its key beats the threshold (0 at first;
+//    then just below the bucket of the K-th best key at the last select). A
+//    warp reserves pool slots with one atomicAdd for all its offers. Between
+//    steps, if a full step might not fit, a radix select (select_top) keeps
+//    the keys in or above the K-th best's bucket (at most K + 256) and raises
+//    the threshold; it sorts nothing. At the end the pool is selected down to
+//    at most max(64, 2K') keys (K' = K up to a power of two) and those are
+//    sorted; the top K are the row's. (max, sum) is merged by shuffles, then
+//    across the 8 warps in a fixed order by thread 0.
 //  split_row (small B): the same kernel over `splits` parts per row, each
 //    writing (state, its K best keys) to a workspace; a merge kernel (one block
-//    per row) sorts the splits * K keys and merges the states in part order.
-//    The best K of a row are among the union of its parts' best K: exact.
+//    per row) selects and sorts the best K of the splits * K keys and merges
+//    the states in part order. The best K of a row are among the union of its
+//    parts' best K: exact.
 #include <algorithm>
 
 #include "core/cuda_check.cuh"
@@ -40,6 +45,11 @@ constexpr int kBlock = 256;        // threads per block in block_per_row / split
 constexpr int kPool = 4096;        // shared pool (32 KiB of keys) >= K + one step (256 * 8)
 constexpr int kMaxBlockK = 1024;
 constexpr int kRegK = 8;           // K <= kRegK: per-thread register top-k instead of the pool
+// 16-byte loads in flight a thread in block_per_row / split_row. At B = 256 on
+// a 132-SM GPU about 2 blocks (512 threads) run a SM: one load a thread in
+// flight is 8 KiB a SM, where Little's law wants about 4.8 TB/s / 132 SMs *
+// ~0.7 us latency = ~25 KiB (an estimate: not yet measured on a device).
+constexpr int kAhead = 4;
 static_assert(kBlock * kRegK <= kPool, "the register lists of a block must fit the pool");
 
 struct Out {
@@ -79,14 +89,20 @@ struct Pool {
   uint64_t keys[kPool];
   int n;
   uint64_t thr;
+  int hist[kBlock];  // select_top: one bin a thread (8-bit digits)
+  uint64_t prefix;   // select_top: the digits of the k-th best key found so far
+  int above;         // select_top: keys in higher buckets than the prefix's
+  int done;
   RowState warp_state[kBlock / 32];
   RowState total;
 };
+static_assert(kBlock == 256, "select_top keeps one histogram bin a thread");
 
 // Every thread of the block calls this with a uniform trip count; `valid`
 // marks a real element. Offers x (index j) to the pool when its key beats thr.
+// `end` (lane 0): the pool's count just after its warp's last reservation.
 __device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x, int64_t j, float scale,
-                                      uint64_t thr) {
+                                      uint64_t thr, int& end) {
   bool want = false;
   uint64_t key = 0;
   if (valid) {
@@ -98,10 +114,20 @@ __device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x
   if (ballot == 0) return;
   const int lane = threadIdx.x % 32;
   int base = 0;
-  if (lane == 0) base = atomicAdd(&p.n, __popc(ballot));
+  if (lane == 0) {
+    base = atomicAdd(&p.n, __popc(ballot));
+    end = base + __popc(ballot);
+  }
   base = __shfl_sync(0xffffffffu, base, 0);
   if (want) p.keys[base + __popc(ballot & ((1u << lane) - 1u))] = key;
 }
+
+// Between two steps of offers (every thread): whether one more step might not
+// fit the pool. Each warp's `end` (0 in a warp that reserved nothing since the
+// last select) is at most the pool's count, and the warp that reserved last
+// holds the count itself, so one barrier answers (reading p.n took two: one
+// before the read, one before anyone reserves again).
+__device__ __forceinline__ bool pool_full(int end) { return __syncthreads_or(end > kPool - kBlock * 8); }
 
 // Small K: each thread keeps its best kRegK keys sorted in registers (r[0]
 // largest). A key above r[kRegK - 1] replaces it and one unrolled
@@ -118,23 +144,110 @@ __device__ __forceinline__ void reg_push(uint64_t (&r)[KR], uint64_t key) {
   }
 }
 
-// Sorts the pool when `force` or when one more step might not fit; keeps the
-// best min(n, k) and raises the threshold to the k-th key.
-__device__ void maybe_flush(Pool& p, int k, bool force) {
-  __syncthreads();
+// Keeps the pool's keys at or above the bucket of its k-th best key and
+// raises thr to just below that bucket, unsorted (every thread, after a
+// barrier that follows the last offer). The bucket is found by a radix select
+// from the top, one 8-bit digit a pass: a histogram of the digit over the keys
+// that share the digits found so far (warp-aggregated by __match_any_sync, as
+// a step's keys often share their top digits), then the bin where the count
+// from the top reaches k. It stops once the bucket and those above it hold at
+// most `keep` keys (keys are distinct, so 8 digits isolate the k-th). Nothing
+// of the best k is lost: they are all >= the bucket's smallest key (`prefix`,
+// its lower digits 0), which is what stays, and later offers need key > thr =
+// prefix - 1. Pool keys are > 0 (0 pads a split's short list in merge_kernel;
+// dropped here, as a pad is never among a row's best).
+__device__ void select_top(Pool& p, int k, int keep) {
   const int n = p.n;
-  __syncthreads();  // everyone has read n before anyone changes it
-  if (!force && n <= kPool - kBlock * 8) return;
-  int n2 = 1;
-  while (n2 < n) n2 <<= 1;
-  for (int i = n + threadIdx.x; i < n2; i += blockDim.x) p.keys[i] = 0;
-  __syncthreads();
-  block_bitonic_sort(p.keys, n2);
-  if (threadIdx.x == 0) {
-    p.n = min(n, k);
-    if (n >= k) p.thr = p.keys[k - 1];
+  if (n <= keep) return;
+  const int lane = threadIdx.x % 32;
+  uint64_t prefix = 0;
+  int above = 0, fixed = 64;  // bits >= fixed of the k-th best key are prefix's
+  while (fixed > 0) {  // at most 8 passes (shift 0 sets done)
+    const int shift = max(fixed - 8, 0);
+    const uint64_t hi = fixed == 64 ? 0 : ~uint64_t(0) << fixed;
+    p.hist[threadIdx.x] = 0;
+    __syncthreads();
+    for (int i0 = 0; i0 < n; i0 += kBlock) {  // a uniform trip count: the match needs the whole warp
+      const int i = i0 + threadIdx.x;
+      const uint64_t key = i < n ? p.keys[i] : 0;
+      const int digit = i < n && (key & hi) == prefix ? int(key >> shift) & 255 : -1;
+      const unsigned same = __match_any_sync(0xffffffffu, digit);
+      if (digit >= 0 && lane == __ffs(int(same)) - 1) atomicAdd(&p.hist[digit], __popc(same));
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // lane l: bins 255 - 8 l down to 248 - 8 l
+      int c[8], sum = 0;
+#pragma unroll
+      for (int b = 0; b < 8; ++b) sum += c[b] = p.hist[255 - 8 * lane - b];
+      int incl = sum;  // keys in this lane's bins and above
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += t;
+      }
+      const int need = k - above;  // 1 <= need <= the keys sharing prefix
+      int run = incl - sum;
+      if (run < need && need <= incl) {  // one lane
+        for (int b = 0; b < 8; ++b) {
+          if (run + c[b] >= need) {
+            // bits [shift, fixed) are 0 in prefix; where shift + 8 > fixed the
+            // digit's upper bits are prefix's own (every counted key shares them)
+            p.prefix = prefix | uint64_t(255 - 8 * lane - b) << shift;
+            p.above = above + run;
+            p.done = above + run + c[b] <= keep || shift == 0;
+            break;
+          }
+          run += c[b];
+        }
+      }
+    }
+    __syncthreads();
+    prefix = p.prefix;
+    above = p.above;
+    fixed = shift;
+    if (p.done) break;  // the same in every thread
+  }
+  // Compact: each thread takes its keys >= prefix, then they are packed.
+  constexpr int kPer = kPool / kBlock;
+  uint64_t mine[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = threadIdx.x + j * kBlock;
+    mine[j] = i < n && p.keys[i] >= prefix ? p.keys[i] : 0;
   }
   __syncthreads();
+  if (threadIdx.x == 0) {
+    p.n = 0;
+    if (prefix > 0) p.thr = max(p.thr, prefix - 1);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const bool want = mine[j] != 0;
+    const unsigned ballot = __ballot_sync(0xffffffffu, want);
+    if (ballot == 0) continue;
+    int base = 0;
+    if (lane == 0) base = atomicAdd(&p.n, __popc(ballot));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (want) p.keys[base + __popc(ballot & ((1u << lane) - 1u))] = mine[j];
+  }
+  __syncthreads();
+}
+
+// The pool's best k keys, sorted descending, at its front (every thread, after
+// the last offer): a select down to at most max(64, 2 k') keys, k' = k rounded
+// up to a power of two, then a bitonic sort of those (0-padded).
+__device__ void finish_pool(Pool& p, int k) {
+  __syncthreads();
+  int k2 = 1;
+  while (k2 < k) k2 <<= 1;
+  select_top(p, k, max(64, 2 * k2));
+  const int n = p.n;
+  int n2 = 1;
+  while (n2 < n) n2 <<= 1;
+  for (int i = n + threadIdx.x; i < max(n2, k); i += blockDim.x) p.keys[i] = 0;
+  __syncthreads();
+  block_bitonic_sort(p.keys, n2);
 }
 
 // Scans part `blockIdx.x % splits` of row `blockIdx.x / splits`. splits == 1:
@@ -156,6 +269,7 @@ __global__ void __launch_bounds__(kBlock)
   }
   __syncthreads();
   RowState st = empty_state();
+  int end = 0;  // KR == 0: see offer
   uint64_t rk[KR > 0 ? KR : 1];
 #pragma unroll
   for (int i = 0; i < (KR > 0 ? KR : 1); ++i) rk[i] = 0;
@@ -167,7 +281,7 @@ __global__ void __launch_bounds__(kBlock)
         if (f == f) reg_push(rk, make_key(f, j));
       }
     } else {
-      offer(p, st, valid, f, j, scale, thr);
+      offer(p, st, valid, f, j, scale, thr, end);
     }
   };
   // Head: scalar up to the first 16-byte aligned element (fewer than E elements).
@@ -175,27 +289,47 @@ __global__ void __launch_bounds__(kBlock)
   const int64_t a = min(hi, lo + (mis ? E - mis : 0));
   visit(lo + threadIdx.x < a, lo + threadIdx.x < a ? to_float(x[lo + threadIdx.x]) : 0.0f, lo + threadIdx.x,
         p.thr);
+  // Body: step s reads the 16-byte words s * kBlock + threadIdx.x. Each thread
+  // holds its next kAhead words in registers (w[u] is step s's when s % kAhead
+  // == u) and asks for step s + kAhead's as it takes step s's: kAhead loads in
+  // flight a thread, also across a pool flush's barriers.
   const int64_t nvec = (hi - a) / E, body_end = a + nvec * E;
-  for (int64_t v0 = 0; v0 < nvec; v0 += kBlock) {
-    if constexpr (KR == 0) maybe_flush(p, k, false);
-    const uint64_t thr = p.thr;
-    const int64_t vi = v0 + threadIdx.x;
-    const bool valid = vi < nvec;
-    float f[E];
-    if (valid) load16(x + a + vi * E, f);
+  const uint4* xw = reinterpret_cast<const uint4*>(x + a);
+  uint4 w[kAhead] = {};
 #pragma unroll
-    for (int e = 0; e < E; ++e) visit(valid, valid ? f[e] : 0.0f, a + vi * E + e, thr);
+  for (int u = 0; u < kAhead; ++u)
+    if (int64_t(u) * kBlock + threadIdx.x < nvec) w[u] = xw[int64_t(u) * kBlock + threadIdx.x];
+  for (int64_t s0 = 0; s0 < nvec; s0 += kAhead * kBlock) {
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t s = s0 + int64_t(u) * kBlock;  // the same in every thread: the break and flush are uniform
+      if (s >= nvec) break;
+      if constexpr (KR == 0)
+        if (pool_full(end)) {
+          select_top(p, k, k + kBlock);
+          end = 0;
+        }
+      const uint64_t thr = p.thr;
+      const int64_t vi = s + threadIdx.x, ahead = vi + kAhead * kBlock;
+      const bool valid = vi < nvec;
+      float f[E];
+      unpack16<T>(w[u], f);
+      if (ahead < nvec) w[u] = xw[ahead];
+#pragma unroll
+      for (int e = 0; e < E; ++e) visit(valid, valid ? f[e] : 0.0f, a + vi * E + e, thr);
+    }
   }
-  if constexpr (KR == 0) maybe_flush(p, k, false);
+  if constexpr (KR == 0)
+    if (pool_full(end)) select_top(p, k, k + kBlock);
   // Tail: scalar, fewer than E elements.
   const int64_t j = body_end + threadIdx.x;
   visit(j < hi, j < hi ? to_float(x[j]) : 0.0f, j, p.thr);
   if constexpr (KR > 0) {
 #pragma unroll
     for (int i = 0; i < KR; ++i) p.keys[threadIdx.x * KR + i] = rk[i];
-    if (threadIdx.x == 0) p.n = kBlock * KR;  // maybe_flush syncs before reading it
+    if (threadIdx.x == 0) p.n = kBlock * KR;  // finish_pool syncs before reading it
   }
-  maybe_flush(p, k, true);
+  finish_pool(p, k);
 
   warp_merge(st, scale);
   if (threadIdx.x % 32 == 0) p.warp_state[threadIdx.x / 32] = st;
@@ -227,7 +361,7 @@ __global__ void __launch_bounds__(kBlock)
     for (int s = 1; s < splits; ++s) state_merge(t, ws_state[row * splits + s], scale);
     p.total = t;
   }
-  maybe_flush(p, k, true);
+  finish_pool(p, k);
   write_row(p.total, p.keys, k, scale, row, out.probs, out.indices, out.row_max, out.lse, threadIdx.x, kBlock);
 }
 

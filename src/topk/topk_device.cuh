@@ -5,7 +5,7 @@
 //    lower index. Every real key is > 0 (-inf maps to 0x007fffff), so 0 pads;
 //  - the online (max, sum) state and its exact merge (as topk_internal.hpp);
 //  - bitonic sort of keys in shared memory by a warp or a block;
-//  - 16-byte loads of f32 / f16 / bf16.
+//  - 16-byte words of f32 / f16 / bf16 unpacked to f32.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -23,10 +23,10 @@ __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(f16 v) { return __half2float(__ushort_as_half(v.bits)); }
 __device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float(uint32_t(v.bits) << 16); }
 
-// E = 16 / sizeof(T) consecutive elements from a 16-byte aligned address.
+// The E = 16 / sizeof(T) elements of one 16-byte word (loaded from an aligned
+// address as a uint4), as f32.
 template <class T>
-__device__ __forceinline__ void load16(const T* p, float* out) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void unpack16(const uint4 u, float* out) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int q = 0; q < 4; ++q) {

@@ -1,5 +1,6 @@
 // The execution model the CUDA tests rely on, checked where they run: warp
-// shuffles (xor, down, up, indexed, with widths), votes, block barriers and
+// shuffles (xor, down, up, indexed, with widths), votes, matches, block
+// barriers (also __syncthreads_or) and
 // launch limits on a device (scripts/gpu-check), and the same on the CPU
 // emulator (LLMK_CUDA=EMU, src/core/cuda_emu.hpp), whose own error reports
 // (a shuffle naming an exited lane, a deadlock, a lane outside the mask) are
@@ -12,7 +13,7 @@
 namespace llmk::test {
 namespace {
 
-constexpr int kOps = 7;
+constexpr int kOps = 9;
 
 // out[t * kOps + i]: op i of thread t, in a block of 64 threads (2 warps).
 __global__ void warp_ops_kernel(int* out) {
@@ -25,6 +26,15 @@ __global__ void warp_ops_kernel(int* out) {
   o[4] = __shfl_sync(0xffffffffu, v, 37, 8);  // lane 37 % 8 = 5 of each group of 8
   o[5] = int(__ballot_sync(0xffffffffu, t % 3 == 0));
   o[6] = __any_sync(0xffffffffu, t == 63) + 2 * __all_sync(0xffffffffu, t < 64);
+  o[7] = int(__match_any_sync(0xffffffffu, t % 5));
+  o[8] = int(__match_any_sync(0xffffffffu, uint64_t(t % 3) << 40));  // 64-bit values
+}
+
+// out[block]: __syncthreads_or over a predicate true in thread `which[block]`
+// only (-1: in none), every thread's answer summed.
+__global__ void barrier_or_kernel(const int* which, int* out) {
+  const int r = __syncthreads_or(int(threadIdx.x) == which[blockIdx.x]);
+  atomicAdd(&out[blockIdx.x], r);
 }
 
 // Thread t writes its index, then (after the barrier) reads its neighbor's.
@@ -55,16 +65,21 @@ TEST(CudaModel, WarpShufflesAndVotes) {
   for (int t = 0; t < 64; ++t) {
     const int lane = t % 32, warp0 = t - lane;
     const int seg8 = lane / 8 * 8, seg16 = lane / 16 * 16;
-    unsigned ballot = 0;
-    for (int j = 0; j < 32; ++j)
+    unsigned ballot = 0, match5 = 0, match3 = 0;
+    for (int j = 0; j < 32; ++j) {
       if ((warp0 + j) % 3 == 0) ballot |= 1u << j;
+      if ((warp0 + j) % 5 == t % 5) match5 |= 1u << j;
+      if ((warp0 + j) % 3 == t % 3) match3 |= 1u << j;
+    }
     const int want[kOps] = {100 + warp0 + (lane ^ 1),
                             100 + warp0 + (lane + 3 < seg8 + 8 ? lane + 3 : lane),
                             100 + warp0 + (lane - 2 >= seg16 ? lane - 2 : lane),
                             100 + warp0 + 5,
                             100 + warp0 + seg8 + 5,
                             int(ballot),
-                            (warp0 == 32 ? 1 : 0) + 2};
+                            (warp0 == 32 ? 1 : 0) + 2,
+                            int(match5),
+                            int(match3)};
     for (int i = 0; i < kOps; ++i) EXPECT_EQ(got[size_t(t * kOps + i)], want[i]) << "thread " << t << " op " << i;
   }
 }
@@ -78,6 +93,19 @@ TEST(CudaModel, BarrierOrdersSharedMemoryAcrossWarps) {
   ASSERT_TRUE(out.guard_intact());
   for (int b = 0; b < 3; ++b)
     for (int t = 0; t < 256; ++t) EXPECT_EQ(got[size_t(b * 256 + t)], (t + 1) % 256 + 1000 * b) << b << " " << t;
+}
+
+TEST(CudaModel, BarrierOrIsTheBlocksVote) {
+  LLMK_REQUIRE_CUDA();
+  const std::vector<int> which = {-1, 0, 255, 77};
+  DeviceGuarded<int> w(which.size()), out(which.size());
+  ASSERT_EQ(cudaMemcpy(w.data(), which.data(), which.size() * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(out.data(), 0, which.size() * sizeof(int)), cudaSuccess);
+  LLMK_LAUNCH(unsigned(which.size()), 256, 0, 0, barrier_or_kernel)(w.data(), out.data());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = out.download();
+  ASSERT_TRUE(out.guard_intact());
+  for (size_t b = 0; b < which.size(); ++b) EXPECT_EQ(got[b], which[b] < 0 ? 0 : 256) << "block " << b;
 }
 
 // As on an sm_90 device: at most 1024 threads a block, and dynamic shared
