@@ -252,8 +252,9 @@ __device__ void finish_pool(Pool& p, int k) {
 
 // Scans part `blockIdx.x % splits` of row `blockIdx.x / splits`. splits == 1:
 // writes the row's outputs; else writes (state, K best keys, 0-padded) to ws.
-// KR > 0 (K <= KR): candidates in per-thread registers, merged by one sort of
-// the block's 256 * KR keys at the end; KR == 0: the threshold-filtered pool.
+// KR > 0 (K <= KR): candidates in per-thread registers, the block's 256 * KR
+// keys cut to the best K at the end (finish_pool); KR == 0: the
+// threshold-filtered pool.
 template <class T, int KR>
 __global__ void __launch_bounds__(kBlock)
     block_row_kernel(const T* __restrict__ logits /* [B, ld] */, int64_t ld, int v, int k, int splits, float scale,
