@@ -63,14 +63,19 @@ int run(const Options& opt) {
             LLMK_CUDA_CHECK(cudaMemset(q, 0, size_t(B * m.Hq * m.D) * 4));
             const KvLayerView kv{k, v, t, t, nblocks, bt, m.Hkv, m.D, Device::cuda};
             const PageTableView pv{dip, dix, dll, B, Device::cuda};
-            AttentionOptions o;
-            o.max_kv_len = ctx;
-            const double ms = gpu_median_ms(
-                [&](cudaStream_t s) {
-                  o.stream = s;
-                  attention_decode(q, kv, pv, m.Hq, 0.125f, out, o);
-                },
-                opt.quick ? 3 : 20);
+            // median ms of the decode with `splits` context splits (0: the automatic count)
+            const auto time_ms = [&](int splits) {
+              AttentionOptions o;
+              o.max_kv_len = ctx;
+              o.splits = splits;
+              return gpu_median_ms(
+                  [&](cudaStream_t s) {
+                    o.stream = s;
+                    attention_decode(q, kv, pv, m.Hq, 0.125f, out, o);
+                  },
+                  opt.quick ? 3 : 20);
+            };
+            const double ms = time_ms(0);
             const double bytes = 2.0 * double(B * ctx * m.Hkv * rb);
             Row r{"attention-gpu", paged ? "paged" : "contiguous", "decode",
                   std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx), kv_type_name(t), ms,
@@ -84,14 +89,7 @@ int run(const Options& opt) {
             if (paged && ctx == 8192)
               for (int sp : {1, 2, 4, 8, 16}) {
                 if (sp == chosen) continue;
-                AttentionOptions f = o;
-                f.splits = sp;
-                const double fms = gpu_median_ms(
-                    [&](cudaStream_t s) {
-                      f.stream = s;
-                      attention_decode(q, kv, pv, m.Hq, 0.125f, out, f);
-                    },
-                    opt.quick ? 3 : 20);
+                const double fms = time_ms(sp);
                 Row fr = r;
                 fr.impl = "paged_s" + std::to_string(sp);
                 fr.median_ms = fms;
