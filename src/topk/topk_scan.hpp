@@ -564,7 +564,7 @@ template <class S>
 void transpose(typename S::V (&r)[S::kWidth]);
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 template <>
-[[maybe_unused]] void transpose<simd::Avx2>(__m256 (&r)[8]) {
+[[maybe_unused, gnu::always_inline]] inline void transpose<simd::Avx2>(__m256 (&r)[8]) {
   __m256 t[8], u[8];
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
@@ -584,7 +584,7 @@ template <>
 #endif
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 template <>
-[[maybe_unused]] void transpose<simd::Avx512>(__m512 (&r)[16]) {
+[[maybe_unused, gnu::always_inline]] inline void transpose<simd::Avx512>(__m512 (&r)[16]) {
   __m512 t[16], u[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5 | a8 .. | a12 ..
@@ -621,8 +621,9 @@ template <>
 // dependent horizontal steps. Row i's logits are copied to the columns of xt
 // (xt[j W + i] = logit j; rows past nr are zeros). Then, each step one vector
 // op for W rows: m = max_j x_j (a NaN or +inf makes the sum NaN below: the
-// row is special, as in small_row); the sum of 2^((x_j - m) s2) over double
-// lanes; and the best k of each row by one insertion pass (best_of_rows).
+// row is special, as in small_row); the sum of 2^((x_j - m) s2), 8 columns
+// by a tree in f32, then over double lanes; and the best k of each row by one
+// insertion pass (best_of_rows).
 // st[i] is row i's state (PartState{} when all its logits are -inf).
 template <class S, class T>
 void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale, Cand* c,
@@ -632,11 +633,18 @@ void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t 
   alignas(64) float xt[kBatchV * W];
   // W columns at a time through a register transpose (element by element
   // the copy took about a third of a 256-logit batch), the last < W columns
-  // element by element; rows past nr are zeros.
+  // element by element; rows past nr are zeros. The transpose is inlined and
+  // a full batch's loads unrolled: as a call, GCC kept r on the stack.
   int64_t j0 = 0;
   for (; j0 + W <= v; j0 += W) {
     V r[W];
-    for (int64_t i = 0; i < W; ++i) r[i] = i < nr ? S::load(base + i * ld + j0) : S::zero();
+    if (nr == W) {
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < W; ++i) r[i] = S::load(base + i * ld + j0);
+    } else {
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < W; ++i) r[i] = i < nr ? S::load(base + i * ld + j0) : S::zero();
+    }
     transpose<S>(r);
     for (int c = 0; c < W; ++c) S::store(xt + (j0 + c) * W, r[c]);
   }
@@ -646,7 +654,16 @@ void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t 
   for (int64_t j = 0; j < v; ++j) m = S::max(m, S::load(xt + j * W));
   const V s2 = S::set1(scale * kLog2e);
   DoubleAcc<S> acc;
-  for (int64_t j = 0; j < v; ++j) acc.add(simd::exp2_nonpos<S>(S::mul(S::sub(S::load(xt + j * W), m), s2)));
+  const auto term = [&](int64_t j) __attribute__((always_inline)) {
+    return simd::exp2_nonpos<S>(S::mul(S::sub(S::load(xt + j * W), m), s2));
+  };
+  // 8 columns summed by a tree in f32 before they are widened (as scan_pass's
+  // blocks): a double add a column was one chain, its latency the loop's pace.
+  int64_t j = 0;
+  for (; j + 8 <= v; j += 8)
+    acc.add(S::add(S::add(S::add(term(j), term(j + 1)), S::add(term(j + 2), term(j + 3))),
+                   S::add(S::add(term(j + 4), term(j + 5)), S::add(term(j + 6), term(j + 7)))));
+  for (; j < v; ++j) acc.add(term(j));
   alignas(64) float mv[W];
   alignas(64) double sv[W];
   S::store(mv, m);
