@@ -384,7 +384,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   // Rows in the lanes of a vector (small_rows), bw at a time, where batch_rows says.
   // Plain variables, not a structured binding: the OpenMP region below uses
   // them, and clang before 16 rejects a structured binding captured there.
-  const SmallRowsPath picked = small && batch_rows(v) ? pick_small_rows() : SmallRowsPath{};
+  const SmallRowsPath picked = small && batch_rows(v, k) ? pick_small_rows() : SmallRowsPath{};
   const SmallRowsFn small_rows = picked.rows;
   const int64_t bw = picked.width;
   const ExpDivFn exp_div = picked.exp_div;

@@ -171,8 +171,9 @@ TEST(SoftmaxTopk, SpecialRows) {
 
 // Rows of V <= topk::kSmallV with K <= 16 (MoE routing) take their own path
 // (small_row; on the vector ISAs small_rows, a vector of rows at a time, up to
-// topk::kBatchV): V around the vector widths and around the paths' bounds (257
-// and 513 take the next path), rows of every kind in one batch (normal,
+// topk::kBatchAnyK at every K and topk::kBatchV from K = 3): V around the
+// vector widths and around the paths' bounds (257 at K <= 2 and 513 take the
+// next path; K = 2 and 3 both run), rows of every kind in one batch (normal,
 // ties with -0/+0 and -inf, mostly -inf, NaN, +inf, all -inf, NaN among -inf,
 // repeated small integers) followed by random rows, 37 in all (several
 // batches of 8 or 16 rows and a partial one), a row stride past V, f32/f16/
@@ -212,7 +213,8 @@ void check_small_rows(const std::vector<int64_t>& vs) {
   }
 }
 TEST(SoftmaxTopk, SmallRowsPath) {
-  static_assert(topk::kSmallV == 512 && topk::kBatchV == 256, "the V list straddles the small-row bounds");
+  static_assert(topk::kSmallV == 512 && topk::kBatchV == 512 && topk::kBatchAnyK == 256,
+                "the V list straddles the small-row bounds");
   check_small_rows<float>(
       {1, 2, 3, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 511, 512, 513});
   check_small_rows<f16>({1, 8, 17, 256, 512});
@@ -505,12 +507,12 @@ TEST(SoftmaxTopk, RandomizedAgainstReference) {
 
 // The same cases for MoE routing shapes, where many rows go through the
 // vector-of-rows path (topk::batch_rows) and the one-row path together: 1..40
-// rows of 1..300 logits (half of them up to 96), K 1..16.
+// rows of 1..600 logits (half of them up to 96), K 1..16.
 TEST(SoftmaxTopk, SmallRowsRandomized) {
   std::mt19937_64 g(20261202);
   const std::vector<SimdLevel> levels = simd_levels();
   for (int it = 0; it < 200; ++it) {
-    const int64_t v = 1 + int64_t(g() % (it % 2 ? 96 : 300)), rows = 1 + int64_t(g() % 40);
+    const int64_t v = 1 + int64_t(g() % (it % 2 ? 96 : 600)), rows = 1 + int64_t(g() % 40);
     const int64_t k = 1 + int64_t(g() % uint64_t(std::min<int64_t>(v, 16)));
     random_case(g, "small case " + std::to_string(it), v, rows, k, levels);
   }
