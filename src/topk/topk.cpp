@@ -12,6 +12,7 @@
 // is the same index set for every P. Parts never span two rows.
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <utility>
@@ -384,11 +385,18 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   // Rows in the lanes of a vector (small_rows), bw at a time, where batch_rows says.
   // Plain variables, not a structured binding: the OpenMP region below uses
   // them, and clang before 16 rejects a structured binding captured there.
-  const SmallRowsPath picked = small && batch_rows(v, k) ? pick_small_rows() : SmallRowsPath{};
+  const SmallRowsPath picked = small && batch_rows(v) ? pick_small_rows() : SmallRowsPath{};
   const SmallRowsFn small_rows = picked.rows;
   const int64_t bw = picked.width;
   const ExpDivFn exp_div = picked.exp_div;
   const int64_t batches = small_rows ? (rows + bw - 1) / bw : 0;
+  // A batch costs about as much with one row as with W (lanes are rows), and
+  // the one-row path gains on it as V grows (it runs along V): a batch of
+  // fewer than min_batch rows (few rows in all, or the last batch) takes the
+  // one-row path, min_batch = W sqrt(V / kBatchV) (AVX-512, one thread, the
+  // break-even near 5 rows at V = 64, 12 at 256 and 16 at 512;
+  // docs/softmax_topk.md, "Rows of up to 256 logits").
+  const int64_t min_batch = int64_t(std::ceil(double(bw) * std::sqrt(double(v) / double(kBatchV))));
   // parts > 1: each part leaves its state and best <= k candidates here.
   std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
   std::vector<Cand> pc(parts > 1 ? rows * parts * k : 0);
@@ -401,6 +409,14 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
 #pragma omp for schedule(dynamic, std::max(1, grain / int(bw)))
       for (int64_t u = 0; u < batches; ++u) {
         const int64_t r0 = u * bw, nr = std::min(bw, rows - r0);
+        if (nr < min_batch) {
+          for (int64_t r = r0; r < r0 + nr; ++r) {
+            const void* row = base + size_t(r) * size_t(ld) * esz;
+            const int64_t n = small(row, t, v, k, scale, buf.data(), st[0]);
+            finish_row(row, t, v, k, scale, st[0], buf.data(), n, out, r, probs, CandOrder::sorted);
+          }
+          continue;
+        }
         // The next batch's rows into L2 meanwhile: the batch reads its rows W
         // columns at a time (a register transpose), W streams at once, which
         // the hardware prefetcher follows poorly from DRAM (4096x64 K = 2,

@@ -151,13 +151,13 @@ int64_t small_avx512(const void* row, DType dtype, int64_t v, int64_t k, float s
 // k <= kInsertK, one row a vector lane (topk_scan.hpp, small_rows): row i's
 // state into st[i] and its best k, ordered, into c[i * k, i * k + k) (-inf
 // logits too, in index order, where fewer than k are finite). Vector ISAs
-// only, for v <= kBatchAnyK at every k and up to kBatchV from k = 3: where
-// it is faster than small_row since the sixteenth session's inlined transpose
-// (4096 rows, 2 threads, AVX-512 and AVX2; at V = 512 K = 2 level from cache
-// and mixed from DRAM; docs/softmax_topk.md, "Rows of up to 256 logits"; the
-// tile xt is kBatchV x 16 floats, 32 KiB, on the stack).
-inline constexpr int64_t kBatchV = 512, kBatchAnyK = 256, kMaxBatchRows = 16;
-inline bool batch_rows(int64_t v, int64_t k) { return v <= kBatchAnyK || (v <= kBatchV && k >= 3); }
+// only, for every v <= kBatchV (= kSmallV): faster than small_row there, or
+// level, since the sixteenth session's inlined transpose (4096 rows, 2
+// threads, AVX-512 and AVX2; level at V = 512 K = 2; docs/softmax_topk.md,
+// "Rows of up to 256 logits"). The tile xt is kBatchV x 16 floats, 32 KiB,
+// on the stack.
+inline constexpr int64_t kBatchV = 512, kMaxBatchRows = 16;
+inline bool batch_rows(int64_t v) { return v <= kBatchV; }
 using SmallRowsFn = void (*)(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k,
                              float scale, Cand* c, PartState* st);
 void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale,

@@ -171,9 +171,8 @@ TEST(SoftmaxTopk, SpecialRows) {
 
 // Rows of V <= topk::kSmallV with K <= 16 (MoE routing) take their own path
 // (small_row; on the vector ISAs small_rows, a vector of rows at a time, up to
-// topk::kBatchAnyK at every K and topk::kBatchV from K = 3): V around the
-// vector widths and around the paths' bounds (257 at K <= 2 and 513 take the
-// next path; K = 2 and 3 both run), rows of every kind in one batch (normal,
+// topk::kBatchV): V around the vector widths and around the paths' bounds (513
+// takes the next path), rows of every kind in one batch (normal,
 // ties with -0/+0 and -inf, mostly -inf, NaN, +inf, all -inf, NaN among -inf,
 // repeated small integers) followed by random rows, 37 in all (several
 // batches of 8 or 16 rows and a partial one), a row stride past V, f32/f16/
@@ -213,8 +212,7 @@ void check_small_rows(const std::vector<int64_t>& vs) {
   }
 }
 TEST(SoftmaxTopk, SmallRowsPath) {
-  static_assert(topk::kSmallV == 512 && topk::kBatchV == 512 && topk::kBatchAnyK == 256,
-                "the V list straddles the small-row bounds");
+  static_assert(topk::kSmallV == 512 && topk::kBatchV == 512, "the V list straddles the small-row bounds");
   check_small_rows<float>(
       {1, 2, 3, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 511, 512, 513});
   check_small_rows<f16>({1, 8, 17, 256, 512});
