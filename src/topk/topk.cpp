@@ -393,9 +393,9 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   // A batch costs about as much with one row as with W (lanes are rows), and
   // the one-row path gains on it as V grows (it runs along V): a batch of
   // fewer than min_batch rows (few rows in all, or the last batch) takes the
-  // one-row path, min_batch = W sqrt(V / kBatchV) (AVX-512, one thread, the
-  // break-even near 5 rows at V = 64, 12 at 256 and 16 at 512;
-  // docs/softmax_topk.md, "Rows of up to 256 logits").
+  // one-row path, min_batch = W sqrt(V / kBatchV) (one thread, the
+  // break-even near 5 / 12 / 16 rows at V = 64 / 256 / 512 with AVX-512,
+  // 4 / 6-8 / 8 with AVX2; docs/softmax_topk.md, "Rows of up to 256 logits").
   const int64_t min_batch = int64_t(std::ceil(double(bw) * std::sqrt(double(v) / double(kBatchV))));
   // parts > 1: each part leaves its state and best <= k candidates here.
   std::vector<PartState> pst(parts > 1 ? rows * parts : 0);
