@@ -407,17 +407,20 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
     // Not value-initialized: every slot is written before it is read, and
     // zeroing its ~2K slots took about half of a call on one row of 8 logits.
     const auto buf = std::make_unique_for_overwrite<Cand[]>(size_t(std::max(cap, parts * k)));
+    // Row r by the one-row small path (small_row), start to finish.
+    const auto one_small_row = [&](int64_t r) {
+      const void* row = base + size_t(r) * size_t(ld) * esz;
+      PartState st;
+      const int64_t n = small(row, t, v, k, scale, buf.get(), st);
+      finish_row(row, t, v, k, scale, st, buf.get(), n, out, r, probs, CandOrder::sorted);
+    };
     if (small_rows) {
       PartState st[kMaxBatchRows];
 #pragma omp for schedule(dynamic, std::max(1, grain / int(bw)))
       for (int64_t u = 0; u < batches; ++u) {
         const int64_t r0 = u * bw, nr = std::min(bw, rows - r0);
         if (nr < min_batch) {
-          for (int64_t r = r0; r < r0 + nr; ++r) {
-            const void* row = base + size_t(r) * size_t(ld) * esz;
-            const int64_t n = small(row, t, v, k, scale, buf.get(), st[0]);
-            finish_row(row, t, v, k, scale, st[0], buf.get(), n, out, r, probs, CandOrder::sorted);
-          }
+          for (int64_t r = r0; r < r0 + nr; ++r) one_small_row(r);
           continue;
         }
         // The next batch's rows into L2 meanwhile: the batch reads its rows W
@@ -436,13 +439,11 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
 #pragma omp for schedule(dynamic, grain)
       for (int64_t u = 0; u < rows * parts; ++u) {
         const int64_t r = u / parts, p = u % parts;
-        const void* row = base + size_t(r) * size_t(ld) * esz;
         if (small) {
-          PartState st;
-          const int64_t n = small(row, t, v, k, scale, buf.get(), st);
-          finish_row(row, t, v, k, scale, st, buf.get(), n, out, r, probs, CandOrder::sorted);
+          one_small_row(r);
           continue;
         }
+        const void* row = base + size_t(r) * size_t(ld) * esz;
         CandBuf cb{buf.get(), 0, cap, k, kNegInf, k > kInsertK};
         // Rows go to threads in turn, so this thread's next row is most likely
         // r + nt; only rows that take a sample (k > kInsertK, v >= kSampleMinPart).

@@ -98,6 +98,20 @@ struct Pool {
 };
 static_assert(kBlock == 256, "select_top keeps one histogram bin a thread");
 
+// Appends the keys of the lanes that want to (the whole warp calls this) with
+// one atomicAdd for the warp. Returns, in lane 0, the pool's count just after
+// the warp's reservation; 0 where nothing was appended or in other lanes.
+__device__ __forceinline__ int push_warp(Pool& p, bool want, uint64_t key) {
+  const unsigned ballot = __ballot_sync(0xffffffffu, want);
+  if (ballot == 0) return 0;
+  const int lane = threadIdx.x % 32;
+  int base = 0;
+  if (lane == 0) base = atomicAdd(&p.n, __popc(ballot));
+  base = __shfl_sync(0xffffffffu, base, 0);
+  if (want) p.keys[base + __popc(ballot & ((1u << lane) - 1u))] = key;
+  return lane == 0 ? base + __popc(ballot) : 0;
+}
+
 // Every thread of the block calls this with a uniform trip count; `valid`
 // marks a real element. Offers x (index j) to the pool when its key beats thr.
 // `end` (lane 0): the pool's count just after its warp's last reservation.
@@ -110,16 +124,7 @@ __device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x
     key = make_key(x, j);
     want = x == x && key > thr;
   }
-  const unsigned ballot = __ballot_sync(0xffffffffu, want);
-  if (ballot == 0) return;
-  const int lane = threadIdx.x % 32;
-  int base = 0;
-  if (lane == 0) {
-    base = atomicAdd(&p.n, __popc(ballot));
-    end = base + __popc(ballot);
-  }
-  base = __shfl_sync(0xffffffffu, base, 0);
-  if (want) p.keys[base + __popc(ballot & ((1u << lane) - 1u))] = key;
+  if (const int e = push_warp(p, want, key)) end = e;
 }
 
 // Between two steps of offers (every thread): whether one more step might not
@@ -207,7 +212,7 @@ __device__ void select_top(Pool& p, int k, int keep) {
     fixed = shift;
     if (p.done) break;  // the same in every thread
   }
-  // Compact: each thread takes its keys >= prefix, then they are packed.
+  // Compact: each thread takes its keys >= prefix, then push_warp packs them.
   constexpr int kPer = kPool / kBlock;
   uint64_t mine[kPer];
 #pragma unroll
@@ -222,15 +227,7 @@ __device__ void select_top(Pool& p, int k, int keep) {
   }
   __syncthreads();
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    const bool want = mine[j] != 0;
-    const unsigned ballot = __ballot_sync(0xffffffffu, want);
-    if (ballot == 0) continue;
-    int base = 0;
-    if (lane == 0) base = atomicAdd(&p.n, __popc(ballot));
-    base = __shfl_sync(0xffffffffu, base, 0);
-    if (want) p.keys[base + __popc(ballot & ((1u << lane) - 1u))] = mine[j];
-  }
+  for (int j = 0; j < kPer; ++j) push_warp(p, mine[j] != 0, mine[j]);
   __syncthreads();
 }
 
