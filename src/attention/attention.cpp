@@ -349,6 +349,9 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
                    "times the CTAs a kv head takes (one per 8 query heads) must be <= 65535 (a grid dimension)");
     LLMK_CHECK_ARG(p.num_seqs <= std::numeric_limits<int32_t>::max() / Hq, fn, "pages.num_seqs", p.num_seqs,
                    "times n_heads = " + std::to_string(Hq) + " must be < 2^31 (the grid of the split merge)");
+    LLMK_CHECK_ARG(double(kv.num_blocks) * double(kv.n_kv_heads) * double(kv.block_tokens) < 4294967296.0, fn,
+                   "kv.num_blocks", kv.num_blocks,
+                   "times n_kv_heads x block_tokens must be < 2^32 (the device kernel's 32-bit pool rows)");
     const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, len);
     attn::decode_cuda(q, kv, p, Hq, scale, out, ns, opt.stream);
     return;

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "attention/attn_cuda.cuh"
@@ -31,7 +32,6 @@ namespace llmk::attn {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxG = 8;    // query heads per CTA
 constexpr int kUnroll = 4;  // tokens a warp loads at once
 
 // T < 0: the type is read from the arguments at run time.
@@ -50,26 +50,33 @@ struct DecodeArgs {
   const int32_t* last_len; // [B]
   float* out;              // [B, Hq, D]
   float* part;             // [B, Hq, splits, D + 2] when splits > 1
-  int64_t Hq, Hkv, D, bt, krow, vrow;
-  int groups;              // CTAs per kv head: ceil(G / kMaxG)
+  int64_t Hq, Hkv, D, bt;
+  uint32_t krow, vrow;     // row bytes
+  int groups;              // CTAs per kv head: ceil(G / NG)
   int splits;
   float scale;
   KvType kt, vt;
 };
 
 // T: the K and V type, or -1 for mixed types read at run time. E: elements
-// per lane (head_dim <= 32 * E), so registers scale with the head size.
-template <int T, int E>
+// per lane (head_dim <= 32 * E). NG: query heads a CTA takes (1, 4 or 8; the
+// last CTA of a kv head may take fewer), so queries and accumulators in
+// registers scale with the group and the head size.
+template <int T, int E, int NG>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
-  LLMK_DYNAMIC_SMEM(float, smem);  // q: [kMaxG][D]; then per warp: [kMaxG][D + 2]
+  LLMK_DYNAMIC_SMEM(float, smem);  // q: [NG][D]; then per warp: [NG][D + 2]
   const int64_t b = blockIdx.x, hk = blockIdx.y / a.groups, split = blockIdx.z;
-  const int64_t G = a.Hq / a.Hkv, g0 = (blockIdx.y % a.groups) * kMaxG;
-  const int ng = int(min(int64_t(kMaxG), G - g0));
-  const int64_t D = a.D;
+  const int64_t G = a.Hq / a.Hkv, g0 = (blockIdx.y % a.groups) * NG;
+  const int ng = int(min(int64_t(NG), G - g0));
+  const int D = int(a.D);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int dl = D - lane;  // element lane + 32 i is in the head iff 32 i < dl
   float* qs = smem;
-  for (int64_t i = threadIdx.x; i < ng * D; i += blockDim.x)
-    qs[i] = a.q[(b * a.Hq + hk * G + g0 + i / D) * D + i % D] * a.scale;
+  // scores in log2 units (q times scale * log2 e): a weight is one exp2, and
+  // the running max, the split partials' max and the merges are in those units
+  const float qscale = a.scale * 1.44269504088896341f;
+  for (int i = threadIdx.x; i < ng * D; i += blockDim.x)
+    qs[i] = a.q[(b * a.Hq + hk * G + g0 + i / D) * D + i % D] * qscale;
   __syncthreads();
 
   const int64_t nb = a.indptr[b + 1] - a.indptr[b];
@@ -78,38 +85,50 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
   const int64_t k0 = min(len, split * chunk), k1 = min(len, (split + 1) * chunk);
   const int32_t* blocks = a.indices + a.indptr[b];
 
-  float qr[kMaxG][E];
+  float qr[NG][E];
 #pragma unroll
-  for (int g = 0; g < kMaxG; ++g)
+  for (int g = 0; g < NG; ++g)
 #pragma unroll
-    for (int i = 0; i < E; ++i) {
-      const int64_t j = lane + 32 * i;
-      qr[g][i] = (g < ng && j < D) ? qs[g * D + j] : 0.0f;
-    }
-  float m[kMaxG], l[kMaxG], acc[kMaxG][E];
+    for (int i = 0; i < E; ++i) qr[g][i] = (g < ng && 32 * i < dl) ? qs[g * D + lane + 32 * i] : 0.0f;
+  float m[NG], l[NG], acc[NG][E];
 #pragma unroll
-  for (int g = 0; g < kMaxG; ++g) {
+  for (int g = 0; g < NG; ++g) {
     m[g] = -INFINITY, l[g] = 0.0f;
 #pragma unroll
     for (int i = 0; i < E; ++i) acc[g][i] = 0.0f;
   }
 
-  for (int64_t p0 = k0 + int64_t(warp) * kUnroll; p0 < k1; p0 += kWarps * kUnroll) {
+  // One step: the warp's tokens p0 .. p0 + kUnroll - 1, their rows found by
+  // walking the block table from p0 (one division a step). Rows are 32-bit
+  // (the pool has < 2^32 rows: decode_cuda checks). kFull: all kUnroll are
+  // before k1, so no token needs a check (every step but a warp's last).
+  const uint32_t bt = uint32_t(a.bt), hkv = uint32_t(a.Hkv), hk32 = uint32_t(hk);
+  const auto step = [&](int64_t p0, auto full) {
+    constexpr bool kFull = decltype(full)::value;
     float kx[kUnroll][E], vx[kUnroll][E];
+    bool valid[kUnroll];
+    const int64_t blk0 = p0 / a.bt;
+    int blk = 0;
+    uint32_t off = uint32_t(p0 - blk0 * a.bt);
+    uint32_t row = (uint32_t(blocks[blk0]) * hkv + hk32) * bt + off;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t p = p0 + u;
-      const bool ok = p < k1;
-      const int64_t row = ok ? (int64_t(blocks[p / a.bt]) * a.Hkv + hk) * a.bt + p % a.bt : 0;
+      valid[u] = kFull || p0 + u < k1;
+      if (u > 0 && valid[u]) {
+        if (++off == bt) off = 0, row = (uint32_t(blocks[blk0 + ++blk]) * hkv + hk32) * bt;
+        else ++row;
+      }
+      const uint8_t* kr = a.k + uint64_t(row) * a.krow;
+      const uint8_t* vr = a.v + uint64_t(row) * a.vrow;
 #pragma unroll
       for (int i = 0; i < E; ++i) {
-        const bool e = ok && lane + 32 * i < D;
-        kx[u][i] = e ? load_any<T>(a.kt, a.k + row * a.krow, i, lane) : 0.0f;
-        vx[u][i] = e ? load_any<T>(a.vt, a.v + row * a.vrow, i, lane) : 0.0f;
+        const bool e = valid[u] && 32 * i < dl;
+        kx[u][i] = e ? load_any<T>(a.kt, kr, i, lane) : 0.0f;
+        vx[u][i] = e ? load_any<T>(a.vt, vr, i, lane) : 0.0f;
       }
     }
 #pragma unroll
-    for (int g = 0; g < kMaxG; ++g) {
+    for (int g = 0; g < NG; ++g) {
       if (g >= ng) break;
       float s[kUnroll];
       float mt = -INFINITY;
@@ -118,17 +137,18 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
         float d = 0.0f;
 #pragma unroll
         for (int i = 0; i < E; ++i) d = fmaf(qr[g][i], kx[u][i], d);
-        s[u] = p0 + u < k1 ? warp_sum(d) : -INFINITY;
+        d = warp_sum(d);
+        s[u] = valid[u] ? d : -INFINITY;
         mt = fmaxf(mt, s[u]);
       }
       const float mn = fmaxf(m[g], mt);
-      // every score so far -inf: those keys get weight 0 (expf(-inf - 0)), not
-      // expf(-inf + inf) = NaN; alpha is 0 then, on acc and l still 0
+      // every score so far -inf: those keys get weight 0 (2^(-inf - 0)), not
+      // 2^(-inf + inf) = NaN; alpha is 0 then, on acc and l still 0
       const float mu = mn == -INFINITY ? 0.0f : mn;
-      const float alpha = expf(m[g] - mu);
+      const float alpha = exp2_fast(m[g] - mu);
       float psum = 0.0f;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) psum += (s[u] = expf(s[u] - mu));
+      for (int u = 0; u < kUnroll; ++u) psum += (s[u] = exp2_fast(s[u] - mu));
       l[g] = l[g] * alpha + psum;
       m[g] = mn;
 #pragma unroll
@@ -139,29 +159,32 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
         acc[g][i] = x;
       }
     }
-  }
+  };
+  int64_t p0 = k0 + int64_t(warp) * kUnroll;
+  for (; p0 + kUnroll <= k1; p0 += kWarps * kUnroll) step(p0, std::true_type{});
+  if (p0 < k1) step(p0, std::false_type{});
 
   // merge the warps: each writes (m, l, acc) to shared, then threads combine
-  float* ws = smem + kMaxG * D;  // [kWarps][kMaxG][D + 2]
+  float* ws = smem + NG * D;  // [kWarps][NG][D + 2]
 #pragma unroll
-  for (int g = 0; g < kMaxG; ++g) {  // static indices keep acc in registers
+  for (int g = 0; g < NG; ++g) {  // static indices keep acc in registers
     if (g >= ng) break;
-    float* w = ws + (int64_t(warp) * kMaxG + g) * (D + 2);
+    float* w = ws + (warp * NG + g) * (D + 2);
     if (lane == 0) w[0] = m[g], w[1] = l[g];
 #pragma unroll
     for (int i = 0; i < E; ++i)
-      if (lane + 32 * i < D) w[2 + lane + 32 * i] = acc[g][i];
+      if (32 * i < dl) w[2 + lane + 32 * i] = acc[g][i];
   }
   __syncthreads();
-  for (int64_t x = threadIdx.x; x < ng * D; x += blockDim.x) {
-    const int64_t g = x / D, j = x % D;
+  for (int x = threadIdx.x; x < ng * D; x += blockDim.x) {
+    const int g = x / D, j = x % D;
     float M = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, ws[(w * kMaxG + g) * (D + 2)]);
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, ws[(w * NG + g) * (D + 2)]);
     float L = 0.0f, o = 0.0f;
     for (int w = 0; w < kWarps; ++w) {
-      const float* p = ws + (w * kMaxG + g) * (D + 2);
+      const float* p = ws + (w * NG + g) * (D + 2);
       if (p[1] == 0.0f) continue;  // a warp that saw no token
-      const float s = expf(p[0] - M);
+      const float s = exp2f(p[0] - M);
       L += s * p[1];
       o += s * p[2 + j];
     }
@@ -188,7 +211,7 @@ __global__ void merge_kernel(const float* part, int splits, int64_t D, float* ou
     for (int s = 0; s < splits; ++s) {
       const float* ps = p + s * (D + 2);
       if (ps[1] == 0.0f) continue;
-      const float w = expf(ps[0] - M);
+      const float w = exp2f(ps[0] - M);
       L += w * ps[1];
       o += w * ps[2 + j];
     }
@@ -315,11 +338,17 @@ __global__ void hadamard_rows_kernel(const float* x, float* y, int64_t rows, int
 }
 
 
-template <int T, int E>
-cudaError_t launch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
+// Query heads a CTA takes for G query heads a kv head: MHA 1; GQA 4 (G = 2 ..
+// 4: SmolLM2 3, Llama-3-8B 4) or 8 (G > 4: 7 Qwen2.5-7B, 8 Llama-3-70B, 16
+// over two CTAs).
+int heads_per_cta(int64_t G) { return G == 1 ? 1 : G <= 4 ? 4 : 8; }
+
+template <int T, int E, int NG>
+cudaError_t launch_decode(const DecodeArgs& a, int64_t B, cudaStream_t s) {
   const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
-  LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_kernel<T, E>, smem));
-  LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_kernel<T, E>)(a);
+  const size_t smem = size_t(NG * a.D + kWarps * NG * (a.D + 2)) * sizeof(float);
+  LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_kernel<T, E, NG>, smem));
+  LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_kernel<T, E, NG>)(a);
   LLMK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   if (a.splits > 1) {
     LLMK_LAUNCH(unsigned(B * a.Hq), 128, 0, s, merge_kernel)(a.part, a.splits, a.D, a.out);
@@ -328,23 +357,32 @@ cudaError_t launch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStrea
   return cudaSuccess;
 }
 
+template <int T, int NG>
+cudaError_t launch_decode_e(const DecodeArgs& a, int64_t B, cudaStream_t s) {
+  if (a.D <= 64) return launch_decode<T, 2, NG>(a, B, s);
+  if (a.D <= 96) return launch_decode<T, 3, NG>(a, B, s);
+  if (a.D <= 128) return launch_decode<T, 4, NG>(a, B, s);
+  return launch_decode<T, 8, NG>(a, B, s);
+}
+
 template <int T>
-cudaError_t launch_decode_e(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
-  if (a.D <= 64) return launch_decode<T, 2>(a, B, smem, s);
-  if (a.D <= 96) return launch_decode<T, 3>(a, B, smem, s);
-  if (a.D <= 128) return launch_decode<T, 4>(a, B, smem, s);
-  return launch_decode<T, 8>(a, B, smem, s);
+cudaError_t launch_decode_g(const DecodeArgs& a, int64_t B, cudaStream_t s) {
+  switch (heads_per_cta(a.Hq / a.Hkv)) {
+    case 1: return launch_decode_e<T, 1>(a, B, s);
+    case 4: return launch_decode_e<T, 4>(a, B, s);
+    default: return launch_decode_e<T, 8>(a, B, s);
+  }
 }
 
 // Same K and V type: compiled per type; mixed types: one run-time-typed kernel.
-cudaError_t dispatch_decode(const DecodeArgs& a, int64_t B, size_t smem, cudaStream_t s) {
-  if (a.kt != a.vt) return launch_decode_e<-1>(a, B, smem, s);
+cudaError_t dispatch_decode(const DecodeArgs& a, int64_t B, cudaStream_t s) {
+  if (a.kt != a.vt) return launch_decode_g<-1>(a, B, s);
   switch (a.kt) {
-    case KvType::f32: return launch_decode_e<int(KvType::f32)>(a, B, smem, s);
-    case KvType::f16: return launch_decode_e<int(KvType::f16)>(a, B, smem, s);
-    case KvType::bf16: return launch_decode_e<int(KvType::bf16)>(a, B, smem, s);
-    case KvType::int8: return launch_decode_e<int(KvType::int8)>(a, B, smem, s);
-    case KvType::int4: return launch_decode_e<int(KvType::int4)>(a, B, smem, s);
+    case KvType::f32: return launch_decode_g<int(KvType::f32)>(a, B, s);
+    case KvType::f16: return launch_decode_g<int(KvType::f16)>(a, B, s);
+    case KvType::bf16: return launch_decode_g<int(KvType::bf16)>(a, B, s);
+    case KvType::int8: return launch_decode_g<int(KvType::int8)>(a, B, s);
+    case KvType::int4: return launch_decode_g<int(KvType::int4)>(a, B, s);
   }
   return cudaErrorInvalidValue;
 }
@@ -403,8 +441,9 @@ void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, 
   a.q = q, a.k = static_cast<const uint8_t*>(kv.k), a.v = static_cast<const uint8_t*>(kv.v);
   a.indptr = p.indptr, a.indices = p.indices, a.last_len = p.last_len, a.out = out;
   a.Hq = Hq, a.Hkv = kv.n_kv_heads, a.D = kv.head_dim, a.bt = kv.block_tokens;
-  a.krow = kv_row_bytes(kv.k_type, kv.head_dim), a.vrow = kv_row_bytes(kv.v_type, kv.head_dim);
-  a.groups = int((Hq / kv.n_kv_heads + kMaxG - 1) / kMaxG);
+  a.krow = uint32_t(kv_row_bytes(kv.k_type, kv.head_dim)), a.vrow = uint32_t(kv_row_bytes(kv.v_type, kv.head_dim));
+  const int NG = heads_per_cta(Hq / kv.n_kv_heads);
+  a.groups = int((Hq / kv.n_kv_heads + NG - 1) / NG);
   a.splits = splits, a.scale = scale, a.kt = kv.k_type, a.vt = kv.v_type;
   // this launch's scratch: the split partials, then the rotated queries
   const cudaStream_t s = cudaStream_t(stream);
@@ -413,8 +452,7 @@ void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, 
   cuda::StreamBuffer ws(part_aligned + rotated_queries_bytes(kv, p.num_seqs * Hq), s);
   if (splits > 1) a.part = ws.at<float>(0);
   a.q = queries_for_cuda(q, kv, p.num_seqs * Hq, s, ws.at<float>(int64_t(part_aligned)));  // H q against rotated K
-  const size_t smem = size_t(kMaxG * kv.head_dim + kWarps * kMaxG * (kv.head_dim + 2)) * sizeof(float);
-  LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, smem, s));
+  LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, s));
   ws.release();
 }
 

@@ -32,6 +32,19 @@ __device__ __forceinline__ float warp_min(float x) {
   return x;
 }
 
+// 2^x by the SFU (ex2.approx.ftz: within 2 ulp; results below 2^-126, weights
+// that small against the row's largest, flush to 0; 2^-inf = 0). The CPU
+// emulator computes exp2f.
+__device__ __forceinline__ float exp2_fast(float x) {
+#ifdef __CUDA_ARCH__
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
 // Element lane + 32 * i of a cache row of type T (the caller keeps it < D),
 // rounded exactly as kv_dequantize_row (no contraction into an FMA). For int8
 // and int4 lane j reads quant j of each 32-group: int4 low nibble of qs[j] for
@@ -48,7 +61,7 @@ __device__ __forceinline__ float load_elem(const uint8_t* row, int i, int lane) 
   }
   if constexpr (T == KvType::int4) {
     const BlockQ4* b = reinterpret_cast<const BlockQ4*>(row) + i;
-    const int q = lane < 16 ? b->qs[lane] & 15 : b->qs[lane - 16] >> 4;
+    const int q = (b->qs[lane & 15] >> ((lane >> 4) * 4)) & 15;  // no branch: lanes 0-15 low nibbles, 16-31 high
     return __fadd_rn(__fmul_rn(float(q), f16f(b->d)), f16f(b->m));
   }
   return 0.0f;

@@ -121,12 +121,14 @@ TEST(AttentionCuda, DecodeEveryTypeShapeAndSplit) {
 }
 
 // The register layouts a lane's share of the head only partly fills (D = 16
-// and 48: 2 elements a lane; 112: 4; 160 and 192: 8), blocks of 1, 5 and 7
+// and 48: 2 elements a lane; 112: 4; 160 and 192: 8), a CTA of 8 query heads
+// holding 7 (14 / 2: Qwen2.5-7B's group), blocks of 1, 5 and 7
 // tokens (tiles that end inside a warp's keys), and an empty sequence (NaN
 // rows, llmk/attention.hpp) between two others, with and without splits.
 TEST(AttentionCuda, DecodePartialLanesOddBlocksAndEmptySequence) {
   LLMK_REQUIRE_CUDA();
-  for (const Shape& s : {Shape{4, 2, 16}, Shape{6, 3, 48}, Shape{8, 2, 112}, Shape{4, 1, 160}, Shape{2, 2, 192}})
+  for (const Shape& s :
+       {Shape{4, 2, 16}, Shape{6, 3, 48}, Shape{8, 2, 112}, Shape{4, 1, 160}, Shape{2, 2, 192}, Shape{14, 2, 64}})
     for (auto [kt, vt] : {std::pair{KvType::f32, KvType::f32}, std::pair{KvType::int8, KvType::int4}})
       check_decode(s, kt, vt, {1, 17, 300}, 16);
   for (int bt : {1, 5, 7})
