@@ -34,6 +34,35 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kUnroll = 4;  // tokens a warp loads at once
 
+constexpr int ilog2(int n) { return n <= 1 ? 0 : 1 + ilog2(n / 2); }
+// The lane holding score k of a step's N after decode_kernel's butterfly: the
+// offset 16 >> t is set where bit N >> (t + 1) of k is.
+constexpr int lane_of(int k, int N) {
+  int lane = 0;
+  for (int t = 0; (N >> (t + 1)) > 0; ++t)
+    if (k & (N >> (t + 1))) lane |= 16 >> t;
+  return lane;
+}
+
+// The butterfly of decode_kernel's step, one offset O a call (H values kept
+// of 2H), then the plain all-reduce over the offsets left: v[0] ends as the
+// warp's sum of score idx. Recursion keeps every index static (v in registers).
+template <int N, int H = N / 2, int O = 16>
+__device__ __forceinline__ void butterfly(float (&v)[N], int lane) {
+  if constexpr (H >= 1) {
+    const bool hi = lane & O;
+#pragma unroll
+    for (int k = 0; k < H; ++k) {
+      const float send = hi ? v[k] : v[k + H], keep = hi ? v[k + H] : v[k];
+      v[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+    butterfly<N, H / 2, O / 2>(v, lane);
+  } else {
+#pragma unroll
+    for (int o = O; o > 0; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+  }
+}
+
 // T < 0: the type is read from the arguments at run time.
 template <int T>
 __device__ __forceinline__ float load_any(KvType rt, const uint8_t* row, int i, int lane) {
@@ -90,13 +119,26 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
   for (int g = 0; g < NG; ++g)
 #pragma unroll
     for (int i = 0; i < E; ++i) qr[g][i] = (g < ng && 32 * i < dl) ? qs[g * D + lane + 32 * i] : 0.0f;
-  float m[NG], l[NG], acc[NG][E];
+  // A step's N = NG x kUnroll scores (index g * kUnroll + u) are summed over
+  // the warp by a butterfly: at offsets 16, 8, .. (kLog of them) each lane
+  // sends half of the values it holds and adds the other half's partner, so a
+  // lane ends holding the sum of score idx (lane_of inverts it), and the rest
+  // of the offsets are a plain all-reduce. That is N - 1 + 5 - kLog shuffles
+  // a step, not 5 N. The lane then does the online softmax of that score's
+  // head (m_own, l_own: replicated in the kUnroll lanes of the head), and the
+  // weights are broadcast for P.V.
+  constexpr int N = NG * kUnroll, kLog = ilog2(N);
+  static_assert(kUnroll == 4, "the u bits of idx are its two lowest");
+  int idx = 0;
 #pragma unroll
-  for (int g = 0; g < NG; ++g) {
-    m[g] = -INFINITY, l[g] = 0.0f;
+  for (int t = 0; t < kLog; ++t)
+    if (lane & (16 >> t)) idx |= N >> (t + 1);
+  constexpr int ou0 = 16 >> (kLog - 1), ou1 = 16 >> (kLog - 2);  // the offsets of idx bits 0 and 1
+  float m_own = -INFINITY, l_own = 0.0f, acc[NG][E];
+#pragma unroll
+  for (int g = 0; g < NG; ++g)
 #pragma unroll
     for (int i = 0; i < E; ++i) acc[g][i] = 0.0f;
-  }
 
   // One step: the warp's tokens p0 .. p0 + kUnroll - 1, their rows found by
   // walking the block table from p0 (one division a step). Rows are 32-bit
@@ -127,35 +169,40 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
         vx[u][i] = e ? load_any<T>(a.vt, vr, i, lane) : 0.0f;
       }
     }
+    float v[N];  // score g * kUnroll + u, this lane's share of it
 #pragma unroll
-    for (int g = 0; g < NG; ++g) {
-      if (g >= ng) break;
-      float s[kUnroll];
-      float mt = -INFINITY;
+    for (int g = 0; g < NG; ++g)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         float d = 0.0f;
 #pragma unroll
         for (int i = 0; i < E; ++i) d = fmaf(qr[g][i], kx[u][i], d);
-        d = warp_sum(d);
-        s[u] = valid[u] ? d : -INFINITY;
-        mt = fmaxf(mt, s[u]);
+        v[g * kUnroll + u] = d;
       }
-      const float mn = fmaxf(m[g], mt);
-      // every score so far -inf: those keys get weight 0 (2^(-inf - 0)), not
-      // 2^(-inf + inf) = NaN; alpha is 0 then, on acc and l still 0
-      const float mu = mn == -INFINITY ? 0.0f : mn;
-      const float alpha = exp2_fast(m[g] - mu);
-      float psum = 0.0f;
+    butterfly<N>(v, lane);
+    const float sc = (kFull || p0 + idx % kUnroll < k1) ? v[0] : -INFINITY;
+    float mt = fmaxf(sc, __shfl_xor_sync(0xffffffffu, sc, ou0));
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, ou1));
+    const float mn = fmaxf(m_own, mt);
+    // every score so far -inf: those keys get weight 0 (2^(-inf - 0)), not
+    // 2^(-inf + inf) = NaN; alpha is 0 then, on acc and l still 0
+    const float mu = mn == -INFINITY ? 0.0f : mn;
+    const float alpha = exp2_fast(m_own - mu), p = exp2_fast(sc - mu);
+    float psum = p + __shfl_xor_sync(0xffffffffu, p, ou0);
+    psum += __shfl_xor_sync(0xffffffffu, psum, ou1);
+    l_own = l_own * alpha + psum;
+    m_own = mn;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) psum += (s[u] = exp2_fast(s[u] - mu));
-      l[g] = l[g] * alpha + psum;
-      m[g] = mn;
+    for (int g = 0; g < NG; ++g) {
+      const float al = __shfl_sync(0xffffffffu, alpha, lane_of(g * kUnroll, N));
+      float w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) w[u] = __shfl_sync(0xffffffffu, p, lane_of(g * kUnroll + u, N));
 #pragma unroll
       for (int i = 0; i < E; ++i) {
-        float x = acc[g][i] * alpha;
+        float x = acc[g][i] * al;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) x = fmaf(s[u], vx[u][i], x);
+        for (int u = 0; u < kUnroll; ++u) x = fmaf(w[u], vx[u][i], x);
         acc[g][i] = x;
       }
     }
@@ -166,11 +213,17 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
 
   // merge the warps: each writes (m, l, acc) to shared, then threads combine
   float* ws = smem + NG * D;  // [kWarps][NG][D + 2]
+  float mg[NG], lg[NG];
+#pragma unroll
+  for (int g = 0; g < NG; ++g) {
+    mg[g] = __shfl_sync(0xffffffffu, m_own, lane_of(g * kUnroll, N));
+    lg[g] = __shfl_sync(0xffffffffu, l_own, lane_of(g * kUnroll, N));
+  }
 #pragma unroll
   for (int g = 0; g < NG; ++g) {  // static indices keep acc in registers
     if (g >= ng) break;
     float* w = ws + (warp * NG + g) * (D + 2);
-    if (lane == 0) w[0] = m[g], w[1] = l[g];
+    if (lane == 0) w[0] = mg[g], w[1] = lg[g];
 #pragma unroll
     for (int i = 0; i < E; ++i)
       if (32 * i < dl) w[2 + lane + 32 * i] = acc[g][i];
