@@ -3,14 +3,17 @@
 //    map, one warp per 32-value group (lane j = element j of the group), with
 //    the reference quantizer's exact arithmetic (f16 scale rounded first,
 //    x * (1/d) rounded half-to-even), so device and host caches hold the same bits;
-//  - decode_kernel<T, E>: one CTA of 4 warps per (sequence, kv-head, group
-//    of <= 8 query heads, context split). The group's queries sit in shared
-//    memory; each warp walks every 4th run of kUnroll tokens of the split,
-//    loading kUnroll K and V rows at once (lane j holds elements j, j+32, ..,
-//    so for int8/int4 lane j reads quant j of each 32-group), dequantizing in
-//    registers, and keeps an online softmax per query head. The 4 warps merge
-//    in shared memory; with one split the CTA writes out, otherwise (m, l, acc)
-//    partials that merge_kernel combines with the exact log-sum-exp merge.
+//  - decode_kernel<T, E, NG>: one CTA of 4 warps per (sequence, kv-head,
+//    NG = 1, 4 or 8 query heads of its group, context split). The heads'
+//    queries sit in registers; each warp walks every 4th run of kUnroll tokens
+//    of the split, loading kUnroll K and V rows at once (lane j holds
+//    elements j, j+32, .., so for int8/int4 lane j reads quant j of each
+//    32-group), dequantizing in registers. A run's NG x kUnroll scores are
+//    summed over the warp by one butterfly, a lane then does the online
+//    softmax of one score, and the weights are broadcast for P.V. The 4 warps
+//    merge in shared memory; with one split the CTA writes out, otherwise
+//    (m, l, acc) partials that merge_kernel combines with the exact
+//    log-sum-exp merge. docs/kv_cache.md counts its instructions.
 //  - hadamard_rows_kernel: the Hadamard rotation of K rows before an append
 //    and of the queries before decode when the cache stores rotated K
 //    (KvLayerView::k_rotated), bitwise like the host's hadamard_transform.
