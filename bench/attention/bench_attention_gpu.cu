@@ -6,7 +6,9 @@
 // Bytes counted: K and V rows read, B * ctx * Hkv * (k_row + v_row). Pools are
 // zero-filled (a valid value for every type; the kernel has no data-dependent
 // branches). Cold L2 before every rep (bench/common/gpu.cuh). At context 8192
-// the paged decode is also timed at 1, 2, 4, 8 and 16 splits (rows paged_sN).
+// the paged decode is also timed at 1, 2, 4, 8 and 16 splits (rows paged_sN),
+// and where the launcher picks the token_tiles kernel (int8 / int4), the
+// lane_per_element kernel is timed too (rows paged_lpe, contiguous_lpe).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -64,10 +66,11 @@ int run(const Options& opt) {
             const KvLayerView kv{k, v, t, t, nblocks, bt, m.Hkv, m.D, Device::cuda};
             const PageTableView pv{dip, dix, dll, B, Device::cuda};
             // median ms of the decode with `splits` context splits (0: the automatic count)
-            const auto time_ms = [&](int splits) {
+            const auto time_ms = [&](int splits, DecodeCudaKernel kernel = DecodeCudaKernel::automatic) {
               AttentionOptions o;
               o.max_kv_len = ctx;
               o.splits = splits;
+              o.cuda_decode = kernel;
               return gpu_median_ms(
                   [&](cudaStream_t s) {
                     o.stream = s;
@@ -83,7 +86,19 @@ int run(const Options& opt) {
             r.extra["of_copy"] = std::to_string(bytes / (ms * 1e6) / copy);
             const int chosen = attention_decode_splits(kv, pv, ctx);
             r.extra["splits"] = std::to_string(chosen);
+            const DecodeCudaKernel pick = decode_cuda_kernel_pick(kv);
+            r.extra["kernel"] = decode_cuda_kernel_name(pick);
             rep.add(r);
+            if (ctx == 8192 && pick == DecodeCudaKernel::token_tiles) {  // the other kernel, same splits
+              const double lms = time_ms(0, DecodeCudaKernel::lane_per_element);
+              Row lr = r;
+              lr.impl = std::string(r.impl) + "_lpe";
+              lr.median_ms = lms;
+              lr.gbps = bytes / (lms * 1e6);
+              lr.extra["of_copy"] = std::to_string(lr.gbps / copy);
+              lr.extra["kernel"] = decode_cuda_kernel_name(DecodeCudaKernel::lane_per_element);
+              rep.add(lr);
+            }
             // At 8192 (paged): the other split counts too, rows "paged_sN", so
             // one run shows what the choice (at least 2 CTAs a SM) leaves.
             if (paged && ctx == 8192)
@@ -101,7 +116,7 @@ int run(const Options& opt) {
             for (void* p : {(void*)k, (void*)v, (void*)dip, (void*)dix, (void*)dll, (void*)q, (void*)out})
               LLMK_CUDA_CHECK(cudaFree(p));
           }
-  rep.ratios("paged", {"contiguous"});
+  rep.ratios("paged", {"contiguous", "paged_lpe"});
   return 0;
 }
 }  // namespace

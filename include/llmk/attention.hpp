@@ -33,7 +33,10 @@
 // llama.cpp's Q8 activations against a quantized cache) and the scores are
 // integer dot products times the two scales (+ the Q4_1 min term). This moves
 // a score by at most sum_g (amax_g/254) sum_{i in g} |k_i| (tests/attention
-// asserts the bound); f32 / f16 / bf16 K keep f32 queries.
+// asserts the bound); f32 / f16 / bf16 K keep f32 queries. On CUDA the
+// queries stay f32: lane_per_element dequantizes each K element, token_tiles
+// sums a 32-group's quants times q and then multiplies by the group's scale
+// (int4: plus its min times the group's sum of q).
 // CPU prefill runs a row's context in fixed chunks of opt.prefill_chunk
 // positions ([c C, (c + 1) C), by absolute position) and folds the chunks'
 // log-sum-exp states in chunk order, so the result of a query depends only on
@@ -71,8 +74,23 @@
 
 namespace llmk {
 
+// The CUDA decode kernels; the launcher picks token_tiles wherever it fits,
+// and each can be forced (AttentionOptions::cuda_decode) so both are tested.
+enum class DecodeCudaKernel : int {
+  automatic = 0,
+  lane_per_element,  // any K / V types: lane j holds elements j, j + 32, .. of every K and V row
+  token_tiles,       // K = V int8 or int4: tiles of 32 K rows copied to shared memory and scored a
+                     // lane per token. Fits when kv.k is 16-byte aligned, block_tokens x row bytes
+                     // is a multiple of 16 and block_tokens divides 32 or is a multiple of it.
+};
+const char* decode_cuda_kernel_name(DecodeCudaKernel k);
+// Whether token_tiles fits kv (above), and what `automatic` picks for it.
+bool decode_cuda_token_tiles_fit(const KvLayerView& kv);
+DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv);
+
 struct AttentionOptions {
   int splits = 0;           // decode: context splits per sequence (CUDA: per (sequence, kv-head)); 0 = choose
+  DecodeCudaKernel cuda_decode = DecodeCudaKernel::automatic;  // CUDA decode: the kernel (forced ones must fit)
   int64_t prefill_chunk = 1024;  // CPU prefill: positions a context chunk (a multiple of 16); the rows' bits depend on it
   int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
   int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host reads no device table)

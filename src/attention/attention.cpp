@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -23,7 +24,7 @@ namespace llmk {
 namespace attn {
 #ifdef LLMK_HAVE_CUDA
 void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads, float scale,
-                 float* out, int splits, Stream stream);
+                 float* out, int splits, bool token_tiles, Stream stream);
 int decode_cuda_splits(int64_t work, int64_t max_kv_len);
 #endif
 }  // namespace attn
@@ -328,6 +329,25 @@ int64_t attention_decode_heads_per_item(const KvLayerView& kv) {
   return run < kShortRun ? kv.n_kv_heads : 1;
 }
 
+const char* decode_cuda_kernel_name(DecodeCudaKernel k) {
+  switch (k) {
+    case DecodeCudaKernel::automatic: return "automatic";
+    case DecodeCudaKernel::lane_per_element: return "lane_per_element";
+    case DecodeCudaKernel::token_tiles: return "token_tiles";
+  }
+  return "unknown";
+}
+
+bool decode_cuda_token_tiles_fit(const KvLayerView& kv) {
+  const int64_t krow = kv_row_bytes(kv.k_type, kv.head_dim), bt = kv.block_tokens, tile = attn::kDecodeTile;
+  return kv.k_type == kv.v_type && (kv.k_type == KvType::int8 || kv.k_type == KvType::int4) &&
+         reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 && bt * krow % 16 == 0 && (bt % tile == 0 || tile % bt == 0);
+}
+
+DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv) {
+  return decode_cuda_token_tiles_fit(kv) ? DecodeCudaKernel::token_tiles : DecodeCudaKernel::lane_per_element;
+}
+
 int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len) {
 #ifdef LLMK_HAVE_CUDA
   if (kv.device == Device::cuda) return attn::decode_cuda_splits(pages.num_seqs * kv.n_kv_heads, max_kv_len);
@@ -352,8 +372,18 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
     LLMK_CHECK_ARG(double(kv.num_blocks) * double(kv.n_kv_heads) * double(kv.block_tokens) < 4294967296.0, fn,
                    "kv.num_blocks", kv.num_blocks,
                    "times n_kv_heads x block_tokens must be < 2^32 (the device kernel's 32-bit pool rows)");
+    const int kernel = int(opt.cuda_decode);
+    LLMK_CHECK_ARG(kernel >= 0 && kernel <= int(DecodeCudaKernel::token_tiles), fn, "opt.cuda_decode", kernel,
+                   "must be a DecodeCudaKernel");
+    LLMK_CHECK_ARG(opt.cuda_decode != DecodeCudaKernel::token_tiles || decode_cuda_token_tiles_fit(kv), fn,
+                   "opt.cuda_decode", "token_tiles",
+                   "needs K and V both int8 or both int4, kv.k 16-byte aligned, block_tokens x row bytes a multiple "
+                   "of 16 and block_tokens dividing 32 or a multiple of 32");
+    const bool tiles = opt.cuda_decode == DecodeCudaKernel::automatic
+                           ? decode_cuda_kernel_pick(kv) == DecodeCudaKernel::token_tiles
+                           : opt.cuda_decode == DecodeCudaKernel::token_tiles;
     const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, len);
-    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, opt.stream);
+    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, tiles, opt.stream);
     return;
 #else
     throw_invalid_argument(fn, "kv.device", "cuda", "this llmk was built without CUDA");

@@ -82,25 +82,33 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
   attention_reference(qr.data(), qo.data(), kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
                       want.data());
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
-  // splits 1, 2, 7 and the automatic count, from the longest context or
-  // (max_kv_len 0) from the 32768 the launcher then assumes
-  for (int run = 0; run < 5; ++run) {
-    const int splits = run < 3 ? std::array{1, 2, 7}[size_t(run)] : 0;
-    DeviceGuarded<float> out(static_cast<size_t>(n));
-    cudaMemset(out.data(), 0xFF, size_t(n) * sizeof(float));  // NaN: an element decode does not write fails
-    AttentionOptions opt;
-    opt.splits = splits;
-    opt.max_kv_len = run == 4 ? 0 : max_len;
-    attention_decode(dq.p, dvw, pv, s.Hq, float(scale), out.data(), opt);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_TRUE(out.guard_intact());
-    const auto got = out.download();
-    ASSERT_TRUE(test::all_close(got.data(), want.data(), size_t(n), 1e-5, 1e-5,
-                                std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) +
-                                    " Hq=" + std::to_string(s.Hq) + " splits=" + std::to_string(splits) +
-                                    " max_kv_len=" + std::to_string(opt.max_kv_len) +
-                                    (rotate ? " rotated" : "")));
-  }
+  // every kernel the launcher can pick for this cache (the automatic one, and
+  // lane_per_element too where that is token_tiles), each with splits 1, 2, 7
+  // and the automatic count, from the longest context or (max_kv_len 0) from
+  // the 32768 the launcher then assumes
+  std::vector<DecodeCudaKernel> kernels{DecodeCudaKernel::automatic};
+  if (decode_cuda_kernel_pick(dvw) == DecodeCudaKernel::token_tiles) kernels.push_back(DecodeCudaKernel::lane_per_element);
+  for (DecodeCudaKernel kernel : kernels)
+    for (int run = 0; run < 5; ++run) {
+      const int splits = run < 3 ? std::array{1, 2, 7}[size_t(run)] : 0;
+      DeviceGuarded<float> out(static_cast<size_t>(n));
+      cudaMemset(out.data(), 0xFF, size_t(n) * sizeof(float));  // NaN: an element decode does not write fails
+      AttentionOptions opt;
+      opt.splits = splits;
+      opt.max_kv_len = run == 4 ? 0 : max_len;
+      opt.cuda_decode = kernel;
+      attention_decode(dq.p, dvw, pv, s.Hq, float(scale), out.data(), opt);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_TRUE(out.guard_intact());
+      const auto got = out.download();
+      const DecodeCudaKernel ran = kernel == DecodeCudaKernel::automatic ? decode_cuda_kernel_pick(dvw) : kernel;
+      ASSERT_TRUE(test::all_close(got.data(), want.data(), size_t(n), 1e-5, 1e-5,
+                                  std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) +
+                                      " Hq=" + std::to_string(s.Hq) + " bt=" + std::to_string(bt) +
+                                      " splits=" + std::to_string(splits) +
+                                      " max_kv_len=" + std::to_string(opt.max_kv_len) + " " +
+                                      decode_cuda_kernel_name(ran) + (rotate ? " rotated" : "")));
+    }
   std::vector<float> q_after(q.size());
   cudaMemcpy(q_after.data(), dq.p, q.size() * sizeof(float), cudaMemcpyDeviceToHost);
   ASSERT_EQ(0, std::memcmp(q_after.data(), q.data(), q.size() * sizeof(float))) << "decode wrote the caller's q";
@@ -121,7 +129,8 @@ TEST(AttentionCuda, DecodeEveryTypeShapeAndSplit) {
 }
 
 // The register layouts a lane's share of the head only partly fills (D = 16
-// and 48: 2 elements a lane; 112: 4; 160 and 192: 8), a CTA of 8 query heads
+// and 48: 2 elements a lane; 112: 4; 160 and 192: 8; for token_tiles, int8 and
+// int4 K = V, a last 32-group half full at 16, 48 and 112), a CTA of 8 query heads
 // holding 7 (14 / 2: Qwen2.5-7B's group), blocks of 1, 5 and 7
 // tokens (tiles that end inside a warp's keys), and an empty sequence (NaN
 // rows, llmk/attention.hpp) between two others, with and without splits.
@@ -129,7 +138,8 @@ TEST(AttentionCuda, DecodePartialLanesOddBlocksAndEmptySequence) {
   LLMK_REQUIRE_CUDA();
   for (const Shape& s :
        {Shape{4, 2, 16}, Shape{6, 3, 48}, Shape{8, 2, 112}, Shape{4, 1, 160}, Shape{2, 2, 192}, Shape{14, 2, 64}})
-    for (auto [kt, vt] : {std::pair{KvType::f32, KvType::f32}, std::pair{KvType::int8, KvType::int4}})
+    for (auto [kt, vt] : {std::pair{KvType::f32, KvType::f32}, std::pair{KvType::int8, KvType::int4},
+                          std::pair{KvType::int8, KvType::int8}, std::pair{KvType::int4, KvType::int4}})
       check_decode(s, kt, vt, {1, 17, 300}, 16);
   for (int bt : {1, 5, 7})
     for (auto [kt, vt] : {std::pair{KvType::f16, KvType::f16}, std::pair{KvType::int4, KvType::int8}})
@@ -171,6 +181,69 @@ TEST(AttentionCuda, DecodePartialLanesOddBlocksAndEmptySequence) {
   }
 }
 
+// token_tiles copies a tile's K rows by whole runs of a block: blocks of 1,
+// 2, 4, 8 (several runs a tile) and 32, 64 (a tile inside one block) tokens,
+// tiles that end inside a run (lengths 1, 33, 70, 200), head_dim 128 and the
+// partial groups of 80 (int4: 60-byte rows) and 16; and where a block's bytes
+// are not a multiple of 16 (int8 at head_dim 128: 136-byte rows, block 1) the
+// launcher falls back to lane_per_element.
+TEST(AttentionCuda, DecodeTokenTilesEveryRunShape) {
+  LLMK_REQUIRE_CUDA();
+  for (int bt : {1, 2, 4, 8, 32, 64})
+    for (KvType t : {KvType::int8, KvType::int4})
+      for (const Shape& s : {Shape{8, 2, 128}, Shape{6, 3, 80}, Shape{2, 1, 16}}) {
+        KvCacheConfig cfg;
+        cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = t, cfg.v_type = t, cfg.block_tokens = bt;
+        const bool fits = bt * kv_row_bytes(t, s.D) % 16 == 0;
+        if (t == KvType::int8 && s.D == 128 && bt == 1) EXPECT_FALSE(fits);
+        check_decode(s, t, t, {1, 33, 70, 200}, bt);
+      }
+}
+
+// What token_tiles needs (llmk/attention.hpp), and a forced kernel that does
+// not fit is an error naming opt.cuda_decode, not a wrong launch.
+TEST(AttentionCuda, TokenTilesFitAndForcedMisfitIsAnError) {
+  LLMK_REQUIRE_CUDA();
+  alignas(16) static uint8_t pool[4096];
+  KvLayerView kv{pool, pool, KvType::int8, KvType::int8, 4, 16, 2, 128, Device::cuda};
+  EXPECT_TRUE(decode_cuda_token_tiles_fit(kv));
+  EXPECT_EQ(decode_cuda_kernel_pick(kv), DecodeCudaKernel::token_tiles);
+  const auto misfit = [&](const char* what, auto edit) {
+    KvLayerView m = kv;
+    edit(m);
+    EXPECT_FALSE(decode_cuda_token_tiles_fit(m)) << what;
+    EXPECT_EQ(decode_cuda_kernel_pick(m), DecodeCudaKernel::lane_per_element) << what;
+    AttentionOptions opt;
+    opt.cuda_decode = DecodeCudaKernel::token_tiles;
+    float q[1], out[1];
+    int64_t ip[2] = {0, 1};
+    int32_t ix[1] = {0}, ll[1] = {1};
+    try {
+      attention_decode(q, m, {ip, ix, ll, 1, Device::cuda}, 4, 0.1f, out, opt);
+      ADD_FAILURE() << what << ": forced token_tiles accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("opt.cuda_decode"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  misfit("f16", [](KvLayerView& m) { m.k_type = m.v_type = KvType::f16; });
+  misfit("int8 K, int4 V", [](KvLayerView& m) { m.v_type = KvType::int4; });
+  misfit("K pool 2 bytes past 16", [](KvLayerView& m) { m.k = pool + 2; });
+  misfit("block of 5", [](KvLayerView& m) { m.block_tokens = 5; });
+  misfit("block of 48", [](KvLayerView& m) { m.block_tokens = 48; });
+  misfit("136-byte rows, block of 1", [](KvLayerView& m) { m.block_tokens = 1; });
+  AttentionOptions bad;
+  bad.cuda_decode = DecodeCudaKernel(7);
+  float q[1], out[1];
+  int64_t ip[2] = {0, 1};
+  int32_t ix[1] = {0}, ll[1] = {1};
+  try {
+    attention_decode(q, kv, {ip, ix, ll, 1, Device::cuda}, 4, 0.1f, out, bad);
+    ADD_FAILURE() << "cuda_decode 7 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("opt.cuda_decode"), std::string::npos) << e.what();
+  }
+}
+
 // As Attention.KeysScoredMinusInfinityGetWeightZero on the CPU: keys whose
 // score is -inf (an -inf in K element 0, query element 0 = 1) get weight 0,
 // also when they fill the first runs of every warp (positions 0-39 of
@@ -207,6 +280,7 @@ TEST(AttentionCudaSanitize, DecodeSmall) {
   check_decode({4, 2, 64}, KvType::f32, KvType::f32, {1, 5, 40}, 16);
   check_decode({12, 1, 80}, KvType::int4, KvType::int8, {3, 33}, 8);
   check_decode({4, 2, 128}, KvType::int4, KvType::int4, {3, 33}, 16, true);
+  check_decode({8, 2, 64}, KvType::int8, KvType::int8, {3, 45}, 8);  // token_tiles, runs of 8
 }
 
 namespace {
