@@ -91,6 +91,32 @@ struct DecodeArgs {
   KvType kt, vt;
 };
 
+// The CTA's NG query heads (from g0 of kv head hk; those past ng are 0) into
+// qs [NG][D] of shared memory, times scale * log2 e: scores are in log2 units,
+// so a weight is one exp2, and the running max, the split partials' max and
+// the merges are in those units.
+__device__ __forceinline__ void load_queries(const DecodeArgs& a, float* qs, int NG, int ng, int64_t b, int64_t hk,
+                                             int64_t g0) {
+  const int D = int(a.D);
+  const int64_t G = a.Hq / a.Hkv;
+  const float qscale = a.scale * 1.44269504088896341f;
+  for (int i = threadIdx.x; i < NG * D; i += blockDim.x)
+    qs[i] = i / D < ng ? a.q[(b * a.Hq + hk * G + g0 + i / D) * D + i % D] * qscale : 0.0f;
+}
+
+// Sequence b's tokens [k0, k1) in context split `split` (chunks of a multiple
+// of `align` tokens), and its block table.
+struct SplitRange {
+  int64_t k0, k1;
+  const int32_t* blocks;
+};
+__device__ __forceinline__ SplitRange split_range(const DecodeArgs& a, int64_t b, int64_t split, int64_t align) {
+  const int64_t nb = a.indptr[b + 1] - a.indptr[b];
+  const int64_t len = nb == 0 ? 0 : (nb - 1) * a.bt + a.last_len[b];
+  const int64_t chunk = ((len + a.splits - 1) / a.splits + align - 1) / align * align;
+  return {min(len, split * chunk), min(len, (split + 1) * chunk), a.indices + a.indptr[b]};
+}
+
 // The end of a decode CTA: each warp writes its (m, l, acc) per head to ws
 // ([kWarps][NG][D + 2] floats of shared memory), then the CTA's threads merge
 // the warps by log-sum-exp and write out (one split) or the split's partial.
@@ -146,18 +172,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int dl = D - lane;  // element lane + 32 i is in the head iff 32 i < dl
   float* qs = smem;
-  // scores in log2 units (q times scale * log2 e): a weight is one exp2, and
-  // the running max, the split partials' max and the merges are in those units
-  const float qscale = a.scale * 1.44269504088896341f;
-  for (int i = threadIdx.x; i < ng * D; i += blockDim.x)
-    qs[i] = a.q[(b * a.Hq + hk * G + g0 + i / D) * D + i % D] * qscale;
+  load_queries(a, qs, NG, ng, b, hk, g0);
   __syncthreads();
-
-  const int64_t nb = a.indptr[b + 1] - a.indptr[b];
-  const int64_t len = nb == 0 ? 0 : (nb - 1) * a.bt + a.last_len[b];
-  const int64_t chunk = ((len + a.splits - 1) / a.splits + 15) / 16 * 16;
-  const int64_t k0 = min(len, split * chunk), k1 = min(len, (split + 1) * chunk);
-  const int32_t* blocks = a.indices + a.indptr[b];
+  const SplitRange range = split_range(a, b, split, 16);
+  const int64_t k0 = range.k0, k1 = range.k1;
+  const int32_t* blocks = range.blocks;
 
   float qr[NG][E];
 #pragma unroll
@@ -309,9 +328,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
   uint8_t* area = reinterpret_cast<uint8_t*>(smem + lay.q_floats) + warp * lay.warp_bytes;
   uint4* ktile = reinterpret_cast<uint4*>(area);                  // kTile rows of krow bytes
   float* wts = reinterpret_cast<float*>(area + lay.tile_bytes);   // [kTile][NG]
-  const float qscale = a.scale * 1.44269504088896341f;  // scores in log2 units, as decode_kernel
-  for (int i = threadIdx.x; i < NG * D; i += blockDim.x)
-    qs[i] = i / D < ng ? a.q[(b * a.Hq + hk * G + g0 + i / D) * D + i % D] * qscale : 0.0f;
+  load_queries(a, qs, NG, ng, b, hk, g0);
   __syncthreads();
   if constexpr (T == int(KvType::int4)) {
     for (int i = threadIdx.x; i < NG * ngrp; i += blockDim.x) {
@@ -323,11 +340,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     __syncthreads();
   }
 
-  const int64_t nb = a.indptr[b + 1] - a.indptr[b];
-  const int64_t len = nb == 0 ? 0 : (nb - 1) * a.bt + a.last_len[b];
-  const int64_t chunk = ((len + a.splits - 1) / a.splits + kTile - 1) / kTile * kTile;
-  const int64_t k0 = min(len, split * chunk), k1 = min(len, (split + 1) * chunk);
-  const int32_t* blocks = a.indices + a.indptr[b];
+  const SplitRange range = split_range(a, b, split, kTile);
+  const int64_t k0 = range.k0, k1 = range.k1;
+  const int32_t* blocks = range.blocks;
   const uint32_t bt = uint32_t(a.bt), hkv = uint32_t(a.Hkv), hk32 = uint32_t(hk);
   const int run = int(min(int64_t(kTile), a.bt));  // rows of one block in a tile
 
