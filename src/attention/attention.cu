@@ -329,30 +329,15 @@ __global__ void hadamard_rows_kernel(const float* x, float* y, int64_t rows, int
 }
 
 
-template <int T, int E, int NG>
-cudaError_t launch_decode(const DecodeArgs& a, int64_t B, cudaStream_t s) {
-  const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
-  const size_t smem = size_t(NG * a.D + kWarps * NG * (a.D + 2)) * sizeof(float);
-  LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_kernel<T, E, NG>, smem));
-  LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_kernel<T, E, NG>)(a);
-  return cudaGetLastError();
-}
-
-template <int T, int NG>
-cudaError_t launch_decode_e(const DecodeArgs& a, int64_t B, cudaStream_t s) {
-  if (a.D <= 64) return launch_decode<T, 2, NG>(a, B, s);
-  if (a.D <= 96) return launch_decode<T, 3, NG>(a, B, s);
-  if (a.D <= 128) return launch_decode<T, 4, NG>(a, B, s);
-  return launch_decode<T, 8, NG>(a, B, s);
-}
-
 template <int T>
 cudaError_t launch_decode_g(const DecodeArgs& a, int64_t B, cudaStream_t s) {
-  switch (heads_per_cta(a.Hq / a.Hkv)) {
-    case 1: return launch_decode_e<T, 1>(a, B, s);
-    case 4: return launch_decode_e<T, 4>(a, B, s);
-    default: return launch_decode_e<T, 8>(a, B, s);
-  }
+  return by_layout(a, [&]<int E, int NG>() {
+    const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
+    const size_t smem = size_t(NG * a.D + kWarps * NG * (a.D + 2)) * sizeof(float);
+    LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_kernel<T, E, NG>, smem));
+    LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_kernel<T, E, NG>)(a);
+    return cudaGetLastError();
+  });
 }
 
 // lane_per_element: compiled per type when K and V share it, else one

@@ -38,6 +38,25 @@ struct DecodeArgs {
 // over two CTAs).
 inline int heads_per_cta(int64_t G) { return G == 1 ? 1 : G <= 4 ? 4 : 8; }
 
+// Calls launch.template operator()<E, NG>() for a's compiled layout: E
+// elements a lane (head_dim <= 64, 96, 128, 256: 2, 3, 4, 8) and NG query
+// heads a CTA (heads_per_cta).
+template <int NG, class F>
+cudaError_t by_head_dim(const DecodeArgs& a, F& launch) {
+  if (a.D <= 64) return launch.template operator()<2, NG>();
+  if (a.D <= 96) return launch.template operator()<3, NG>();
+  if (a.D <= 128) return launch.template operator()<4, NG>();
+  return launch.template operator()<8, NG>();
+}
+template <class F>
+cudaError_t by_layout(const DecodeArgs& a, F&& launch) {
+  switch (heads_per_cta(a.Hq / a.Hkv)) {
+    case 1: return by_head_dim<1>(a, launch);
+    case 4: return by_head_dim<4>(a, launch);
+    default: return by_head_dim<8>(a, launch);
+  }
+}
+
 // Launches token_tiles' kernel (decode_tiles.cu) for a.kt = a.vt, int8 or
 // int4; the split merge, when a.splits > 1, is the caller's.
 cudaError_t launch_decode_tiles(const DecodeArgs& a, int64_t B, cudaStream_t s);

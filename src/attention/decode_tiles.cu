@@ -213,30 +213,15 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
   merge_warps<E, NG>(a, smem + lay.q_floats, m, l, acc, ng, g0, split);
 }
 
-template <int T, int E, int NG>
-cudaError_t launch_tiles(const DecodeArgs& a, int64_t B, cudaStream_t s) {
-  const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
-  const size_t smem = size_t(tiles_smem(NG, a.D, a.krow).total);
-  LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_tiles_kernel<T, E, NG>, smem));
-  LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_tiles_kernel<T, E, NG>)(a);
-  return cudaGetLastError();
-}
-
-template <int T, int NG>
-cudaError_t launch_tiles_e(const DecodeArgs& a, int64_t B, cudaStream_t s) {
-  if (a.D <= 64) return launch_tiles<T, 2, NG>(a, B, s);
-  if (a.D <= 96) return launch_tiles<T, 3, NG>(a, B, s);
-  if (a.D <= 128) return launch_tiles<T, 4, NG>(a, B, s);
-  return launch_tiles<T, 8, NG>(a, B, s);
-}
-
 template <int T>
 cudaError_t launch_tiles_g(const DecodeArgs& a, int64_t B, cudaStream_t s) {
-  switch (heads_per_cta(a.Hq / a.Hkv)) {
-    case 1: return launch_tiles_e<T, 1>(a, B, s);
-    case 4: return launch_tiles_e<T, 4>(a, B, s);
-    default: return launch_tiles_e<T, 8>(a, B, s);
-  }
+  return by_layout(a, [&]<int E, int NG>() {
+    const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
+    const size_t smem = size_t(tiles_smem(NG, a.D, a.krow).total);
+    LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_tiles_kernel<T, E, NG>, smem));
+    LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_tiles_kernel<T, E, NG>)(a);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace
