@@ -13,6 +13,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "bench/common/bench.hpp"
 #include "bench/common/gpu.cuh"
@@ -89,30 +91,24 @@ int run(const Options& opt) {
             const DecodeCudaKernel pick = decode_cuda_kernel_pick(kv);
             r.extra["kernel"] = decode_cuda_kernel_name(pick);
             rep.add(r);
-            if (ctx == 8192 && pick == DecodeCudaKernel::token_tiles) {  // the other kernel, same splits
-              const double lms = time_ms(0, DecodeCudaKernel::lane_per_element);
-              Row lr = r;
-              lr.impl = std::string(r.impl) + "_lpe";
-              lr.median_ms = lms;
-              lr.gbps = bytes / (lms * 1e6);
-              lr.extra["of_copy"] = std::to_string(lr.gbps / copy);
-              lr.extra["kernel"] = decode_cuda_kernel_name(DecodeCudaKernel::lane_per_element);
-              rep.add(lr);
-            }
+            // a row like r for another configuration: its impl, time and one changed column
+            const auto add_variant = [&](std::string impl, double vms, const char* key, std::string value) {
+              Row vr = r;
+              vr.impl = std::move(impl);
+              vr.median_ms = vms;
+              vr.gbps = bytes / (vms * 1e6);
+              vr.extra["of_copy"] = std::to_string(vr.gbps / copy);
+              vr.extra[key] = std::move(value);
+              rep.add(vr);
+            };
+            if (ctx == 8192 && pick == DecodeCudaKernel::token_tiles)  // the other kernel, same splits
+              add_variant(r.impl + "_lpe", time_ms(0, DecodeCudaKernel::lane_per_element), "kernel",
+                          decode_cuda_kernel_name(DecodeCudaKernel::lane_per_element));
             // At 8192 (paged): the other split counts too, rows "paged_sN", so
             // one run shows what the choice (at least 2 CTAs a SM) leaves.
             if (paged && ctx == 8192)
-              for (int sp : {1, 2, 4, 8, 16}) {
-                if (sp == chosen) continue;
-                const double fms = time_ms(sp);
-                Row fr = r;
-                fr.impl = "paged_s" + std::to_string(sp);
-                fr.median_ms = fms;
-                fr.gbps = bytes / (fms * 1e6);
-                fr.extra["of_copy"] = std::to_string(fr.gbps / copy);
-                fr.extra["splits"] = std::to_string(sp);
-                rep.add(fr);
-              }
+              for (int sp : {1, 2, 4, 8, 16})
+                if (sp != chosen) add_variant("paged_s" + std::to_string(sp), time_ms(sp), "splits", std::to_string(sp));
             for (void* p : {(void*)k, (void*)v, (void*)dip, (void*)dix, (void*)dll, (void*)q, (void*)out})
               LLMK_CUDA_CHECK(cudaFree(p));
           }
