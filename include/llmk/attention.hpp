@@ -80,7 +80,8 @@ enum class DecodeCudaKernel : int {
   automatic = 0,
   lane_per_element,  // any K / V types: lane j holds elements j, j + 32, .. of every K and V row
   token_tiles,       // K = V int8 or int4: tiles of 32 K rows copied to shared memory and scored a
-                     // lane per token. Fits when kv.k is 16-byte aligned, block_tokens x row bytes
+                     // lane per token; in P.V a lane holds a run of consecutive elements of a
+                     // V row. Fits when kv.k is 16-byte aligned, block_tokens x row bytes
                      // is a multiple of 16 and block_tokens divides 32 or is a multiple of it.
 };
 const char* decode_cuda_kernel_name(DecodeCudaKernel k);

@@ -1,6 +1,6 @@
 // token_tiles, the CUDA decode kernel for an int8 / int4 cache (K and V the
 // same type): K scored a lane per token from 32-row tiles copied to shared
-// memory, P.V lane per element (llmk/attention.hpp, DecodeCudaKernel;
+// memory, P.V a run of elements a lane (llmk/attention.hpp, DecodeCudaKernel;
 // docs/kv_cache.md). Its own file so that nvcc and the emulator's compiler
 // build it beside attention.cu's kernels.
 #include <cuda_fp16.h>
@@ -12,6 +12,10 @@
 
 namespace llmk::attn {
 namespace {
+
+// Byte e of w as a float: a permute and an integer convert (I2FP), where
+// nvcc makes float(w & 255) a byte convert (I2F.U8) on the conversion unit.
+__device__ __forceinline__ float byte_f(uint32_t w, int e) { return float(__byte_perm(w, 0u, 0x4440u | uint32_t(e))); }
 
 // Shared memory of decode_tiles_kernel, in bytes: q [NG][D] and (int4) the
 // sums of q over each 32-group [NG][ceil(D / 32)], then per warp a tile of
@@ -37,8 +41,9 @@ __host__ __device__ inline TilesSmem tiles_smem(int NG, int64_t D, int64_t krow)
 // summed in f32, times the group's scale (int4: plus min x the group's sum of
 // q). No score needs a reduction over lanes, and each scale is read once a
 // row. The tile's softmax is a warp max and sum per head; the weights go to
-// shared memory and P.V runs as in decode_kernel (lane j holds elements j,
-// j + 32, .. of each V row, 4 tokens at a time). Tiles start at multiples of
+// shared memory, and in P.V each lane holds a run of consecutive elements of
+// a V row, inside one 32-group, so a token costs it one load of quants and one
+// of the group's scale, 4 tokens at a time. Tiles start at multiples of
 // 32 tokens (the splits' chunks are multiples of 32), so with block_tokens
 // dividing 32 or a multiple of it a tile is whole runs of blocks, each run
 // 16-byte aligned (decode_cuda_token_tiles_fit).
@@ -75,12 +80,18 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
   const uint32_t bt = uint32_t(a.bt), hkv = uint32_t(a.Hkv), hk32 = uint32_t(hk);
   const int run = int(min(int64_t(kTile), a.bt));  // rows of one block in a tile
 
-  float m[NG], l[NG], acc[NG][E];
+  // P.V's layout: lane l holds elements C l .. C l + C - 1 (C = 2, 4, 8 for
+  // head_dim <= 64, 128, 256; head_dim <= 96 takes runs of 4 over 24 lanes),
+  // in group vgrp at offset vofs. A lane past D reads element 0 (its sums are
+  // never written: merge_warps).
+  constexpr int C = E == 3 ? 4 : E;
+  const int vj = C * lane < D ? C * lane : 0, vgrp = vj / 32, vofs = vj % 32;
+  float m[NG], l[NG], acc[NG][C], accm[NG];  // accm: int4's sum of w x min
 #pragma unroll
   for (int g = 0; g < NG; ++g) {
-    m[g] = -INFINITY, l[g] = 0.0f;
+    m[g] = -INFINITY, l[g] = 0.0f, accm[g] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < E; ++i) acc[g][i] = 0.0f;
+    for (int i = 0; i < C; ++i) acc[g][i] = 0.0f;
   }
 
   for (int64_t p0 = k0 + int64_t(warp) * kTile; p0 < k1; p0 += kWarps * kTile) {
@@ -132,12 +143,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
         const uint32_t* qw = reinterpret_cast<const uint32_t*>(blk4->qs);  // 4-byte aligned
 #pragma unroll
         for (int k = 0; k < 4; ++k) {  // bytes 4k .. 4k + 3: elements 4k + b (low), 16 + 4k + b (high)
-          const uint32_t w = qw[k];
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             if (16 * half >= nq) break;
-            const float x0 = float((w >> (4 * half)) & 15u), x1 = float((w >> (8 + 4 * half)) & 15u);
-            const float x2 = float((w >> (16 + 4 * half)) & 15u), x3 = float((w >> (24 + 4 * half)) & 15u);
+            const uint32_t w = (qw[k] >> (4 * half)) & 0x0f0f0f0fu;  // the 4 nibbles, a byte each
+            const float x0 = byte_f(w, 0), x1 = byte_f(w, 1), x2 = byte_f(w, 2), x3 = byte_f(w, 3);
 #pragma unroll
             for (int g = 0; g < NG; ++g) {
               const float4 q4 = *reinterpret_cast<const float4*>(qs + g * D + 32 * c + 16 * half + 4 * k);
@@ -166,24 +176,55 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
       wts[lane * NG + g] = w;
     }
 #pragma unroll
-    for (int g = 0; g < NG; ++g)
+    for (int g = 0; g < NG; ++g) {
+      accm[g] *= alpha[g];
 #pragma unroll
-      for (int i = 0; i < E; ++i) acc[g][i] *= alpha[g];
+      for (int i = 0; i < C; ++i) acc[g][i] *= alpha[g];
+    }
     __syncwarp();
 
-    // P.V: lane j holds elements j, j + 32, .. of kUnroll V rows at a time
-    // (every lane loads: a quantized row holds all 32 quants of its last
-    // group, so a lane past D reads inside the row; its sums are never written)
+    // P.V: lane l holds the run of C consecutive elements C l .. C l + C - 1
+    // of each V row, inside one 32-group, kUnroll V rows at a time. A token
+    // costs the lane one load of its C quants and one of the group's scale
+    // (int4: scale and min in one 32-bit word), and the FMAs take the quants
+    // themselves: acc += (w d) q, and for int4 accm += w m once a head, added
+    // to acc at the end (value = q d + m). Tokens past nv load the tile's
+    // first row and weigh 0.
     const auto pv = [&](int t0, auto full) {
       constexpr bool kFull = decltype(full)::value;  // t0 + kUnroll <= nv
-      float vx[kUnroll][E], w[kUnroll][NG];
+      float x[kUnroll][C], w[kUnroll][NG], d[kUnroll], mn[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = t0 + u;
         const bool ok = kFull || t < nv;
-        const uint8_t* vr = a.v + uint64_t(__shfl_sync(0xffffffffu, row, t & 31)) * a.vrow;
+        const uint8_t* vb = a.v + uint64_t(__shfl_sync(0xffffffffu, row, t & 31)) * a.vrow;
+        if constexpr (T == int(KvType::int8)) {
+          const uint8_t* blk = vb + sizeof(BlockQ8) * vgrp;  // {d, qs[32]}: its quants 2-byte aligned
+          const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk + 2 + vofs);
 #pragma unroll
-        for (int i = 0; i < E; ++i) vx[u][i] = ok && 32 * i < D ? load_elem<KvType(T)>(vr, i, lane) : 0.0f;
+          for (int k = 0; k < C / 2; ++k) {
+            const uint32_t h = qh[k];
+            x[u][2 * k] = float(int8_t(h & 0xff)), x[u][2 * k + 1] = float(int8_t(h >> 8));
+          }
+          d[u] = f16f(*reinterpret_cast<const uint16_t*>(blk)), mn[u] = 0.0f;
+        } else {
+          const uint8_t* blk = vb + sizeof(BlockQ4) * vgrp;  // {d, m, qs[16]}: 4-byte aligned
+          const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
+          const uint8_t* qb = blk + 4 + vofs % 16;  // elements 16.. are the high nibbles of qs[0..]
+          const int sh = vofs >= 16 ? 4 : 0;
+          if constexpr (C == 2) {
+            const uint32_t h = (uint32_t(*reinterpret_cast<const uint16_t*>(qb)) >> sh) & 0x0f0fu;
+            x[u][0] = byte_f(h, 0), x[u][1] = byte_f(h, 1);
+          } else {
+#pragma unroll
+            for (int k = 0; k < C / 4; ++k) {
+              const uint32_t q = (reinterpret_cast<const uint32_t*>(qb)[k] >> sh) & 0x0f0f0f0fu;  // a nibble a byte
+#pragma unroll
+              for (int e = 0; e < 4; ++e) x[u][4 * k + e] = byte_f(q, e);
+            }
+          }
+          d[u] = f16f(uint16_t(dm & 0xffffu)), mn[u] = f16f(uint16_t(dm >> 16));
+        }
         if constexpr (NG % 4 == 0) {
 #pragma unroll
           for (int g = 0; g < NG; g += 4) {
@@ -196,21 +237,27 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
         }
       }
 #pragma unroll
-      for (int g = 0; g < NG; ++g)
+      for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-        for (int i = 0; i < E; ++i) {
-          float x = acc[g][i];
+        for (int g = 0; g < NG; ++g) {
+          const float wd = w[u][g] * d[u];
 #pragma unroll
-          for (int u = 0; u < kUnroll; ++u) x = fmaf(w[u][g], vx[u][i], x);
-          acc[g][i] = x;
+          for (int i = 0; i < C; ++i) acc[g][i] = fmaf(wd, x[u][i], acc[g][i]);
+          if constexpr (T == int(KvType::int4)) accm[g] = fmaf(w[u][g], mn[u], accm[g]);
         }
     };
     int t0 = 0;
     for (; t0 + kUnroll <= nv; t0 += kUnroll) pv(t0, std::true_type{});
     if (t0 < nv) pv(t0, std::false_type{});
   }
+  if constexpr (T == int(KvType::int4)) {
+#pragma unroll
+    for (int g = 0; g < NG; ++g)
+#pragma unroll
+      for (int i = 0; i < C; ++i) acc[g][i] += accm[g];
+  }
   __syncthreads();  // every warp is done with its tile before the merge reuses the space
-  merge_warps<E, NG>(a, smem + lay.q_floats, m, l, acc, ng, g0, split);
+  merge_warps<C, NG, true>(a, smem + lay.q_floats, m, l, acc, ng, g0, split);
 }
 
 template <int T>

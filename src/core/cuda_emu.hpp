@@ -155,6 +155,14 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }
+// Byte n of the result is byte s<4n+2:4n> of the 8 bytes {y, x} (x bytes 0-3,
+// y bytes 4-7); the fourth bit of each selector is ignored, as documented.
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t in = uint64_t(y) << 32 | x;
+  unsigned r = 0;
+  for (int n = 0; n < 4; ++n) r |= unsigned((in >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+  return r;
+}
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned x; std::memcpy(&x, &f, 4); return x; }
 inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }

@@ -84,6 +84,34 @@ TEST(CudaModel, WarpShufflesAndVotes) {
   }
 }
 
+// out[t]: __byte_perm of the t-th case (the emulator defines it; the int4
+// decode kernel turns nibbles into floats with it).
+__global__ void byte_perm_kernel(const unsigned* in /* [n][3]: x, y, s */, unsigned* out, int n) {
+  const int t = int(threadIdx.x);
+  if (t < n) out[t] = __byte_perm(in[3 * t], in[3 * t + 1], in[3 * t + 2]);
+}
+
+TEST(CudaModel, BytePermTakesThreeBitsOfEachSelector) {
+  LLMK_REQUIRE_CUDA();
+  // Byte n of the result is byte (s >> 4n) & 7 of {y, x} (x bytes 0-3, y 4-7),
+  // as the CUDA math API documents; the fourth bit of a selector is ignored.
+  const unsigned x = 0x44332211u, y = 0x88776655u;
+  const std::vector<unsigned> sel = {0x3210u, 0x7654u, 0x4440u, 0x4441u, 0x4442u, 0x4443u, 0x0123u,
+                                     0x5410u, 0x8880u, 0x9991u, 0xfedcu, 0x7650u, 0xffff0000u};
+  const std::vector<unsigned> want = {0x44332211u, 0x88776655u, 0x55555511u, 0x55555522u, 0x55555533u,
+                                      0x55555544u, 0x11223344u, 0x66552211u, 0x11111111u, 0x22222222u,
+                                      0x88776655u, 0x88776611u, 0x11111111u};
+  std::vector<unsigned> in;
+  for (unsigned s : sel) in.insert(in.end(), {x, y, s});
+  DeviceGuarded<unsigned> din(in.size()), out(sel.size());
+  din.upload(in.data());
+  LLMK_LAUNCH(1, 32, 0, 0, byte_perm_kernel)(din.data(), out.data(), int(sel.size()));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = out.download();
+  ASSERT_TRUE(out.guard_intact());
+  for (size_t i = 0; i < sel.size(); ++i) EXPECT_EQ(got[i], want[i]) << std::hex << "selector 0x" << sel[i];
+}
+
 TEST(CudaModel, BarrierOrdersSharedMemoryAcrossWarps) {
   LLMK_REQUIRE_CUDA();
   DeviceGuarded<int> out(3 * 256);
