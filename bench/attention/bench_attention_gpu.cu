@@ -7,8 +7,9 @@
 // zero-filled (a valid value for every type; the kernel has no data-dependent
 // branches). Cold L2 before every rep (bench/common/gpu.cuh). At context 8192
 // the paged decode is also timed at 1, 2, 4, 8 and 16 splits (rows paged_sN),
-// and where the launcher picks the token_tiles kernel (int8 / int4), the
-// lane_per_element kernel is timed too (rows paged_lpe, contiguous_lpe).
+// and where the launcher picks the token_tiles_mma kernel (int8 / int4), the
+// token_tiles and lane_per_element kernels are timed too (rows paged_tt,
+// contiguous_tt, paged_lpe, contiguous_lpe).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -101,9 +102,10 @@ int run(const Options& opt) {
               vr.extra[key] = std::move(value);
               rep.add(vr);
             };
-            if (ctx == 8192 && pick == DecodeCudaKernel::token_tiles)  // the other kernel, same splits
-              add_variant(r.impl + "_lpe", time_ms(0, DecodeCudaKernel::lane_per_element), "kernel",
-                          decode_cuda_kernel_name(DecodeCudaKernel::lane_per_element));
+            if (ctx == 8192 && pick == DecodeCudaKernel::token_tiles_mma)  // the other kernels, same splits
+              for (auto [suffix, other] : {std::pair{"_tt", DecodeCudaKernel::token_tiles},
+                                           std::pair{"_lpe", DecodeCudaKernel::lane_per_element}})
+                add_variant(r.impl + suffix, time_ms(0, other), "kernel", decode_cuda_kernel_name(other));
             // At 8192 (paged): the other split counts too, rows "paged_sN", so
             // one run shows what the choice (at least 2 CTAs a SM) leaves.
             if (paged && ctx == 8192)
@@ -112,7 +114,7 @@ int run(const Options& opt) {
             for (void* p : {(void*)k, (void*)v, (void*)dip, (void*)dix, (void*)dll, (void*)q, (void*)out})
               LLMK_CUDA_CHECK(cudaFree(p));
           }
-  rep.ratios("paged", {"contiguous", "paged_lpe"});
+  rep.ratios("paged", {"contiguous", "paged_tt", "paged_lpe"});
   return 0;
 }
 }  // namespace

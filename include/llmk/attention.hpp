@@ -36,7 +36,8 @@
 // asserts the bound); f32 / f16 / bf16 K keep f32 queries. On CUDA the
 // queries stay f32: lane_per_element dequantizes each K element, token_tiles
 // sums a 32-group's quants times q and then multiplies by the group's scale
-// (int4: plus its min times the group's sum of q).
+// (int4: plus its min times the group's sum of q), and token_tiles_mma does the
+// same with q as two f16 parts (within ~2^-22 of q) in exact products.
 // CPU prefill runs a row's context in fixed chunks of opt.prefill_chunk
 // positions ([c C, (c + 1) C), by absolute position) and folds the chunks'
 // log-sum-exp states in chunk order, so the result of a query depends only on
@@ -74,8 +75,9 @@
 
 namespace llmk {
 
-// The CUDA decode kernels; the launcher picks token_tiles wherever it fits,
-// and each can be forced (AttentionOptions::cuda_decode) so both are tested.
+// The CUDA decode kernels; the launcher picks token_tiles_mma wherever the
+// token tiles fit, else lane_per_element, and each can be forced
+// (AttentionOptions::cuda_decode) so all are tested.
 enum class DecodeCudaKernel : int {
   automatic = 0,
   lane_per_element,  // any K / V types: lane j holds elements j, j + 32, .. of every K and V row
@@ -83,9 +85,12 @@ enum class DecodeCudaKernel : int {
                      // lane per token; in P.V a lane holds a run of consecutive elements of a
                      // V row. Fits when kv.k is 16-byte aligned, block_tokens x row bytes
                      // is a multiple of 16 and block_tokens divides 32 or is a multiple of it.
+  token_tiles_mma,   // the same, with the scores by tensor-core MMAs (f16 quants, q split into
+                     // two f16 parts); fits where token_tiles fits (sm_80 or later).
 };
 const char* decode_cuda_kernel_name(DecodeCudaKernel k);
-// Whether token_tiles fits kv (above), and what `automatic` picks for it.
+// Whether token_tiles (and token_tiles_mma) fits kv (above), and what
+// `automatic` picks for it.
 bool decode_cuda_token_tiles_fit(const KvLayerView& kv);
 DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv);
 

@@ -24,7 +24,7 @@ namespace llmk {
 namespace attn {
 #ifdef LLMK_HAVE_CUDA
 void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads, float scale,
-                 float* out, int splits, bool token_tiles, Stream stream);
+                 float* out, int splits, DecodeCudaKernel kernel, Stream stream);
 int decode_cuda_splits(int64_t work, int64_t max_kv_len);
 #endif
 }  // namespace attn
@@ -334,6 +334,7 @@ const char* decode_cuda_kernel_name(DecodeCudaKernel k) {
     case DecodeCudaKernel::automatic: return "automatic";
     case DecodeCudaKernel::lane_per_element: return "lane_per_element";
     case DecodeCudaKernel::token_tiles: return "token_tiles";
+    case DecodeCudaKernel::token_tiles_mma: return "token_tiles_mma";
   }
   return "unknown";
 }
@@ -345,7 +346,7 @@ bool decode_cuda_token_tiles_fit(const KvLayerView& kv) {
 }
 
 DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv) {
-  return decode_cuda_token_tiles_fit(kv) ? DecodeCudaKernel::token_tiles : DecodeCudaKernel::lane_per_element;
+  return decode_cuda_token_tiles_fit(kv) ? DecodeCudaKernel::token_tiles_mma : DecodeCudaKernel::lane_per_element;
 }
 
 int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len) {
@@ -373,17 +374,16 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
                    "kv.num_blocks", kv.num_blocks,
                    "times n_kv_heads x block_tokens must be < 2^32 (the device kernel's 32-bit pool rows)");
     const int kernel = int(opt.cuda_decode);
-    LLMK_CHECK_ARG(kernel >= 0 && kernel <= int(DecodeCudaKernel::token_tiles), fn, "opt.cuda_decode", kernel,
+    LLMK_CHECK_ARG(kernel >= 0 && kernel <= int(DecodeCudaKernel::token_tiles_mma), fn, "opt.cuda_decode", kernel,
                    "must be a DecodeCudaKernel");
-    LLMK_CHECK_ARG(opt.cuda_decode != DecodeCudaKernel::token_tiles || decode_cuda_token_tiles_fit(kv), fn,
-                   "opt.cuda_decode", "token_tiles",
+    const DecodeCudaKernel run =
+        opt.cuda_decode == DecodeCudaKernel::automatic ? decode_cuda_kernel_pick(kv) : opt.cuda_decode;
+    LLMK_CHECK_ARG(run == DecodeCudaKernel::lane_per_element || decode_cuda_token_tiles_fit(kv), fn,
+                   "opt.cuda_decode", std::string(decode_cuda_kernel_name(run)),
                    "needs K and V both int8 or both int4, kv.k 16-byte aligned, block_tokens x row bytes a multiple "
                    "of 16 and block_tokens dividing 32 or a multiple of 32");
-    const bool tiles = opt.cuda_decode == DecodeCudaKernel::automatic
-                           ? decode_cuda_kernel_pick(kv) == DecodeCudaKernel::token_tiles
-                           : opt.cuda_decode == DecodeCudaKernel::token_tiles;
     const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, len);
-    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, tiles, opt.stream);
+    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, run, opt.stream);
     return;
 #else
     throw_invalid_argument(fn, "kv.device", "cuda", "this llmk was built without CUDA");

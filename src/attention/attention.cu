@@ -14,8 +14,8 @@
 //    merge in shared memory; with one split the CTA writes out, otherwise
 //    (m, l, acc) partials that merge_kernel combines with the exact
 //    log-sum-exp merge. docs/kv_cache.md counts its instructions. This is
-//    the lane_per_element kernel; token_tiles, for int8 / int4 caches, is in
-//    decode_tiles.cu, and both share attn_decode.cuh.
+//    the lane_per_element kernel; token_tiles and token_tiles_mma, for int8 /
+//    int4 caches, are in decode_tiles.cu, and all share attn_decode.cuh.
 //  - hadamard_rows_kernel: the Hadamard rotation of K rows before an append
 //    and of the queries before decode when the cache stores rotated K
 //    (KvLayerView::k_rotated), bitwise like the host's hadamard_transform.
@@ -354,10 +354,12 @@ cudaError_t launch_lanes(const DecodeArgs& a, int64_t B, cudaStream_t s) {
   return cudaErrorInvalidValue;
 }
 
-// The chosen kernel (token_tiles: decode_cuda_token_tiles_fit holds), then
+// The chosen kernel (token_tiles*: decode_cuda_token_tiles_fit holds), then
 // the split merge.
-cudaError_t dispatch_decode(const DecodeArgs& a, int64_t B, bool tiles, cudaStream_t s) {
-  LLMK_CUDA_RETURN_IF_ERROR(tiles ? launch_decode_tiles(a, B, s) : launch_lanes(a, B, s));
+cudaError_t dispatch_decode(const DecodeArgs& a, int64_t B, DecodeCudaKernel kernel, cudaStream_t s) {
+  LLMK_CUDA_RETURN_IF_ERROR(kernel == DecodeCudaKernel::lane_per_element
+                                ? launch_lanes(a, B, s)
+                                : launch_decode_tiles(a, B, kernel == DecodeCudaKernel::token_tiles_mma, s));
   if (a.splits > 1) {
     LLMK_LAUNCH(unsigned(B * a.Hq), 128, 0, s, merge_kernel)(a.part, a.splits, a.D, a.out);
     LLMK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -414,7 +416,7 @@ int decode_cuda_splits(int64_t work, int64_t max_kv_len) {
 }
 
 void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale, float* out,
-                 int splits, bool tiles, Stream stream) {
+                 int splits, DecodeCudaKernel kernel, Stream stream) {
   DecodeArgs a{};
   a.q = q, a.k = static_cast<const uint8_t*>(kv.k), a.v = static_cast<const uint8_t*>(kv.v);
   a.indptr = p.indptr, a.indices = p.indices, a.last_len = p.last_len, a.out = out;
@@ -430,7 +432,7 @@ void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, 
   cuda::StreamBuffer ws(part_aligned + rotated_queries_bytes(kv, p.num_seqs * Hq), s);
   if (splits > 1) a.part = ws.at<float>(0);
   a.q = queries_for_cuda(q, kv, p.num_seqs * Hq, s, ws.at<float>(int64_t(part_aligned)));  // H q against rotated K
-  LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, tiles, s));
+  LLMK_CUDA_CHECK(dispatch_decode(a, p.num_seqs, kernel, s));
   ws.release();
 }
 

@@ -57,9 +57,9 @@ cudaError_t by_layout(const DecodeArgs& a, F&& launch) {
   }
 }
 
-// Launches token_tiles' kernel (decode_tiles.cu) for a.kt = a.vt, int8 or
-// int4; the split merge, when a.splits > 1, is the caller's.
-cudaError_t launch_decode_tiles(const DecodeArgs& a, int64_t B, cudaStream_t s);
+// Launches token_tiles' kernel (decode_tiles.cu; mma: token_tiles_mma) for
+// a.kt = a.vt, int8 or int4; the split merge, when a.splits > 1, is the caller's.
+cudaError_t launch_decode_tiles(const DecodeArgs& a, int64_t B, bool mma, cudaStream_t s);
 
 namespace {
 

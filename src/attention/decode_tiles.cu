@@ -1,14 +1,17 @@
-// token_tiles, the CUDA decode kernel for an int8 / int4 cache (K and V the
-// same type): K scored a lane per token from 32-row tiles copied to shared
-// memory, P.V a run of elements a lane (llmk/attention.hpp, DecodeCudaKernel;
-// docs/kv_cache.md). Its own file so that nvcc and the emulator's compiler
-// build it beside attention.cu's kernels.
+// token_tiles and token_tiles_mma, the CUDA decode kernels for an int8 / int4
+// cache (K and V the same type): K scored from 32-row tiles copied to shared
+// memory, a lane per token (token_tiles) or by tensor-core MMAs
+// (token_tiles_mma), P.V a run of elements a lane (llmk/attention.hpp,
+// DecodeCudaKernel; docs/kv_cache.md). Their own file so that nvcc and the
+// emulator's compiler build them beside attention.cu's kernels.
 #include <cuda_fp16.h>
 
+#include <cfloat>
 #include <type_traits>
 
 #include "attention/attn_decode.cuh"
 #include "core/cuda_check.cuh"
+#include "core/cuda_mma.cuh"
 
 namespace llmk::attn {
 namespace {
@@ -17,20 +20,201 @@ namespace {
 // nvcc makes float(w & 255) a byte convert (I2F.U8) on the conversion unit.
 __device__ __forceinline__ float byte_f(uint32_t w, int e) { return float(__byte_perm(w, 0u, 0x4440u | uint32_t(e))); }
 
-// Shared memory of decode_tiles_kernel, in bytes: q [NG][D] and (int4) the
-// sums of q over each 32-group [NG][ceil(D / 32)], then per warp a tile of
-// kTile K rows and its weights [kTile][NG]; the warps' merge reuses the tiles.
+// Shared memory of decode_tiles_kernel, in bytes: q [NG][D], (int4) the sums
+// of q over each 32-group [NG][ceil(D / 32)] and (kMma) the heads' scales
+// fq [NG]; (kMma) q's MMA fragments [D / 16][32 lanes] of uint4; then per warp
+// a tile of kTile K rows and its weights [kTile][NG]. The warps' merge reuses
+// the tiles (from area_floats on).
 struct TilesSmem {
-  int64_t q_floats, warp_bytes, tile_bytes, total;
+  int64_t q_floats, frag_bytes, area_floats, warp_bytes, tile_bytes, total;
 };
-__host__ __device__ inline TilesSmem tiles_smem(int NG, int64_t D, int64_t krow) {
+__host__ __device__ inline TilesSmem tiles_smem(int NG, int64_t D, int64_t krow, bool mma) {
   TilesSmem t{};
-  t.q_floats = (NG * D + NG * ((D + 31) / 32) + 3) / 4 * 4;  // 16-byte multiple
+  t.q_floats = (NG * D + NG * ((D + 31) / 32) + NG + 3) / 4 * 4;  // 16-byte multiple
+  t.frag_bytes = mma ? D / 16 * 32 * 16 : 0;
+  t.area_floats = t.q_floats + t.frag_bytes / 4;
   t.tile_bytes = (kTile * krow + 15) / 16 * 16;
   t.warp_bytes = t.tile_bytes + kTile * NG * 4;
   const int64_t merge = int64_t(kWarps) * NG * (D + 2) * 4;
-  t.total = t.q_floats * 4 + (kWarps * t.warp_bytes > merge ? kWarps * t.warp_bytes : merge);
+  t.total = t.area_floats * 4 + (kWarps * t.warp_bytes > merge ? kWarps * t.warp_bytes : merge);
   return t;
+}
+
+// f16 pairs as 32-bit words, the lower index in the low half (as mma reads them).
+__device__ __forceinline__ uint32_t h2_bits(__half lo, __half hi) {
+  return uint32_t(__half_as_ushort(lo)) | uint32_t(__half_as_ushort(hi)) << 16;
+}
+// Bytes (0, 1) (sel 0x4140) or (2, 3) (sel 0x4342) of w as the f16 pair
+// (1024 + byte) - bias: exact, a byte in the mantissa of 1024 (0x6400).
+__device__ __forceinline__ uint32_t bytes_h2(uint32_t w, uint32_t sel, uint32_t bias) {
+  const uint32_t x = __byte_perm(w, 0x64646464u, sel);
+  const __half2 r = __hsub2(__halves2half2(__ushort_as_half(uint16_t(x)), __ushort_as_half(uint16_t(x >> 16))),
+                            __halves2half2(__ushort_as_half(uint16_t(bias)), __ushort_as_half(uint16_t(bias >> 16))));
+  return h2_bits(__low2half(r), __high2half(r));
+}
+
+// token_tiles_mma's scores, by tensor-core MMAs (m16n8k16, f16 in, f32
+// accumulators): per 32-group, A = the tile's 32 rows of quants (two m-tiles
+// of 16 tokens; as f16 they are exact: int8 -128..127, int4 0..15) and B = the
+// NG queries (columns; 8 - NG of them 0), each split into two f16 parts
+// q 2^s = hi + lo (s per head so that max |q 2^s| is in [2^14, 2^15); within
+// ~2^-22 of q), two MMAs each, so every product is exact and only the f32
+// sums round. The group's MMA sums times the row's scale d, over the groups,
+// times 2^-s, plus (int4) the row's min times the group's sum of q, give the
+// scores, written to out [kTile][NG]. Lane (g = lane / 4, t = lane % 4) reads
+// of rows g, g + 8 (+ 16) the 4 bytes of quants 4t .. 4t + 3 (int8: and 16 +
+// 4t ..; int4: their high nibbles are elements 16 + 4t ..): k-step 0 of a
+// group takes elements 4t, 4t + 1 at k = 2t, 2t + 1 and 4t + 2, 4t + 3 at k =
+// 2t + 8, 2t + 9, k-step 1 the same 16 higher; qfrag holds B in that order.
+template <int T, int E, int NG>
+__device__ __forceinline__ void score_mma(const uint8_t* tile, uint32_t krow, const uint4* qfrag, const float* fq,
+                                          const float* qsum, int D, int ngrp, float* out) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  constexpr bool kQ8 = T == int(KvType::int8);
+  constexpr uint32_t kBias = kQ8 ? 0x64806480u : 0x64006400u;  // 1024 + 128 (int8 stored + 128), 1024
+  float sc[2][4] = {}, um[2][4] = {};  // [m-tile][row g col 2t, 2t + 1; row g + 8 col 2t, 2t + 1]
+#pragma unroll
+  for (int c = 0; c < E; ++c) {  // 32-groups (E >= ngrp)
+    if (c >= ngrp) break;
+    const int nk = D - 32 * c >= 32 ? 2 : 1;  // k-steps: 1 in a last half group
+    const uint4 b0 = qfrag[2 * c * 32 + lane], b1 = nk == 2 ? qfrag[(2 * c + 1) * 32 + lane] : uint4{0, 0, 0, 0};
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      uint32_t w[2][2];  // [row g, g + 8][k-step]: 4 quants a byte (int8 + 128)
+      float d[2], mn[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* row = tile + uint32_t(16 * mt + 8 * h + g) * krow;
+        if constexpr (kQ8) {
+          const uint16_t* q0 = reinterpret_cast<const uint16_t*>(row + sizeof(BlockQ8) * c + 2 + 4 * t);
+          const uint16_t* q1 = q0 + 8;  // quants 16 + 4t ..
+          w[h][0] = (uint32_t(q0[0]) | uint32_t(q0[1]) << 16) ^ 0x80808080u;
+          w[h][1] = (uint32_t(q1[0]) | uint32_t(q1[1]) << 16) ^ 0x80808080u;
+          d[h] = f16f(*reinterpret_cast<const uint16_t*>(row + sizeof(BlockQ8) * c)), mn[h] = 0.0f;
+        } else {
+          const uint32_t q = *reinterpret_cast<const uint32_t*>(row + sizeof(BlockQ4) * c + 4 + 4 * t);
+          w[h][0] = q & 0x0f0f0f0fu, w[h][1] = (q >> 4) & 0x0f0f0f0fu;
+          const uint32_t dm = *reinterpret_cast<const uint32_t*>(row + sizeof(BlockQ4) * c);
+          d[h] = f16f(uint16_t(dm & 0xffffu)), mn[h] = f16f(uint16_t(dm >> 16));
+        }
+      }
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        if (k >= nk) break;
+        const uint32_t af[4] = {bytes_h2(w[0][k], 0x4140u, kBias), bytes_h2(w[1][k], 0x4140u, kBias),
+                                bytes_h2(w[0][k], 0x4342u, kBias), bytes_h2(w[1][k], 0x4342u, kBias)};
+        const uint4 bq = k == 0 ? b0 : b1;
+        const uint32_t hi[2] = {bq.x, bq.y}, lo[2] = {bq.z, bq.w};
+        cuda::mma_16816(acc, af, hi);
+        cuda::mma_16816(acc, af, lo);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        sc[mt][i] = fmaf(d[i / 2], acc[i], sc[mt][i]);
+        if constexpr (!kQ8) {
+          const int col = 2 * t + i % 2;
+          if (col < NG) um[mt][i] = fmaf(mn[i / 2], qsum[col * ngrp + c], um[mt][i]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = 2 * t + i % 2;
+      if (col < NG) out[(16 * mt + 8 * (i / 2) + g) * NG + col] = fmaf(sc[mt][i], fq[col], um[mt][i]);
+    }
+}
+
+// token_tiles_mma's B fragments (score_mma): for k-step ks (group ks / 2,
+// elements 16 (ks % 2) ..) and lane l (column n = l / 4, t = l % 4), query n's
+// elements 4t, 4t + 1 and 4t + 2, 4t + 3 of the k-step, times 2^s, as f16 hi
+// parts and lo parts (x - hi rounded); fq[n] = 2^-s. Run by the whole CTA.
+template <int NG>
+__device__ __forceinline__ void mma_queries(const float* qs, int D, float* fq, uint4* qfrag) {
+  if (threadIdx.x < NG) {
+    const int n = int(threadIdx.x);
+    float amax = 0.0f;
+    for (int j = 0; j < D; ++j) amax = fmaxf(amax, fabsf(qs[n * D + j]));
+    const int e = amax > 0.0f && amax <= FLT_MAX ? ilogbf(amax) : 14;
+    fq[n] = ldexpf(1.0f, -min(100, max(-100, 14 - e)));
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < D / 16 * 32; i += blockDim.x) {
+    const int ks = i / 32, n = i % 32 / 4, e0 = 32 * (ks / 2) + 16 * (ks % 2) + 4 * (i % 4);
+    uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
+    if (n < NG)
+      for (int p = 0; p < 2; ++p) {
+        __half h[2], l[2];
+        for (int j = 0; j < 2; ++j) {
+          const float x = qs[n * D + e0 + 2 * p + j] / fq[n];  // exact: fq is a power of 2
+          h[j] = __float2half_rn(x);
+          l[j] = __float2half_rn(x - __half2float(h[j]));
+        }
+        hi[p] = h2_bits(h[0], h[1]), lo[p] = h2_bits(l[0], l[1]);
+      }
+    qfrag[i] = uint4{hi[0], hi[1], lo[0], lo[1]};
+  }
+  __syncthreads();
+}
+
+// token_tiles' scores on the CUDA cores: lane t scores token t (row kr of the
+// tile) against the NG queries qs [NG][D], per 32-group the integer quants
+// times q summed in f32, times the group's scale (int4: plus min x qsum).
+template <int T, int E, int NG>
+__device__ __forceinline__ void score_simt(const uint8_t* kr, const float* qs, const float* qsum, int D, int ngrp,
+                                           float (&s)[NG]) {
+#pragma unroll
+  for (int g = 0; g < NG; ++g) s[g] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < E; ++c) {  // 32-groups (E >= ngrp)
+    if (c >= ngrp) break;
+    const int nq = min(32, D - 32 * c);  // 32, or 16 in a last half group
+    float part[NG];
+#pragma unroll
+    for (int g = 0; g < NG; ++g) part[g] = 0.0f;
+    if constexpr (T == int(KvType::int8)) {
+      const BlockQ8* blk8 = reinterpret_cast<const BlockQ8*>(kr) + c;
+      const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk8->qs);  // 2-byte aligned pairs
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {  // quants 4k .. 4k + 3
+        if (4 * k >= nq) break;
+        const uint32_t w0 = qh[2 * k], w1 = qh[2 * k + 1];
+        const float x0 = float(int8_t(w0 & 0xff)), x1 = float(int8_t(w0 >> 8));
+        const float x2 = float(int8_t(w1 & 0xff)), x3 = float(int8_t(w1 >> 8));
+#pragma unroll
+        for (int g = 0; g < NG; ++g) {
+          const float4 q4 = *reinterpret_cast<const float4*>(qs + g * D + 32 * c + 4 * k);
+          part[g] = fmaf(q4.x, x0, fmaf(q4.y, x1, fmaf(q4.z, x2, fmaf(q4.w, x3, part[g]))));
+        }
+      }
+      const float d = f16f(blk8->d);
+#pragma unroll
+      for (int g = 0; g < NG; ++g) s[g] = fmaf(d, part[g], s[g]);
+    } else {
+      const BlockQ4* blk4 = reinterpret_cast<const BlockQ4*>(kr) + c;
+      const uint32_t* qw = reinterpret_cast<const uint32_t*>(blk4->qs);  // 4-byte aligned
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {  // bytes 4k .. 4k + 3: elements 4k + b (low), 16 + 4k + b (high)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          if (16 * half >= nq) break;
+          const uint32_t w = (qw[k] >> (4 * half)) & 0x0f0f0f0fu;  // the 4 nibbles, a byte each
+          const float x0 = byte_f(w, 0), x1 = byte_f(w, 1), x2 = byte_f(w, 2), x3 = byte_f(w, 3);
+#pragma unroll
+          for (int g = 0; g < NG; ++g) {
+            const float4 q4 = *reinterpret_cast<const float4*>(qs + g * D + 32 * c + 16 * half + 4 * k);
+            part[g] = fmaf(q4.x, x0, fmaf(q4.y, x1, fmaf(q4.z, x2, fmaf(q4.w, x3, part[g]))));
+          }
+        }
+      }
+      const float d = f16f(blk4->d), mn = f16f(blk4->m);
+#pragma unroll
+      for (int g = 0; g < NG; ++g) s[g] = fmaf(d, part[g], fmaf(mn, qsum[g * ngrp + c], s[g]));
+    }
+  }
 }
 
 // Decode with an int8 / int4 K (= V type T) scored a lane per token: each warp
@@ -47,7 +231,7 @@ __host__ __device__ inline TilesSmem tiles_smem(int NG, int64_t D, int64_t krow)
 // 32 tokens (the splits' chunks are multiples of 32), so with block_tokens
 // dividing 32 or a multiple of it a tile is whole runs of blocks, each run
 // 16-byte aligned (decode_cuda_token_tiles_fit).
-template <int T, int E, int NG>
+template <int T, int E, int NG, bool kMma>
 __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a) {
   static_assert(T == int(KvType::int8) || T == int(KvType::int4), "token tiles take an int8 or int4 K");
   LLMK_DYNAMIC_SMEM(float, smem);
@@ -56,10 +240,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
   const int ng = int(min(int64_t(NG), G - g0));
   const int D = int(a.D), ngrp = (D + 31) / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const TilesSmem lay = tiles_smem(NG, D, a.krow);
+  const TilesSmem lay = tiles_smem(NG, D, a.krow, kMma);
   float* qs = smem;                // [NG][D], heads past ng 0
   float* qsum = smem + NG * D;     // [NG][ngrp] (int4)
-  uint8_t* area = reinterpret_cast<uint8_t*>(smem + lay.q_floats) + warp * lay.warp_bytes;
+  float* fq = qsum + NG * ngrp;    // [NG] (kMma)
+  uint4* qfrag = reinterpret_cast<uint4*>(smem + lay.q_floats);  // (kMma)
+  uint8_t* area = reinterpret_cast<uint8_t*>(smem + lay.area_floats) + warp * lay.warp_bytes;
   uint4* ktile = reinterpret_cast<uint4*>(area);                  // kTile rows of krow bytes
   float* wts = reinterpret_cast<float*>(area + lay.tile_bytes);   // [kTile][NG]
   load_queries(a, qs, NG, ng, b, hk, g0);
@@ -73,6 +259,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     }
     __syncthreads();
   }
+  if constexpr (kMma) mma_queries<NG>(qs, D, fq, qfrag);
 
   const SplitRange range = split_range(a, b, split, kTile);
   const int64_t k0 = range.k0, k1 = range.k1;
@@ -109,56 +296,14 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     }
     __syncwarp();
 
-    float s[NG];
+    float s[NG];  // lane t's scores of token p0 + t, in log2 units
+    if constexpr (kMma) {
+      score_mma<T, E, NG>(reinterpret_cast<const uint8_t*>(ktile), a.krow, qfrag, fq, qsum, D, ngrp, wts);
+      __syncwarp();
 #pragma unroll
-    for (int g = 0; g < NG; ++g) s[g] = 0.0f;
-    const uint8_t* kr = reinterpret_cast<const uint8_t*>(ktile) + lane * a.krow;
-#pragma unroll
-    for (int c = 0; c < E; ++c) {  // 32-groups (E >= ngrp)
-      if (c >= ngrp) break;
-      const int nq = min(32, D - 32 * c);  // 32, or 16 in a last half group
-      float part[NG];
-#pragma unroll
-      for (int g = 0; g < NG; ++g) part[g] = 0.0f;
-      if constexpr (T == int(KvType::int8)) {
-        const BlockQ8* blk8 = reinterpret_cast<const BlockQ8*>(kr) + c;
-        const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk8->qs);  // 2-byte aligned pairs
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {  // quants 4k .. 4k + 3
-          if (4 * k >= nq) break;
-          const uint32_t w0 = qh[2 * k], w1 = qh[2 * k + 1];
-          const float x0 = float(int8_t(w0 & 0xff)), x1 = float(int8_t(w0 >> 8));
-          const float x2 = float(int8_t(w1 & 0xff)), x3 = float(int8_t(w1 >> 8));
-#pragma unroll
-          for (int g = 0; g < NG; ++g) {
-            const float4 q4 = *reinterpret_cast<const float4*>(qs + g * D + 32 * c + 4 * k);
-            part[g] = fmaf(q4.x, x0, fmaf(q4.y, x1, fmaf(q4.z, x2, fmaf(q4.w, x3, part[g]))));
-          }
-        }
-        const float d = f16f(blk8->d);
-#pragma unroll
-        for (int g = 0; g < NG; ++g) s[g] = fmaf(d, part[g], s[g]);
-      } else {
-        const BlockQ4* blk4 = reinterpret_cast<const BlockQ4*>(kr) + c;
-        const uint32_t* qw = reinterpret_cast<const uint32_t*>(blk4->qs);  // 4-byte aligned
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {  // bytes 4k .. 4k + 3: elements 4k + b (low), 16 + 4k + b (high)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            if (16 * half >= nq) break;
-            const uint32_t w = (qw[k] >> (4 * half)) & 0x0f0f0f0fu;  // the 4 nibbles, a byte each
-            const float x0 = byte_f(w, 0), x1 = byte_f(w, 1), x2 = byte_f(w, 2), x3 = byte_f(w, 3);
-#pragma unroll
-            for (int g = 0; g < NG; ++g) {
-              const float4 q4 = *reinterpret_cast<const float4*>(qs + g * D + 32 * c + 16 * half + 4 * k);
-              part[g] = fmaf(q4.x, x0, fmaf(q4.y, x1, fmaf(q4.z, x2, fmaf(q4.w, x3, part[g]))));
-            }
-          }
-        }
-        const float d = f16f(blk4->d), mn = f16f(blk4->m);
-#pragma unroll
-        for (int g = 0; g < NG; ++g) s[g] = fmaf(d, part[g], fmaf(mn, qsum[g * ngrp + c], s[g]));
-      }
+      for (int g = 0; g < NG; ++g) s[g] = wts[lane * NG + g];
+    } else {
+      score_simt<T, E, NG>(reinterpret_cast<const uint8_t*>(ktile) + lane * a.krow, qs, qsum, D, ngrp, s);
     }
 
     // the tile's online softmax, head by head (m, l the same in every lane)
@@ -257,25 +402,26 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
       for (int i = 0; i < C; ++i) acc[g][i] += accm[g];
   }
   __syncthreads();  // every warp is done with its tile before the merge reuses the space
-  merge_warps<C, NG, true>(a, smem + lay.q_floats, m, l, acc, ng, g0, split);
+  merge_warps<C, NG, true>(a, smem + lay.area_floats, m, l, acc, ng, g0, split);
 }
 
-template <int T>
+template <int T, bool kMma>
 cudaError_t launch_tiles_g(const DecodeArgs& a, int64_t B, cudaStream_t s) {
   return by_layout(a, [&]<int E, int NG>() {
     const dim3 grid(unsigned(B), unsigned(a.Hkv * a.groups), unsigned(a.splits));
-    const size_t smem = size_t(tiles_smem(NG, a.D, a.krow).total);
-    LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_tiles_kernel<T, E, NG>, smem));
-    LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_tiles_kernel<T, E, NG>)(a);
+    const size_t smem = size_t(tiles_smem(NG, a.D, a.krow, kMma).total);
+    LLMK_CUDA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(decode_tiles_kernel<T, E, NG, kMma>, smem));
+    LLMK_LAUNCH(grid, kWarps * 32, smem, s, decode_tiles_kernel<T, E, NG, kMma>)(a);
     return cudaGetLastError();
   });
 }
 
 }  // namespace
 
-cudaError_t launch_decode_tiles(const DecodeArgs& a, int64_t B, cudaStream_t s) {
-  if (a.kt == KvType::int8) return launch_tiles_g<int(KvType::int8)>(a, B, s);
-  return launch_tiles_g<int(KvType::int4)>(a, B, s);
+cudaError_t launch_decode_tiles(const DecodeArgs& a, int64_t B, bool mma, cudaStream_t s) {
+  if (a.kt == KvType::int8)
+    return mma ? launch_tiles_g<int(KvType::int8), true>(a, B, s) : launch_tiles_g<int(KvType::int8), false>(a, B, s);
+  return mma ? launch_tiles_g<int(KvType::int4), true>(a, B, s) : launch_tiles_g<int(KvType::int4), false>(a, B, s);
 }
 
 }  // namespace llmk::attn

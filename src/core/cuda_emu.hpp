@@ -155,6 +155,40 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }
+// One warp's mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (PTX ISA,
+// "Matrix Fragments for mma.m16n8k16 with floating point type"): with g = lane
+// / 4 and t = lane % 4, a lane holds A (16 x 16, f16 pairs, the lower index in
+// the low half) rows g (a[0]: columns 2t, 2t + 1; a[2]: 2t + 8, 2t + 9) and
+// g + 8 (a[1], a[3]), B (16 x 8) column g at rows 2t, 2t + 1 (b[0]) and 2t + 8,
+// 2t + 9 (b[1]), and C / D rows g (c[0], c[1]) and g + 8 (c[2], c[3]) of columns
+// 2t, 2t + 1. d = A B + c: the products are exact in f32, summed in k order
+// after c (the device's order and rounding of the sum may differ).
+inline void llmk_emu_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4]) {
+  const auto& x = ::llmk::emu::ctx();
+  const int lane = int(x.thread_idx.x + x.block_dim.x * (x.thread_idx.y + x.block_dim.y * x.thread_idx.z)) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const auto lo = [](uint32_t h) { return __half2float(__ushort_as_half(uint16_t(h & 0xffffu))); };
+  const auto hi = [](uint32_t h) { return __half2float(__ushort_as_half(uint16_t(h >> 16))); };
+  float arow[2][16], bcol[2][16];  // A rows g, g + 8; B columns 2t, 2t + 1
+  for (int i = 0; i < 4; ++i) {    // lane 4 r + i holds k = 2i, 2i + 1 and 2i + 8, 2i + 9 of row r / column r
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t near = __shfl_sync(0xffffffffu, a[r], 4 * g + i), far = __shfl_sync(0xffffffffu, a[2 + r], 4 * g + i);
+      arow[r][2 * i] = lo(near), arow[r][2 * i + 1] = hi(near), arow[r][2 * i + 8] = lo(far), arow[r][2 * i + 9] = hi(far);
+    }
+    for (int j = 0; j < 2; ++j) {
+      const int n = 2 * t + j;
+      const uint32_t near = __shfl_sync(0xffffffffu, b[0], 4 * n + i), far = __shfl_sync(0xffffffffu, b[1], 4 * n + i);
+      bcol[j][2 * i] = lo(near), bcol[j][2 * i + 1] = hi(near), bcol[j][2 * i + 8] = lo(far), bcol[j][2 * i + 9] = hi(far);
+    }
+  }
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 2; ++j) {
+      float acc = c[2 * r + j];
+      for (int k = 0; k < 16; ++k) acc += arow[r][k] * bcol[j][k];
+      d[2 * r + j] = acc;
+    }
+}
+
 // Byte n of the result is byte s<4n+2:4n> of the 8 bytes {y, x} (x bytes 0-3,
 // y bytes 4-7); the fourth bit of each selector is ignored, as documented.
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {

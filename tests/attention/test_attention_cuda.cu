@@ -82,12 +82,13 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
   attention_reference(qr.data(), qo.data(), kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
                       want.data());
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
-  // every kernel the launcher can pick for this cache (the automatic one, and
-  // lane_per_element too where that is token_tiles), each with splits 1, 2, 7
-  // and the automatic count, from the longest context or (max_kv_len 0) from
-  // the 32768 the launcher then assumes
+  // every kernel that can run this cache (the automatic one, and token_tiles
+  // and lane_per_element too where that is token_tiles_mma), each with splits
+  // 1, 2, 7 and the automatic count, from the longest context or (max_kv_len
+  // 0) from the 32768 the launcher then assumes
   std::vector<DecodeCudaKernel> kernels{DecodeCudaKernel::automatic};
-  if (decode_cuda_kernel_pick(dvw) == DecodeCudaKernel::token_tiles) kernels.push_back(DecodeCudaKernel::lane_per_element);
+  if (decode_cuda_kernel_pick(dvw) == DecodeCudaKernel::token_tiles_mma)
+    kernels.insert(kernels.end(), {DecodeCudaKernel::token_tiles, DecodeCudaKernel::lane_per_element});
   for (DecodeCudaKernel kernel : kernels)
     for (int run = 0; run < 5; ++run) {
       const int splits = run < 3 ? std::array{1, 2, 7}[size_t(run)] : 0;
@@ -197,29 +198,33 @@ TEST(AttentionCuda, DecodeTokenTilesEveryRunShape) {
       }
 }
 
-// What token_tiles needs (llmk/attention.hpp), and a forced kernel that does
-// not fit is an error naming opt.cuda_decode, not a wrong launch.
+// What token_tiles and token_tiles_mma need (llmk/attention.hpp), and a
+// forced kernel that does not fit is an error naming opt.cuda_decode, not a
+// wrong launch.
 TEST(AttentionCuda, TokenTilesFitAndForcedMisfitIsAnError) {
   LLMK_REQUIRE_CUDA();
   alignas(16) static uint8_t pool[4096];
   KvLayerView kv{pool, pool, KvType::int8, KvType::int8, 4, 16, 2, 128, Device::cuda};
   EXPECT_TRUE(decode_cuda_token_tiles_fit(kv));
-  EXPECT_EQ(decode_cuda_kernel_pick(kv), DecodeCudaKernel::token_tiles);
+  EXPECT_EQ(decode_cuda_kernel_pick(kv), DecodeCudaKernel::token_tiles_mma);
   const auto misfit = [&](const char* what, auto edit) {
     KvLayerView m = kv;
     edit(m);
     EXPECT_FALSE(decode_cuda_token_tiles_fit(m)) << what;
     EXPECT_EQ(decode_cuda_kernel_pick(m), DecodeCudaKernel::lane_per_element) << what;
-    AttentionOptions opt;
-    opt.cuda_decode = DecodeCudaKernel::token_tiles;
-    float q[1], out[1];
-    int64_t ip[2] = {0, 1};
-    int32_t ix[1] = {0}, ll[1] = {1};
-    try {
-      attention_decode(q, m, {ip, ix, ll, 1, Device::cuda}, 4, 0.1f, out, opt);
-      ADD_FAILURE() << what << ": forced token_tiles accepted";
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("opt.cuda_decode"), std::string::npos) << what << ": " << e.what();
+    for (DecodeCudaKernel forced : {DecodeCudaKernel::token_tiles, DecodeCudaKernel::token_tiles_mma}) {
+      AttentionOptions opt;
+      opt.cuda_decode = forced;
+      float q[1], out[1];
+      int64_t ip[2] = {0, 1};
+      int32_t ix[1] = {0}, ll[1] = {1};
+      try {
+        attention_decode(q, m, {ip, ix, ll, 1, Device::cuda}, 4, 0.1f, out, opt);
+        ADD_FAILURE() << what << ": forced " << decode_cuda_kernel_name(forced) << " accepted";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("opt.cuda_decode"), std::string::npos) << what << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find(decode_cuda_kernel_name(forced)), std::string::npos) << e.what();
+      }
     }
   };
   misfit("f16", [](KvLayerView& m) { m.k_type = m.v_type = KvType::f16; });
@@ -277,7 +282,19 @@ TEST(AttentionCudaSanitize, DecodeSmall) {
   check_decode({4, 2, 64}, KvType::f32, KvType::f32, {1, 5, 40}, 16);
   check_decode({12, 1, 80}, KvType::int4, KvType::int8, {3, 33}, 8);
   check_decode({4, 2, 128}, KvType::int4, KvType::int4, {3, 33}, 16, true);
-  check_decode({8, 2, 64}, KvType::int8, KvType::int8, {3, 45}, 8);  // token_tiles, runs of 8
+  check_decode({8, 2, 64}, KvType::int8, KvType::int8, {3, 45}, 8);  // the token tiles, runs of 8
+}
+
+// token_tiles_mma splits each query into two f16 parts after scaling a head
+// by 2^s (max |q 2^s| in [2^14, 2^15)): with a query element of 30, 1e-3
+// or 0 (q element 0; the others ~N(0, 1)) the scores stay within the tests'
+// 1e-5; with q's f16 high part alone they do not. (At 300 the token tiles'
+// int4 scores, d sum(q n) + m sum(q), round beyond 1e-5 on the CUDA cores
+// too: the two sums are several times the score.)
+TEST(AttentionCuda, DecodeTokenTilesMmaQueryRange) {
+  LLMK_REQUIRE_CUDA();
+  for (float q0 : {30.0f, 1e-3f, 0.0f})
+    for (KvType t : {KvType::int8, KvType::int4}) check_decode({8, 2, 128}, t, t, {5, 70}, 16, false, {}, q0);
 }
 
 namespace {

@@ -1,13 +1,16 @@
 // The execution model the CUDA tests rely on, checked where they run: warp
 // shuffles (xor, down, up, indexed, with widths), votes, matches, block
-// barriers (also __syncthreads_or) and
-// launch limits on a device (scripts/gpu-check), and the same on the CPU
+// barriers (also __syncthreads_or), __byte_perm, the m16n8k16 MMA's fragment
+// layout and launch limits on a device (scripts/gpu-check), and the same on the CPU
 // emulator (LLMK_CUDA=EMU, src/core/cuda_emu.hpp), whose own error reports
 // (a shuffle naming an exited lane, a deadlock, a lane outside the mask) are
 // checked as death tests there.
+#include <cuda_fp16.h>
+
 #include <vector>
 
 #include "core/cuda_check.cuh"
+#include "core/cuda_mma.cuh"
 #include "tests/common/testutil.hpp"
 
 namespace llmk::test {
@@ -110,6 +113,48 @@ TEST(CudaModel, BytePermTakesThreeBitsOfEachSelector) {
   const auto got = out.download();
   ASSERT_TRUE(out.guard_intact());
   for (size_t i = 0; i < sel.size(); ++i) EXPECT_EQ(got[i], want[i]) << std::hex << "selector 0x" << sel[i];
+}
+
+// One m16n8k16 MMA: the warp's lanes load their fragments of A [16][16], B
+// [16][8] (f16 bits) and C [16][8] by the PTX layout (core/cuda_emu.hpp) and
+// write D = A B + C back by it.
+__global__ void mma_kernel(const uint16_t* A, const uint16_t* B, const float* C, float* D) {
+  const int lane = int(threadIdx.x), g = lane / 4, t = lane % 4;
+  const auto pair = [](const uint16_t* p, int i, int j) { return uint32_t(p[i]) | uint32_t(p[j]) << 16; };
+  const uint32_t a[4] = {pair(A, g * 16 + 2 * t, g * 16 + 2 * t + 1), pair(A, (g + 8) * 16 + 2 * t, (g + 8) * 16 + 2 * t + 1),
+                         pair(A, g * 16 + 2 * t + 8, g * 16 + 2 * t + 9),
+                         pair(A, (g + 8) * 16 + 2 * t + 8, (g + 8) * 16 + 2 * t + 9)};
+  const uint32_t b[2] = {pair(B, (2 * t) * 8 + g, (2 * t + 1) * 8 + g), pair(B, (2 * t + 8) * 8 + g, (2 * t + 9) * 8 + g)};
+  float d[4] = {C[g * 8 + 2 * t], C[g * 8 + 2 * t + 1], C[(g + 8) * 8 + 2 * t], C[(g + 8) * 8 + 2 * t + 1]};
+  cuda::mma_16816(d, a, b);
+  D[g * 8 + 2 * t] = d[0], D[g * 8 + 2 * t + 1] = d[1], D[(g + 8) * 8 + 2 * t] = d[2], D[(g + 8) * 8 + 2 * t + 1] = d[3];
+}
+
+TEST(CudaModel, MmaFragmentLayout) {
+  LLMK_REQUIRE_CUDA();
+  // Small integers (exact in f16, every partial sum exact in f32), each
+  // element distinct enough that a misplaced one changes the result.
+  std::vector<uint16_t> A(256), B(128);
+  std::vector<float> C(128);
+  std::vector<double> want(128);
+  for (int i = 0; i < 256; ++i) A[size_t(i)] = __half_as_ushort(__float2half(float((i * 7) % 23 - 11)));
+  for (int i = 0; i < 128; ++i) B[size_t(i)] = __half_as_ushort(__float2half(float((i * 5) % 19 - 9)));
+  for (int i = 0; i < 128; ++i) C[size_t(i)] = float(i % 13) * 1000.0f;
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < 8; ++n) {
+      double x = C[size_t(r * 8 + n)];
+      for (int k = 0; k < 16; ++k)
+        x += double(__half2float(__ushort_as_half(A[size_t(r * 16 + k)]))) * __half2float(__ushort_as_half(B[size_t(k * 8 + n)]));
+      want[size_t(r * 8 + n)] = x;
+    }
+  DeviceGuarded<uint16_t> da(256), db(128);
+  DeviceGuarded<float> dc(128), dd(128);
+  da.upload(A.data()), db.upload(B.data()), dc.upload(C.data());
+  LLMK_LAUNCH(1, 32, 0, 0, mma_kernel)(da.data(), db.data(), dc.data(), dd.data());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = dd.download();
+  ASSERT_TRUE(dd.guard_intact());
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(double(got[size_t(i)]), want[size_t(i)]) << "row " << i / 8 << " column " << i % 8;
 }
 
 TEST(CudaModel, BarrierOrdersSharedMemoryAcrossWarps) {
