@@ -217,14 +217,15 @@ __device__ __forceinline__ void score_simt(const uint8_t* kr, const float* qs, c
   }
 }
 
-// Decode with an int8 / int4 K (= V type T) scored a lane per token: each warp
-// takes tiles of kTile = 32 tokens, copies their K rows (whole runs of a
-// block's consecutive rows, 16 bytes a lane at a time) into its shared memory,
-// and lane t scores token t against the NG queries (read from shared memory,
-// the same address in every lane): per 32-group, the integer quants times q
-// summed in f32, times the group's scale (int4: plus min x the group's sum of
-// q). No score needs a reduction over lanes, and each scale is read once a
-// row. The tile's softmax is a warp max and sum per head; the weights go to
+// Decode with an int8 / int4 K (= V type T): each warp takes tiles of kTile =
+// 32 tokens, copies their K rows (whole runs of a block's consecutive rows, 16
+// bytes a lane at a time) into its shared memory, and scores them against the
+// NG queries: lane t scores token t (score_simt: per 32-group, the integer
+// quants times q summed in f32, times the group's scale; int4: plus min x the
+// group's sum of q), or with kMma the warp's tensor-core MMAs score the tile
+// (score_mma) and lane t reads token t's scores back from shared memory. No
+// score needs a reduction over lanes, and each scale is read once a row (on
+// the CUDA cores). The tile's softmax is a warp max and sum per head; the weights go to
 // shared memory, and in P.V each lane holds a run of consecutive elements of
 // a V row, inside one 32-group, so a token costs it one load of quants and one
 // of the group's scale, 4 tokens at a time. Tiles start at multiples of

@@ -172,13 +172,16 @@ inline void llmk_emu_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const u
   float arow[2][16], bcol[2][16];  // A rows g, g + 8; B columns 2t, 2t + 1
   for (int i = 0; i < 4; ++i) {    // lane 4 r + i holds k = 2i, 2i + 1 and 2i + 8, 2i + 9 of row r / column r
     for (int r = 0; r < 2; ++r) {
-      const uint32_t near = __shfl_sync(0xffffffffu, a[r], 4 * g + i), far = __shfl_sync(0xffffffffu, a[2 + r], 4 * g + i);
-      arow[r][2 * i] = lo(near), arow[r][2 * i + 1] = hi(near), arow[r][2 * i + 8] = lo(far), arow[r][2 * i + 9] = hi(far);
+      const uint32_t near = __shfl_sync(0xffffffffu, a[r], 4 * g + i);
+      const uint32_t far = __shfl_sync(0xffffffffu, a[2 + r], 4 * g + i);
+      arow[r][2 * i] = lo(near), arow[r][2 * i + 1] = hi(near);
+      arow[r][2 * i + 8] = lo(far), arow[r][2 * i + 9] = hi(far);
     }
     for (int j = 0; j < 2; ++j) {
       const int n = 2 * t + j;
       const uint32_t near = __shfl_sync(0xffffffffu, b[0], 4 * n + i), far = __shfl_sync(0xffffffffu, b[1], 4 * n + i);
-      bcol[j][2 * i] = lo(near), bcol[j][2 * i + 1] = hi(near), bcol[j][2 * i + 8] = lo(far), bcol[j][2 * i + 9] = hi(far);
+      bcol[j][2 * i] = lo(near), bcol[j][2 * i + 1] = hi(near);
+      bcol[j][2 * i + 8] = lo(far), bcol[j][2 * i + 9] = hi(far);
     }
   }
   for (int r = 0; r < 2; ++r)

@@ -120,14 +120,15 @@ TEST(CudaModel, BytePermTakesThreeBitsOfEachSelector) {
 // write D = A B + C back by it.
 __global__ void mma_kernel(const uint16_t* A, const uint16_t* B, const float* C, float* D) {
   const int lane = int(threadIdx.x), g = lane / 4, t = lane % 4;
-  const auto pair = [](const uint16_t* p, int i, int j) { return uint32_t(p[i]) | uint32_t(p[j]) << 16; };
-  const uint32_t a[4] = {pair(A, g * 16 + 2 * t, g * 16 + 2 * t + 1), pair(A, (g + 8) * 16 + 2 * t, (g + 8) * 16 + 2 * t + 1),
-                         pair(A, g * 16 + 2 * t + 8, g * 16 + 2 * t + 9),
-                         pair(A, (g + 8) * 16 + 2 * t + 8, (g + 8) * 16 + 2 * t + 9)};
-  const uint32_t b[2] = {pair(B, (2 * t) * 8 + g, (2 * t + 1) * 8 + g), pair(B, (2 * t + 8) * 8 + g, (2 * t + 9) * 8 + g)};
+  // A [r][c] and B [k][n] as f16 pairs: (r, c) with (r, c + 1); (k, n) with (k + 1, n)
+  const auto a2 = [&](int r, int c) { return uint32_t(A[r * 16 + c]) | uint32_t(A[r * 16 + c + 1]) << 16; };
+  const auto b2 = [&](int k, int n) { return uint32_t(B[k * 8 + n]) | uint32_t(B[(k + 1) * 8 + n]) << 16; };
+  const uint32_t a[4] = {a2(g, 2 * t), a2(g + 8, 2 * t), a2(g, 2 * t + 8), a2(g + 8, 2 * t + 8)};
+  const uint32_t b[2] = {b2(2 * t, g), b2(2 * t + 8, g)};
   float d[4] = {C[g * 8 + 2 * t], C[g * 8 + 2 * t + 1], C[(g + 8) * 8 + 2 * t], C[(g + 8) * 8 + 2 * t + 1]};
   cuda::mma_16816(d, a, b);
-  D[g * 8 + 2 * t] = d[0], D[g * 8 + 2 * t + 1] = d[1], D[(g + 8) * 8 + 2 * t] = d[2], D[(g + 8) * 8 + 2 * t + 1] = d[3];
+  D[g * 8 + 2 * t] = d[0], D[g * 8 + 2 * t + 1] = d[1];
+  D[(g + 8) * 8 + 2 * t] = d[2], D[(g + 8) * 8 + 2 * t + 1] = d[3];
 }
 
 TEST(CudaModel, MmaFragmentLayout) {
@@ -144,7 +145,8 @@ TEST(CudaModel, MmaFragmentLayout) {
     for (int n = 0; n < 8; ++n) {
       double x = C[size_t(r * 8 + n)];
       for (int k = 0; k < 16; ++k)
-        x += double(__half2float(__ushort_as_half(A[size_t(r * 16 + k)]))) * __half2float(__ushort_as_half(B[size_t(k * 8 + n)]));
+        x += double(__half2float(__ushort_as_half(A[size_t(r * 16 + k)]))) *
+             __half2float(__ushort_as_half(B[size_t(k * 8 + n)]));
       want[size_t(r * 8 + n)] = x;
     }
   DeviceGuarded<uint16_t> da(256), db(128);
@@ -154,7 +156,8 @@ TEST(CudaModel, MmaFragmentLayout) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto got = dd.download();
   ASSERT_TRUE(dd.guard_intact());
-  for (int i = 0; i < 128; ++i) EXPECT_EQ(double(got[size_t(i)]), want[size_t(i)]) << "row " << i / 8 << " column " << i % 8;
+  for (int i = 0; i < 128; ++i)
+    EXPECT_EQ(double(got[size_t(i)]), want[size_t(i)]) << "row " << i / 8 << " column " << i % 8;
 }
 
 TEST(CudaModel, BarrierOrdersSharedMemoryAcrossWarps) {
