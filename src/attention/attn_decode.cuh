@@ -96,27 +96,14 @@ __device__ __forceinline__ SplitRange split_range(const DecodeArgs& a, int64_t b
   return {min(len, split * chunk), min(len, (split + 1) * chunk), a.indices + a.indptr[b]};
 }
 
-// The end of a decode CTA: each warp writes its (m, l, acc) per head to ws
-// ([kWarps][NG][D + 2] floats of shared memory), then the CTA's threads merge
-// the warps by log-sum-exp and write out (one split) or the split's partial.
-// acc[g][i] is element lane + 32 i of head g, or with kRuns element E lane + i
-// (a lane holds a run of E consecutive elements: token_tiles' P.V).
-template <int E, int NG, bool kRuns = false>
-__device__ __forceinline__ void merge_warps(const DecodeArgs& a, float* ws, const float (&m)[NG], const float (&l)[NG],
-                                            const float (&acc)[NG][E], int ng, int64_t g0, int64_t split) {
+// The end of a decode CTA, once each warp has written its (m, l, acc) per
+// head to ws ([kWarps][NG][D + 2] floats of shared memory): the CTA's threads
+// merge the warps by log-sum-exp and write out (one split) or the split's
+// partial.
+template <int NG>
+__device__ __forceinline__ void merge_stored(const DecodeArgs& a, const float* ws, int ng, int64_t g0, int64_t split) {
   const int64_t b = blockIdx.x, hk = blockIdx.y / a.groups, G = a.Hq / a.Hkv;
-  const int D = int(a.D), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int g = 0; g < NG; ++g) {  // static indices keep acc in registers
-    if (g >= ng) break;
-    float* w = ws + (warp * NG + g) * (D + 2);
-    if (lane == 0) w[0] = m[g], w[1] = l[g];
-#pragma unroll
-    for (int i = 0; i < E; ++i) {
-      const int j = kRuns ? E * lane + i : lane + 32 * i;
-      if (j < D) w[2 + j] = acc[g][i];
-    }
-  }
+  const int D = int(a.D);
   __syncthreads();
   for (int x = threadIdx.x; x < ng * D; x += blockDim.x) {
     const int g = x / D, j = x % D;
@@ -139,6 +126,28 @@ __device__ __forceinline__ void merge_warps(const DecodeArgs& a, float* ws, cons
       pp[2 + j] = o;
     }
   }
+}
+
+// The end of a decode CTA: each warp writes its (m, l, acc) per head to ws,
+// then merge_stored. acc[g][i] is element lane + 32 i of head g, or with kRuns
+// element E lane + i (a lane holds a run of E consecutive elements:
+// token_tiles' P.V).
+template <int E, int NG, bool kRuns = false>
+__device__ __forceinline__ void merge_warps(const DecodeArgs& a, float* ws, const float (&m)[NG], const float (&l)[NG],
+                                            const float (&acc)[NG][E], int ng, int64_t g0, int64_t split) {
+  const int D = int(a.D), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int g = 0; g < NG; ++g) {  // static indices keep acc in registers
+    if (g >= ng) break;
+    float* w = ws + (warp * NG + g) * (D + 2);
+    if (lane == 0) w[0] = m[g], w[1] = l[g];
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const int j = kRuns ? E * lane + i : lane + 32 * i;
+      if (j < D) w[2 + j] = acc[g][i];
+    }
+  }
+  merge_stored<NG>(a, ws, ng, g0, split);
 }
 
 }  // namespace

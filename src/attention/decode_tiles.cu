@@ -128,6 +128,130 @@ __device__ __forceinline__ void score_mma(const uint8_t* tile, uint32_t krow, co
     }
 }
 
+// token_tiles_mma's P.V for head_dim <= 128, by MMAs: per 32-group of V
+// and k-step of 16 tokens, A = V^T (elements x tokens, the quants exact in
+// f16) and B = the weights times the rows' scale d (tokens x heads), each
+// split into two f16 parts after a scale 2^sg (the tile's largest d of the
+// group times 2^sg is in [2^14, 2^15); w <= 1), so no product w d falls into
+// f16's subnormals; the MMA sums times 2^-sg join pacc. An m-tile (2 a group)
+// is 16 elements: rows r and r + 8 of lane (g = r) come from one load a token:
+// int4 m-tile h: the low and high nibble of byte 8h + r (elements 8h + r and
+// 16 + 8h + r of the group); int8 m-tile h: the two bytes at 16h + 2r
+// (elements 16h + 2r, + 1). int4's min term sum w m is summed per head and
+// group in pmin (lane l holds head l / 4's) and added per element at the end.
+// vrow: lane t's token's pool row (the tile's first past nv, weight 0);
+// wts [kTile][NG] the tile's weights. Every lane of the warp calls it.
+template <int T, int E, int NG>
+__device__ __forceinline__ void pv_mma(const DecodeArgs& a, uint32_t vrow, const float* wts, int D, int ngrp,
+                                       float (&pacc)[2 * E][4], float (&pmin)[E]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  constexpr bool kQ8 = T == int(KvType::int8);
+  constexpr uint32_t kBias = kQ8 ? 0x64806480u : 0x64006400u;
+  constexpr int kGroupBytes = kQ8 ? int(sizeof(BlockQ8)) : int(sizeof(BlockQ4));
+  // the lane's tokens: k-step kt, slot j -> token 16 kt + 2t + (j & 1) + 8 (j >> 1)
+  const uint8_t* vr[2][4];
+  float wv[2][4];
+#pragma unroll
+  for (int kt = 0; kt < 2; ++kt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int tok = 16 * kt + 2 * t + (j & 1) + 8 * (j >> 1);
+      vr[kt][j] = a.v + uint64_t(__shfl_sync(0xffffffffu, vrow, tok)) * a.vrow;
+      wv[kt][j] = g < NG ? wts[tok * NG + (g < NG ? g : 0)] : 0.0f;  // head g's weight
+    }
+#pragma unroll
+  for (int c = 0; c < E; ++c) {  // 32-groups (E >= ngrp)
+    if (c >= ngrp) break;
+    float dv[2][4], mv[2][4], dmax = 0.0f;
+#pragma unroll
+    for (int kt = 0; kt < 2; ++kt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* gb = vr[kt][j] + kGroupBytes * c;
+        if constexpr (kQ8) {
+          dv[kt][j] = f16f(*reinterpret_cast<const uint16_t*>(gb)), mv[kt][j] = 0.0f;
+        } else {
+          const uint32_t dm = *reinterpret_cast<const uint32_t*>(gb);
+          dv[kt][j] = f16f(uint16_t(dm & 0xffffu)), mv[kt][j] = f16f(uint16_t(dm >> 16));
+        }
+        dmax = fmaxf(dmax, fabsf(dv[kt][j]));
+      }
+    // lanes t = 0..3 hold the tile's 32 tokens between them
+    dmax = fmaxf(dmax, __shfl_xor_sync(0xffffffffu, dmax, 1));
+    dmax = fmaxf(dmax, __shfl_xor_sync(0xffffffffu, dmax, 2));
+    const int e = dmax > 0.0f && dmax <= FLT_MAX ? ilogbf(dmax) : 14;
+    const int sg = min(100, max(-100, 14 - e));
+    const float up = ldexpf(1.0f, sg), down = ldexpf(1.0f, -sg);
+    uint32_t bh[2][2], bl[2][2];  // [k-step][b0, b1]: (w d 2^sg) as hi and lo f16 parts
+#pragma unroll
+    for (int kt = 0; kt < 2; ++kt)
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        __half h[2], l[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const float x = wv[kt][2 * p + i] * dv[kt][2 * p + i] * up;
+          h[i] = __float2half_rn(x);
+          l[i] = __float2half_rn(x - __half2float(h[i]));
+        }
+        bh[kt][p] = h2_bits(h[0], h[1]), bl[kt][p] = h2_bits(l[0], l[1]);
+      }
+    if constexpr (!kQ8) {
+      float sm = 0.0f;  // head g's sum of w m over the lane's 8 tokens, then the tile's
+#pragma unroll
+      for (int kt = 0; kt < 2; ++kt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sm = fmaf(wv[kt][j], mv[kt][j], sm);
+      sm += __shfl_xor_sync(0xffffffffu, sm, 1);
+      sm += __shfl_xor_sync(0xffffffffu, sm, 2);
+      pmin[c] += sm;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // m-tiles: int4 bytes 8h .., int8 bytes 16h ..
+      if (32 * c + (kQ8 ? 16 : 8) * h >= D) break;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int kt = 0; kt < 2; ++kt) {
+        uint32_t x[2];  // tokens (2t, 2t + 1) and (2t + 8, 2t + 9): one load each, in the low and high half
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          if constexpr (kQ8) {
+            const int o = kGroupBytes * c + 2 + 16 * h + 2 * g;
+            x[p] = (uint32_t(*reinterpret_cast<const uint16_t*>(vr[kt][2 * p] + o)) |
+                    uint32_t(*reinterpret_cast<const uint16_t*>(vr[kt][2 * p + 1] + o)) << 16) ^ 0x80808080u;
+          } else {
+            const int o = kGroupBytes * c + 4 + 8 * h + g;
+            x[p] = uint32_t(vr[kt][2 * p][o]) | uint32_t(vr[kt][2 * p + 1][o]) << 16;
+          }
+        }
+        uint32_t af[4];  // rows g (a0, a2) and g + 8 (a1, a3)
+        if constexpr (kQ8) {
+          af[0] = bytes_h2(x[0], 0x4240u, kBias), af[1] = bytes_h2(x[0], 0x4341u, kBias);
+          af[2] = bytes_h2(x[1], 0x4240u, kBias), af[3] = bytes_h2(x[1], 0x4341u, kBias);
+        } else {
+#pragma unroll
+          for (int p = 0; p < 2; ++p) {  // low nibbles: row g; high: row g + 8
+            af[2 * p] = bytes_h2(x[p] & 0x0f0f0f0fu, 0x4240u, kBias);
+            af[2 * p + 1] = bytes_h2((x[p] >> 4) & 0x0f0f0f0fu, 0x4240u, kBias);
+          }
+        }
+        cuda::mma_16816(acc, af, bh[kt]);
+        cuda::mma_16816(acc, af, bl[kt]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pacc[2 * c + h][i] = fmaf(acc[i], down, pacc[2 * c + h][i]);
+    }
+  }
+}
+
+// pv_mma's element of m-tile mt, row r (0 .. 15).
+template <int T>
+__device__ __forceinline__ int pv_mma_elem(int mt, int r) {
+  const int c = mt / 2, h = mt % 2;
+  if constexpr (T == int(KvType::int8)) return 32 * c + 16 * h + 2 * (r % 8) + r / 8;
+  return 32 * c + 8 * h + r % 8 + 16 * (r / 8);
+}
+
 // token_tiles_mma's B fragments (score_mma): for k-step ks (group ks / 2,
 // elements 16 (ks % 2) ..) and lane l (column n = l / 4, t = l % 4), query n's
 // elements 4t, 4t + 1 and 4t + 2, 4t + 3 of the k-step, times 2^s, as f16 hi
@@ -275,6 +399,13 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
   constexpr int C = E == 3 ? 4 : E;
   const int vj = C * lane < D ? C * lane : 0, vgrp = vj / 32, vofs = vj % 32;
   float m[NG], l[NG], acc[NG][C], accm[NG];  // accm: int4's sum of w x min
+  // token_tiles_mma with 4 or 8 heads a CTA up to head_dim 128: P.V by MMAs
+  // (pv_mma) into pacc, int4's min term into pmin. One head (MHA) keeps the
+  // runs (the MMAs' B would be 1 column of 8, and pv_mma's SASS a token is
+  // more than the runs'), as does head_dim > 128 (2E m-tiles of 4 floats
+  // would be 64 registers a lane).
+  constexpr bool kMmaPv = kMma && E <= 4 && NG > 1;
+  float pacc[2 * E][4] = {}, pmin[E] = {};
 #pragma unroll
   for (int g = 0; g < NG; ++g) {
     m[g] = -INFINITY, l[g] = 0.0f, accm[g] = 0.0f;
@@ -321,80 +452,97 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
       m[g] = mn;
       wts[lane * NG + g] = w;
     }
+    if constexpr (kMmaPv) {
+      // pacc's columns are heads 2t and 2t + 1, pmin's head g (lane = 4 g + t)
+      float a0 = 1.0f, a1 = 1.0f, ag = 1.0f;
 #pragma unroll
-    for (int g = 0; g < NG; ++g) {
-      accm[g] *= alpha[g];
-#pragma unroll
-      for (int i = 0; i < C; ++i) acc[g][i] *= alpha[g];
-    }
-    __syncwarp();
-
-    // P.V: lane l holds the run of C consecutive elements C l .. C l + C - 1
-    // of each V row, inside one 32-group, kUnroll V rows at a time. A token
-    // costs the lane one load of its C quants and one of the group's scale
-    // (int4: scale and min in one 32-bit word), and the FMAs take the quants
-    // themselves: acc += (w d) q, and for int4 accm += w m once a head, added
-    // to acc at the end (value = q d + m). Tokens past nv load the tile's
-    // first row and weigh 0.
-    const auto pv = [&](int t0, auto full) {
-      constexpr bool kFull = decltype(full)::value;  // t0 + kUnroll <= nv
-      float x[kUnroll][C], w[kUnroll][NG], d[kUnroll], mn[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int t = t0 + u;
-        const bool ok = kFull || t < nv;
-        const uint8_t* vb = a.v + uint64_t(__shfl_sync(0xffffffffu, row, t & 31)) * a.vrow;
-        if constexpr (T == int(KvType::int8)) {
-          const uint8_t* blk = vb + sizeof(BlockQ8) * vgrp;  // {d, qs[32]}: its quants 2-byte aligned
-          const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk + 2 + vofs);
-#pragma unroll
-          for (int k = 0; k < C / 2; ++k) {
-            const uint32_t h = qh[k];
-            x[u][2 * k] = float(int8_t(h & 0xff)), x[u][2 * k + 1] = float(int8_t(h >> 8));
-          }
-          d[u] = f16f(*reinterpret_cast<const uint16_t*>(blk)), mn[u] = 0.0f;
-        } else {
-          const uint8_t* blk = vb + sizeof(BlockQ4) * vgrp;  // {d, m, qs[16]}: 4-byte aligned
-          const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
-          const uint8_t* qb = blk + 4 + vofs % 16;  // elements 16.. are the high nibbles of qs[0..]
-          const int sh = vofs >= 16 ? 4 : 0;
-          if constexpr (C == 2) {
-            const uint32_t h = (uint32_t(*reinterpret_cast<const uint16_t*>(qb)) >> sh) & 0x0f0fu;
-            x[u][0] = byte_f(h, 0), x[u][1] = byte_f(h, 1);
-          } else {
-#pragma unroll
-            for (int k = 0; k < C / 4; ++k) {
-              const uint32_t q = (reinterpret_cast<const uint32_t*>(qb)[k] >> sh) & 0x0f0f0f0fu;  // a nibble a byte
-#pragma unroll
-              for (int e = 0; e < 4; ++e) x[u][4 * k + e] = byte_f(q, e);
-            }
-          }
-          d[u] = f16f(uint16_t(dm & 0xffffu)), mn[u] = f16f(uint16_t(dm >> 16));
-        }
-        if constexpr (NG % 4 == 0) {
-#pragma unroll
-          for (int g = 0; g < NG; g += 4) {
-            const float4 w4 = ok ? *reinterpret_cast<const float4*>(wts + t * NG + g) : float4{0, 0, 0, 0};
-            w[u][g] = w4.x, w[u][g + 1] = w4.y, w[u][g + 2] = w4.z, w[u][g + 3] = w4.w;
-          }
-        } else {
-#pragma unroll
-          for (int g = 0; g < NG; ++g) w[u][g] = ok ? wts[t * NG + g] : 0.0f;
-        }
+      for (int g = 0; g < NG; ++g) {
+        if (g == 2 * (lane % 4)) a0 = alpha[g];
+        if (g == 2 * (lane % 4) + 1) a1 = alpha[g];
+        if (g == lane / 4) ag = alpha[g];
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+      for (int mt = 0; mt < 2 * E; ++mt) pacc[mt][0] *= a0, pacc[mt][1] *= a1, pacc[mt][2] *= a0, pacc[mt][3] *= a1;
 #pragma unroll
-        for (int g = 0; g < NG; ++g) {
-          const float wd = w[u][g] * d[u];
+      for (int c = 0; c < E; ++c) pmin[c] *= ag;
+      __syncwarp();
+      pv_mma<T, E, NG>(a, row, wts, D, ngrp, pacc, pmin);
+    } else {
 #pragma unroll
-          for (int i = 0; i < C; ++i) acc[g][i] = fmaf(wd, x[u][i], acc[g][i]);
-          if constexpr (T == int(KvType::int4)) accm[g] = fmaf(w[u][g], mn[u], accm[g]);
+      for (int g = 0; g < NG; ++g) {
+        accm[g] *= alpha[g];
+#pragma unroll
+        for (int i = 0; i < C; ++i) acc[g][i] *= alpha[g];
+      }
+      __syncwarp();
+
+      // P.V: lane l holds the run of C consecutive elements C l .. C l + C - 1
+      // of each V row, inside one 32-group, kUnroll V rows at a time. A token
+      // costs the lane one load of its C quants and one of the group's scale
+      // (int4: scale and min in one 32-bit word), and the FMAs take the quants
+      // themselves: acc += (w d) q, and for int4 accm += w m once a head, added
+      // to acc at the end (value = q d + m). Tokens past nv load the tile's
+      // first row and weigh 0.
+      const auto pv = [&](int t0, auto full) {
+        constexpr bool kFull = decltype(full)::value;  // t0 + kUnroll <= nv
+        float x[kUnroll][C], w[kUnroll][NG], d[kUnroll], mn[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int t = t0 + u;
+          const bool ok = kFull || t < nv;
+          const uint8_t* vb = a.v + uint64_t(__shfl_sync(0xffffffffu, row, t & 31)) * a.vrow;
+          if constexpr (T == int(KvType::int8)) {
+            const uint8_t* blk = vb + sizeof(BlockQ8) * vgrp;  // {d, qs[32]}: its quants 2-byte aligned
+            const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk + 2 + vofs);
+#pragma unroll
+            for (int k = 0; k < C / 2; ++k) {
+              const uint32_t h = qh[k];
+              x[u][2 * k] = float(int8_t(h & 0xff)), x[u][2 * k + 1] = float(int8_t(h >> 8));
+            }
+            d[u] = f16f(*reinterpret_cast<const uint16_t*>(blk)), mn[u] = 0.0f;
+          } else {
+            const uint8_t* blk = vb + sizeof(BlockQ4) * vgrp;  // {d, m, qs[16]}: 4-byte aligned
+            const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
+            const uint8_t* qb = blk + 4 + vofs % 16;  // elements 16.. are the high nibbles of qs[0..]
+            const int sh = vofs >= 16 ? 4 : 0;
+            if constexpr (C == 2) {
+              const uint32_t h = (uint32_t(*reinterpret_cast<const uint16_t*>(qb)) >> sh) & 0x0f0fu;
+              x[u][0] = byte_f(h, 0), x[u][1] = byte_f(h, 1);
+            } else {
+#pragma unroll
+              for (int k = 0; k < C / 4; ++k) {
+                const uint32_t q = (reinterpret_cast<const uint32_t*>(qb)[k] >> sh) & 0x0f0f0f0fu;  // a nibble a byte
+#pragma unroll
+                for (int e = 0; e < 4; ++e) x[u][4 * k + e] = byte_f(q, e);
+              }
+            }
+            d[u] = f16f(uint16_t(dm & 0xffffu)), mn[u] = f16f(uint16_t(dm >> 16));
+          }
+          if constexpr (NG % 4 == 0) {
+#pragma unroll
+            for (int g = 0; g < NG; g += 4) {
+              const float4 w4 = ok ? *reinterpret_cast<const float4*>(wts + t * NG + g) : float4{0, 0, 0, 0};
+              w[u][g] = w4.x, w[u][g + 1] = w4.y, w[u][g + 2] = w4.z, w[u][g + 3] = w4.w;
+            }
+          } else {
+#pragma unroll
+            for (int g = 0; g < NG; ++g) w[u][g] = ok ? wts[t * NG + g] : 0.0f;
+          }
         }
-    };
-    int t0 = 0;
-    for (; t0 + kUnroll <= nv; t0 += kUnroll) pv(t0, std::true_type{});
-    if (t0 < nv) pv(t0, std::false_type{});
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int g = 0; g < NG; ++g) {
+            const float wd = w[u][g] * d[u];
+#pragma unroll
+            for (int i = 0; i < C; ++i) acc[g][i] = fmaf(wd, x[u][i], acc[g][i]);
+            if constexpr (T == int(KvType::int4)) accm[g] = fmaf(w[u][g], mn[u], accm[g]);
+          }
+      };
+      int t0 = 0;
+      for (; t0 + kUnroll <= nv; t0 += kUnroll) pv(t0, std::true_type{});
+      if (t0 < nv) pv(t0, std::false_type{});
+    }
   }
   if constexpr (T == int(KvType::int4)) {
 #pragma unroll
@@ -403,7 +551,32 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
       for (int i = 0; i < C; ++i) acc[g][i] += accm[g];
   }
   __syncthreads();  // every warp is done with its tile before the merge reuses the space
-  merge_warps<C, NG, true>(a, smem + lay.area_floats, m, l, acc, ng, g0, split);
+  if constexpr (kMmaPv) {
+    // pacc (rows: pv_mma_elem; columns 2t, 2t + 1) plus int4's min term (head
+    // h's in lanes 4h ..) to the warp's (m, l, acc) in shared memory
+    float* ws = smem + lay.area_floats;
+    const int t = lane % 4;
+    float pm0[E], pm1[E];
+#pragma unroll
+    for (int c = 0; c < E; ++c) {
+      pm0[c] = __shfl_sync(0xffffffffu, pmin[c], 4 * (2 * t));
+      pm1[c] = __shfl_sync(0xffffffffu, pmin[c], 4 * (2 * t + 1));
+    }
+#pragma unroll
+    for (int g = 0; g < NG; ++g)
+      if (g < ng && lane == 0) ws[(warp * NG + g) * (D + 2)] = m[g], ws[(warp * NG + g) * (D + 2) + 1] = l[g];
+#pragma unroll
+    for (int mt = 0; mt < 2 * E; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int col = 2 * t + i % 2, j = pv_mma_elem<T>(mt, lane / 4 + 8 * (i / 2));
+        const float mterm = T == int(KvType::int4) ? (i % 2 ? pm1[mt / 2] : pm0[mt / 2]) : 0.0f;
+        if (col < ng && j < D) ws[(warp * NG + col) * (D + 2) + 2 + j] = pacc[mt][i] + mterm;
+      }
+    merge_stored<NG>(a, ws, ng, g0, split);
+  } else {
+    merge_warps<C, NG, true>(a, smem + lay.area_floats, m, l, acc, ng, g0, split);
+  }
 }
 
 template <int T, bool kMma>
