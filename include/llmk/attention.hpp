@@ -86,7 +86,7 @@ enum class DecodeCudaKernel : int {
                      // V row. Fits when kv.k is 16-byte aligned, block_tokens x row bytes
                      // is a multiple of 16 and block_tokens divides 32 or is a multiple of it.
   token_tiles_mma,   // the same, with the scores by tensor-core MMAs (f16 quants, q split into
-                     // two f16 parts), and P.V too for 2..8 query heads a KV head up to head_dim
+                     // two f16 parts), and P.V too for GQA (G >= 2) up to head_dim
                      // 128; fits where token_tiles fits (sm_80 or later).
 };
 const char* decode_cuda_kernel_name(DecodeCudaKernel k);
