@@ -44,6 +44,20 @@ __host__ __device__ inline TilesSmem tiles_smem(int NG, int64_t D, int64_t krow,
 __device__ __forceinline__ uint32_t h2_bits(__half lo, __half hi) {
   return uint32_t(__half_as_ushort(lo)) | uint32_t(__half_as_ushort(hi)) << 16;
 }
+// The shift s that puts amax 2^s in [2^14, 2^15) (0 for a zero or non-finite
+// amax; within +-100): values up to amax, times 2^s, then split by
+// split_f16, keep ~22 bits and no part of the largest ones is subnormal.
+__device__ __forceinline__ int f16_shift(float amax) {
+  const int e = amax > 0.0f && amax <= FLT_MAX ? ilogbf(amax) : 14;
+  return min(100, max(-100, 14 - e));
+}
+// x0 and x1 as the f16 pair of their high parts (hi) and of what rounding to
+// f16 left (lo): x = hi + lo within ~2^-22 |x|.
+__device__ __forceinline__ void split_f16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
+  hi = h2_bits(h0, h1);
+  lo = h2_bits(__float2half_rn(x0 - __half2float(h0)), __float2half_rn(x1 - __half2float(h1)));
+}
 // Bytes (0, 1) (sel 0x4140) or (2, 3) (sel 0x4342) of w as the f16 pair
 // (1024 + byte) - bias: exact, a byte in the mantissa of 1024 (0x6400).
 __device__ __forceinline__ uint32_t bytes_h2(uint32_t w, uint32_t sel, uint32_t bias) {
@@ -157,7 +171,7 @@ __device__ __forceinline__ void pv_mma(const DecodeArgs& a, uint32_t vrow, const
     for (int j = 0; j < 4; ++j) {
       const int tok = 16 * kt + 2 * t + (j & 1) + 8 * (j >> 1);
       vr[kt][j] = a.v + uint64_t(__shfl_sync(0xffffffffu, vrow, tok)) * a.vrow;
-      wv[kt][j] = g < NG ? wts[tok * NG + (g < NG ? g : 0)] : 0.0f;  // head g's weight
+      wv[kt][j] = g < NG ? wts[tok * NG + g] : 0.0f;  // head g's weight
     }
 #pragma unroll
   for (int c = 0; c < E; ++c) {  // 32-groups (E >= ngrp)
@@ -179,23 +193,15 @@ __device__ __forceinline__ void pv_mma(const DecodeArgs& a, uint32_t vrow, const
     // lanes t = 0..3 hold the tile's 32 tokens between them
     dmax = fmaxf(dmax, __shfl_xor_sync(0xffffffffu, dmax, 1));
     dmax = fmaxf(dmax, __shfl_xor_sync(0xffffffffu, dmax, 2));
-    const int e = dmax > 0.0f && dmax <= FLT_MAX ? ilogbf(dmax) : 14;
-    const int sg = min(100, max(-100, 14 - e));
+    const int sg = f16_shift(dmax);
     const float up = ldexpf(1.0f, sg), down = ldexpf(1.0f, -sg);
     uint32_t bh[2][2], bl[2][2];  // [k-step][b0, b1]: (w d 2^sg) as hi and lo f16 parts
 #pragma unroll
     for (int kt = 0; kt < 2; ++kt)
 #pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        __half h[2], l[2];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const float x = wv[kt][2 * p + i] * dv[kt][2 * p + i] * up;
-          h[i] = __float2half_rn(x);
-          l[i] = __float2half_rn(x - __half2float(h[i]));
-        }
-        bh[kt][p] = h2_bits(h[0], h[1]), bl[kt][p] = h2_bits(l[0], l[1]);
-      }
+      for (int p = 0; p < 2; ++p)
+        split_f16(wv[kt][2 * p] * dv[kt][2 * p] * up, wv[kt][2 * p + 1] * dv[kt][2 * p + 1] * up, bh[kt][p],
+                  bl[kt][p]);
     if constexpr (!kQ8) {
       float sm = 0.0f;  // head g's sum of w m over the lane's 8 tokens, then the tile's
 #pragma unroll
@@ -262,8 +268,7 @@ __device__ __forceinline__ void mma_queries(const float* qs, int D, float* fq, u
     const int n = int(threadIdx.x);
     float amax = 0.0f;
     for (int j = 0; j < D; ++j) amax = fmaxf(amax, fabsf(qs[n * D + j]));
-    const int e = amax > 0.0f && amax <= FLT_MAX ? ilogbf(amax) : 14;
-    fq[n] = ldexpf(1.0f, -min(100, max(-100, 14 - e)));
+    fq[n] = ldexpf(1.0f, -f16_shift(amax));
   }
   __syncthreads();
   for (int i = threadIdx.x; i < D / 16 * 32; i += blockDim.x) {
@@ -271,13 +276,8 @@ __device__ __forceinline__ void mma_queries(const float* qs, int D, float* fq, u
     uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
     if (n < NG)
       for (int p = 0; p < 2; ++p) {
-        __half h[2], l[2];
-        for (int j = 0; j < 2; ++j) {
-          const float x = qs[n * D + e0 + 2 * p + j] / fq[n];  // exact: fq is a power of 2
-          h[j] = __float2half_rn(x);
-          l[j] = __float2half_rn(x - __half2float(h[j]));
-        }
-        hi[p] = h2_bits(h[0], h[1]), lo[p] = h2_bits(l[0], l[1]);
+        const float* x = qs + n * D + e0 + 2 * p;
+        split_f16(x[0] / fq[n], x[1] / fq[n], hi[p], lo[p]);  // exact: fq is a power of 2
       }
     qfrag[i] = uint4{hi[0], hi[1], lo[0], lo[1]};
   }
