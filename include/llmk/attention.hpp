@@ -83,8 +83,9 @@ enum class DecodeCudaKernel : int {
   lane_per_element,  // any K / V types: lane j holds elements j, j + 32, .. of every K and V row
   token_tiles,       // K = V int8 or int4: tiles of 32 K rows copied to shared memory and scored a
                      // lane per token; in P.V a lane holds a run of consecutive elements of a
-                     // V row. Fits when kv.k is 16-byte aligned, block_tokens x row bytes
-                     // is a multiple of 16 and block_tokens divides 32 or is a multiple of it.
+                     // V row. Fits when kv.k is 16-byte aligned, an int4 kv.v 4-byte aligned
+                     // (a group's scale and min are one 32-bit load), block_tokens x row
+                     // bytes is a multiple of 16 and block_tokens divides 32 or is a multiple of it.
   token_tiles_mma,   // the same, with the scores by tensor-core MMAs (f16 quants, q split into
                      // two f16 parts), and P.V too for GQA (G >= 2) up to head_dim
                      // 128; fits where token_tiles fits (sm_80 or later).

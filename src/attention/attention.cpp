@@ -339,10 +339,15 @@ const char* decode_cuda_kernel_name(DecodeCudaKernel k) {
   return "unknown";
 }
 
+// The tile kernels copy K rows to shared memory 16 bytes at a time, and read
+// an int4 V group's scale and min (and its quants) as 32-bit words: kv.v may be
+// only 2-byte aligned at the API (kv_type_align), which a GPU faults on.
 bool decode_cuda_token_tiles_fit(const KvLayerView& kv) {
   const int64_t krow = kv_row_bytes(kv.k_type, kv.head_dim), bt = kv.block_tokens, tile = attn::kDecodeTile;
   return kv.k_type == kv.v_type && (kv.k_type == KvType::int8 || kv.k_type == KvType::int4) &&
-         reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 && bt * krow % 16 == 0 && (bt % tile == 0 || tile % bt == 0);
+         reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 &&
+         (kv.v_type != KvType::int4 || reinterpret_cast<uintptr_t>(kv.v) % 4 == 0) && bt * krow % 16 == 0 &&
+         (bt % tile == 0 || tile % bt == 0);
 }
 
 DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv) {

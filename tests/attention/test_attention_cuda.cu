@@ -207,6 +207,10 @@ TEST(AttentionCuda, TokenTilesFitAndForcedMisfitIsAnError) {
   KvLayerView kv{pool, pool, KvType::int8, KvType::int8, 4, 16, 2, 128, Device::cuda};
   EXPECT_TRUE(decode_cuda_token_tiles_fit(kv));
   EXPECT_EQ(decode_cuda_kernel_pick(kv), DecodeCudaKernel::token_tiles_mma);
+  KvLayerView q4 = kv;  // an int4 V needs 4-byte alignment (32-bit loads), not 16
+  q4.k_type = q4.v_type = KvType::int4;
+  q4.v = pool + 4;
+  EXPECT_TRUE(decode_cuda_token_tiles_fit(q4));
   const auto misfit = [&](const char* what, auto edit) {
     KvLayerView m = kv;
     edit(m);
@@ -230,6 +234,10 @@ TEST(AttentionCuda, TokenTilesFitAndForcedMisfitIsAnError) {
   misfit("f16", [](KvLayerView& m) { m.k_type = m.v_type = KvType::f16; });
   misfit("int8 K, int4 V", [](KvLayerView& m) { m.v_type = KvType::int4; });
   misfit("K pool 2 bytes past 16", [](KvLayerView& m) { m.k = pool + 2; });
+  misfit("int4 V pool 2 bytes past 16", [](KvLayerView& m) {
+    m.k_type = m.v_type = KvType::int4;
+    m.v = pool + 2;
+  });
   misfit("block of 5", [](KvLayerView& m) { m.block_tokens = 5; });
   misfit("block of 48", [](KvLayerView& m) { m.block_tokens = 48; });
   misfit("136-byte rows, block of 1", [](KvLayerView& m) { m.block_tokens = 1; });
