@@ -3,7 +3,9 @@
 //    storage type (K and V of the same type), batch 1 and 32, GQA 9/3x64
 //    (SmolLM2-135M) and 32/8x128 (Llama-3-8B), one layer;
 //  - paged (16-token blocks in shuffled order) against contiguous (one
-//    max-length block per sequence, the same kernel walking contiguous rows);
+//    max-length block per sequence, the same kernel walking contiguous rows),
+//    and paged-64 (64-token blocks, shuffled): what a larger block buys back
+//    where the 16-token pattern costs (docs/kv_cache.md, "Measured");
 //  - the allocator-waste experiment: 256 sequences of 1..4096 tokens held in
 //    16-token blocks against one max-length allocation per sequence;
 //  - the STREAM triad of this machine, the bandwidth yardstick.
@@ -168,7 +170,8 @@ int run(const Options& opt) {
   Reporter rep(opt, "attention",
                "decode attention, one layer; bytes = K and V rows read = sum_b kv_len_b * Hkv * (k_row + v_row); "
                "FLOPs = sum_b kv_len_b * Hq * (4 * head_dim + 5) (q.k and p.v 2 * head_dim each, softmax 5); "
-               "paged = 16-token blocks in shuffled order, contiguous = one max-length block per sequence");
+               "paged = 16-token blocks in shuffled order, paged-64 = 64-token blocks in shuffled order, contiguous = one "
+               "max-length block per sequence");
   const Model models[] = {{"smollm2-135m", 9, 3, 64}, {"llama3-8b", 32, 8, 128}};
   const std::vector<int64_t> ctxs = opt.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 2048, 8192, 32768};
   const std::vector<int64_t> batches = opt.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 32};
@@ -190,10 +193,12 @@ int run(const Options& opt) {
         // runs under the same load.
         struct Variant {
           KvType t;
+          int64_t bt;  // tokens a block: 16 (paged), 64 (paged-64) or ctx (contiguous)
           bool paged;
           Pools p;
           PageTable pt;
         };
+        const auto impl_of = [&](const Variant& v) { return !v.paged ? "contiguous" : v.bt == 16 ? "paged" : "paged-64"; };
         std::vector<Variant> vs;
         for (KvType t : types) {
           if (t != KvType::f32 && std::any_of(opt.only.begin(), opt.only.end(), is_type) &&
@@ -203,9 +208,10 @@ int run(const Options& opt) {
             skipped.push_back(shape + " " + kv_type_name(t));
             continue;
           }
-          for (bool paged : {true, false}) {
-            const int64_t bt = paged ? 16 : ctx, per_seq = ctx / bt;
-            Variant v{t, paged, make_pools(m, t, B * per_seq, bt), {}};
+          for (int64_t bt : {int64_t(16), int64_t(64), ctx}) {
+            const bool paged = bt < ctx;
+            const int64_t per_seq = ctx / bt;
+            Variant v{t, bt, paged, make_pools(m, t, B * per_seq, bt), {}};
             v.pt.indptr.push_back(0);
             v.pt.indices.resize(size_t(B * per_seq));
             std::iota(v.pt.indices.begin(), v.pt.indices.end(), 0);
@@ -223,7 +229,7 @@ int run(const Options& opt) {
         AttentionOptions one_chunk;
         one_chunk.prefill_chunk = int64_t(1) << 30;
         for (const Variant& v : vs)
-          if (v.paged) {
+          if (v.bt == 16) {
             fns.push_back([&] { attention_prefill(q.data(), qo_one.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data()); });
             if (B == 1)
               fns.push_back([&] {
@@ -232,12 +238,12 @@ int run(const Options& opt) {
           }
         uint64_t sink = 0;  // the read rows, f32 only: the largest, most memory-bound layout
         for (const Variant& v : vs)
-          if (v.t == KvType::f32) fns.push_back([&] { sink ^= read_rows(v.p, v.pt, m); });
+          if (v.t == KvType::f32 && v.bt != 64) fns.push_back([&] { sink ^= read_rows(v.p, v.pt, m); });
         const std::vector<double> ms = interleaved_median_ms(fns, opt.quick ? 1 : 7, opt.quick ? 0.002 : 0.03);
         for (size_t i = 0; i < vs.size(); ++i) {
           const Variant& v = vs[i];
           const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
-          Row r{"attention", v.paged ? "paged" : "contiguous", "decode", shape, kv_type_name(v.t), ms[i],
+          Row r{"attention", impl_of(v), "decode", shape, kv_type_name(v.t), ms[i],
                 double(bytes) / (ms[i] * 1e6), {}};
           r.extra["splits"] = std::to_string(attention_decode_splits(v.p.view, v.pt.view(), ctx));
           add_roofline_fields(r, m, v.t, ctx, B, bytes, ms[i]);
@@ -245,7 +251,7 @@ int run(const Options& opt) {
         }
         size_t next = vs.size();
         for (const Variant& v : vs)
-          if (v.paged) {
+          if (v.bt == 16) {
             const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
             for (const char* op : {"prefill1", "prefill1-1chunk"}) {
               if (B != 1 && std::string(op) != "prefill1") continue;  // prefill1-1chunk: batch 1 only
@@ -254,7 +260,7 @@ int run(const Options& opt) {
             }
           }
         for (size_t i = next, j = 0; i < ms.size(); ++j)
-          if (vs[j].t == KvType::f32) {
+          if (vs[j].t == KvType::f32 && vs[j].bt != 64) {
             const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(KvType::f32, m.D);
             rep.add({"attention", vs[j].paged ? "paged" : "contiguous", "read", shape, "f32", ms[i],
                      double(bytes) / (ms[i] * 1e6), {{"checksum", std::to_string(sink & 1)}}});
@@ -267,6 +273,7 @@ int run(const Options& opt) {
   const double triad = stream_triad_gbps(threads, opt.quick ? (48u << 20) : (768u << 20));
   rep.add({"attention", "stream", "triad", std::to_string(threads) + " threads", "f64", 1.0, triad, {}});
   rep.ratios("paged", {"contiguous"});
+  rep.ratios("paged-64", {"contiguous"});
   // the engine's path (one-token prefill) against decode, paged, per shape and type
   for (const Row& a : rep.rows())
     if (a.impl == "paged" && (a.op == "prefill1" || a.op == "prefill1-1chunk"))
