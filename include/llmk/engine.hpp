@@ -6,8 +6,11 @@
 // together while others decode (continuous batching: requests submitted at
 // any time join at the next step). The model runs once on the batch, one
 // token is sampled per sequence (llmk::sample: temperature 0 = greedy), and a
-// sequence finishes on an end-of-generation token, at max_tokens, or when its
-// text contains a stop string (the text is cut before it).
+// sequence finishes on an end-of-generation token, at max_tokens, when its
+// text contains a stop string (the text is cut before it), or when it fills the
+// whole KV cache: a token sampled when prompt + earlier tokens take every slot
+// of the cache has no slot even with the sequence alone, so it is the last one
+// (Finish::length, fewer than max_tokens tokens).
 // KV memory: before a step, every decoding sequence needs room for one more
 // token; when the cache's blocks run out, the most recently admitted sequence
 // is preempted: its blocks are freed and it goes back to the front of the
@@ -39,6 +42,7 @@ struct Request {
   std::vector<std::string> stop;   // stop strings (need a tokenizer)
 };
 
+// length: max_tokens reached, or the sequence filled the whole KV cache (above).
 enum class Finish : uint8_t { running, eos, length, stop };
 const char* finish_name(Finish f);
 
@@ -62,7 +66,7 @@ struct EngineConfig {
   std::optional<KvType> kv_v_type;  // V's type when it differs from K's (e.g. int4 rotated K, int8 V)
   bool kv_rotate = false;           // Hadamard-rotate K before it is stored (KvCacheConfig::k_rotate)
   int64_t block_tokens = 16;
-  int64_t kv_tokens = 8192;         // cache capacity in tokens (rounded up to blocks)
+  int64_t kv_tokens = 8192;         // cache capacity in tokens (rounded up to blocks): bounds a prompt and a sequence
   int64_t max_seqs = 64;            // sequences running at once
   int64_t max_batch_tokens = 1024;  // prefill tokens a step may admit (a longer prompt runs alone)
 };
@@ -83,7 +87,9 @@ class Engine {
   // (then only max_tokens ends a request). Both must outlive the engine.
   Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& cfg);
   ~Engine();
-  int64_t submit(Request r);  // InvalidArgument naming a bad field
+  // InvalidArgument naming a bad field (sampling parameters as llmk::sample checks them, a prompt longer than
+  // the cache's token slots); a rejected request changes nothing.
+  int64_t submit(Request r);
   // One step; `on_event` sees every new token. Returns false when idle.
   bool step(const std::function<void(const Event&)>& on_event = {});
   // Runs until every submitted request is finished; outputs in submit order.

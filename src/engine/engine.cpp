@@ -15,6 +15,7 @@
 #include "llmk/error.hpp"
 #include "llmk/kv_cache.hpp"
 #include "llmk/tokenizer.hpp"
+#include "sample/sample_math.hpp"
 
 namespace llmk {
 
@@ -53,7 +54,19 @@ class PagedKv final : public KvStore {
   float scale_;
 };
 
-KvCacheConfig kv_config(const Model& m, const EngineConfig& c) {
+// The cache for `c`. The EngineConfig fields the arithmetic uses are checked
+// first, under their own names (validate() would name KvCacheConfig's fields,
+// budget_bytes included, which the caller never set): block_tokens divides
+// and, like the KV types, sizes a block in kv_block_bytes, which must not
+// overflow; kv_tokens' block count and bytes are formed with overflow checks
+// (a wrapped budget built a tiny cache silently).
+KvCacheConfig kv_config(const Model& m, const EngineConfig& c, const char* fn) {
+  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= (int64_t(1) << 20), fn, "block_tokens", c.block_tokens,
+                 "must be in [1, 2^20]");
+  LLMK_CHECK_ARG(int(c.kv_type) <= int(KvType::int4), fn, "kv_type", int(c.kv_type), "must be a KvType");
+  if (c.kv_v_type)
+    LLMK_CHECK_ARG(int(*c.kv_v_type) <= int(KvType::int4), fn, "kv_v_type", int(*c.kv_v_type), "must be a KvType");
+  LLMK_CHECK_ARG(c.kv_tokens > 0, fn, "kv_tokens", c.kv_tokens, "must be > 0");
   KvCacheConfig k;
   k.n_layers = m.config().n_layer;
   k.n_kv_heads = m.config().n_head_kv;
@@ -62,8 +75,12 @@ KvCacheConfig kv_config(const Model& m, const EngineConfig& c) {
   k.k_type = c.kv_type;
   k.v_type = c.kv_v_type.value_or(c.kv_type);
   k.k_rotate = c.kv_rotate;
-  k.budget_bytes = (c.kv_tokens + c.block_tokens - 1) / c.block_tokens * kv_block_bytes(k);
-  validate(k, "Engine");
+  const int64_t blocks = c.kv_tokens / c.block_tokens + (c.kv_tokens % c.block_tokens != 0);
+  LLMK_CHECK_ARG(blocks < (int64_t(1) << 31) && !__builtin_mul_overflow(blocks, kv_block_bytes(k), &k.budget_bytes),
+                 fn, "kv_tokens", c.kv_tokens,
+                 "needs " + std::to_string(blocks) + " blocks of " + std::to_string(c.block_tokens) +
+                     " tokens: the cache holds fewer than 2^31 blocks, of at most 2^63 bytes in all");
+  validate(k, fn);
   return k;
 }
 
@@ -87,6 +104,7 @@ struct Engine::Impl {
   const Tokenizer* tok;
   EngineConfig cfg;
   PagedKv kv;
+  int64_t capacity;  // token slots in the cache: the most one sequence can hold
   std::deque<Seq*> waiting;
   std::vector<Seq*> running;  // admission order
   std::vector<std::unique_ptr<Seq>> all;
@@ -94,7 +112,11 @@ struct Engine::Impl {
   std::vector<float> logits;
 
   Impl(Model& m, const Tokenizer* t, const EngineConfig& c)
-      : model(m), tok(t), cfg(c), kv(kv_config(m, c), m.config().n_head, m.config().d_head()) {}
+      : model(m),
+        tok(t),
+        cfg(c),
+        kv(kv_config(m, c, "Engine"), m.config().n_head, m.config().d_head()),
+        capacity(kv.cache.manager().num_blocks() * c.block_tokens) {}
 
   void preempt(Seq* s) {
     kv.cache.free_sequence(s->kv);
@@ -169,9 +191,10 @@ struct Engine::Impl {
       if (!reserve(s, feed, sl)) {
         kv.cache.free_sequence(s->kv);
         s->kv = -1;
-        LLMK_CHECK_ARG(!running.empty() || !groups.empty() || prefill > 0, "Engine::step", "request " + std::to_string(s->id),
-                       std::to_string(feed.size()) + " tokens",
-                       "does not fit in the KV cache (kv_tokens = " + std::to_string(cfg.kv_tokens) + ")");
+        // submit() and the cache-full finish keep every feed within `capacity`, so an empty cache takes it.
+        if (running.empty() && groups.empty() && prefill == 0)
+          throw RuntimeError("Engine::step: request " + std::to_string(s->id) + "'s " + std::to_string(feed.size()) +
+                             " tokens do not fit in an empty KV cache");
         break;
       }
       waiting.pop_front();
@@ -216,7 +239,8 @@ struct Engine::Impl {
       s->generated.push_back(t);
       s->out.tokens.push_back(t);
       if (tok && tok->is_eog(t)) s->out.finish = Finish::eos;
-      const bool at_max = int64_t(s->generated.size()) >= s->req.max_tokens;
+      // A full cache has no slot for t even with s alone in it: t is s's last token (engine.hpp).
+      const bool at_max = int64_t(s->generated.size()) >= s->req.max_tokens || s->cached >= capacity;
       std::string piece = text_of(s, t, s->out.finish != Finish::running || at_max);
       if (s->out.finish == Finish::running && at_max) s->out.finish = Finish::length;
       s->out.text += piece;
@@ -241,7 +265,7 @@ void forward_sequence(Model& model, const EngineConfig& kv_cfg, std::span<const 
   LLMK_CHECK_ARG(T > 0, "forward_sequence", "tokens", "(empty)", "must hold at least one token");
   EngineConfig c = kv_cfg;
   c.kv_tokens = T;
-  PagedKv kv(kv_config(model, c), model.config().n_head, model.config().d_head());
+  PagedKv kv(kv_config(model, c, "forward_sequence"), model.config().n_head, model.config().d_head());
   const int64_t s = kv.cache.add_sequence();
   if (kv.cache.append(s, tokens, &kv.slots) != KvStatus::ok) throw RuntimeError("forward_sequence: KV cache too small");
   kv.qo_indptr = {0, T};
@@ -253,7 +277,6 @@ void forward_sequence(Model& model, const EngineConfig& kv_cfg, std::span<const 
 }
 
 Engine::Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& cfg) {
-  LLMK_CHECK_ARG(cfg.kv_tokens > 0, "Engine", "kv_tokens", cfg.kv_tokens, "must be > 0");
   LLMK_CHECK_ARG(cfg.max_seqs > 0, "Engine", "max_seqs", cfg.max_seqs, "must be > 0");
   LLMK_CHECK_ARG(cfg.max_batch_tokens > 0, "Engine", "max_batch_tokens", cfg.max_batch_tokens, "must be > 0");
   p_ = std::make_unique<Impl>(model, tokenizer, cfg);
@@ -267,8 +290,14 @@ int64_t Engine::submit(Request r) {
   LLMK_CHECK_ARG(r.max_tokens >= 1, "Engine::submit", "max_tokens", r.max_tokens, "must be >= 1");
   LLMK_CHECK_ARG(r.stop.empty() || p_->tok, "Engine::submit", "stop", r.stop.size(), "stop strings need a tokenizer");
   for (const auto& s : r.stop) LLMK_CHECK_ARG(!s.empty(), "Engine::submit", "stop", "\"\"", "must not be empty");
-  // Compared without forming the sum (max_tokens may be near INT64_MAX).
+  // The sampler's own check, here so a bad request is never queued (sample() would throw mid-step, after the
+  // model ran); its "row" is the id this request gets.
+  sample_math::check_params("Engine::submit", r.sampling, int64_t(p_->all.size()));
   const int64_t np = int64_t(r.prompt.size()), n_ctx = p_->model.config().n_ctx;
+  LLMK_CHECK_ARG(np <= p_->capacity, "Engine::submit", "prompt", std::to_string(np) + " tokens",
+                 "does not fit in the KV cache (kv_tokens = " + std::to_string(p_->cfg.kv_tokens) + ": " +
+                     std::to_string(p_->capacity) + " token slots)");
+  // Compared without forming the sum (max_tokens may be near INT64_MAX).
   LLMK_CHECK_ARG(p_->model.config().arch != Arch::gpt2 || (np <= n_ctx && r.max_tokens <= n_ctx - np),
                  "Engine::submit", "prompt + max_tokens",
                  std::to_string(np) + " + " + std::to_string(r.max_tokens),

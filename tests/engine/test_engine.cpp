@@ -209,9 +209,133 @@ TEST(Engine, BadRequestsNameTheField) {
   r.stop = {"x"};
   EXPECT_THROW(e.submit(r), InvalidArgument);  // stop strings need a tokenizer
   r.stop.clear();
-  r.prompt = prompt(40, 3);  // needs 3 blocks, the cache holds 2
-  e.submit(r);
-  EXPECT_THROW(e.run(), InvalidArgument);
+  r.prompt = prompt(40, 3);  // needs 3 blocks, the cache holds 2: rejected here, not mid-run
+  try {
+    e.submit(r);
+    ADD_FAILURE() << "a 40-token prompt accepted by a 32-token cache";
+  } catch (const InvalidArgument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("'prompt' = 40 tokens"), std::string::npos) << ex.what();
+  }
+  EXPECT_TRUE(e.run().empty());
+}
+
+// Sampling parameters are checked at submit, naming the field: a bad request is
+// never queued, so the valid request before it still runs to its end (the bad
+// one used to throw from the sampler mid-step, after the model ran, and leave a
+// sequence with no token behind).
+TEST(Engine, BadSamplingIsRejectedAtSubmit) {
+  Model m = Model::random(tiny(), WType::f32, 14);
+  Engine e(m, nullptr, EngineConfig{});
+  Request ok;
+  ok.prompt = prompt(3, 6);
+  ok.max_tokens = 4;
+  EXPECT_EQ(e.submit(ok), 0);
+  const auto bad = [&](const char* field, auto set) {
+    Request r;
+    r.prompt = prompt(2, 7);
+    r.max_tokens = 4;
+    set(r.sampling);
+    try {
+      e.submit(r);
+      ADD_FAILURE() << field << " accepted";
+    } catch (const InvalidArgument& ex) {
+      EXPECT_NE(std::string(ex.what()).find("Engine::submit: argument '" + std::string(field)), std::string::npos)
+          << ex.what();
+    }
+  };
+  bad("top_p", [](SamplingParams& p) { p.top_p = 2; });
+  bad("temperature", [](SamplingParams& p) { p.temperature = -1; });
+  bad("top_k", [](SamplingParams& p) { p.top_k = -1; });
+  bad("min_p", [](SamplingParams& p) { p.min_p = 1; });
+  bad("repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 0; });
+  bad("presence_penalty", [](SamplingParams& p) { p.presence_penalty = std::numeric_limits<float>::infinity(); });
+  const auto outs = e.run();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].finish, Finish::length);
+  EXPECT_EQ(outs[0].tokens, alone(m, ok, KvType::f32));
+  EXPECT_FALSE(e.step());
+}
+
+// A sequence that fills the whole KV cache ends with Finish::length on its last
+// token, which it keeps (engine.hpp): 32 slots hold a 4-token prompt and 28
+// generated tokens, and the 29th, sampled from the full cache, is the last.
+// Two such requests take turns (the newer is preempted and recomputed) and a
+// request behind them still runs; a prompt of exactly the cache's size gets one token.
+TEST(Engine, RequestThatFillsTheCacheEndsWithItsTokens) {
+  Model m = Model::random(tiny(), WType::f32, 15);
+  EngineConfig c;
+  c.kv_tokens = 32;
+  c.block_tokens = 16;
+  Engine e(m, nullptr, c);
+  Request big_a, big_b, small, full;
+  big_a.prompt = prompt(4, 20);
+  big_b.prompt = prompt(4, 21);
+  big_a.max_tokens = big_b.max_tokens = 100;
+  small.prompt = prompt(5, 22);
+  small.max_tokens = 3;
+  full.prompt = prompt(32, 23);
+  full.max_tokens = 5;
+  for (const Request* r : {&big_a, &big_b, &small, &full}) e.submit(*r);
+  std::vector<std::vector<int32_t>> streamed(4);
+  std::vector<Finish> last(4, Finish::running);
+  const auto outs = e.run([&](const Event& ev) {
+    EXPECT_EQ(last[size_t(ev.id)], Finish::running) << "an event after the last one of request " << ev.id;
+    streamed[size_t(ev.id)].push_back(ev.token);
+    last[size_t(ev.id)] = ev.finish;
+  });
+  ASSERT_EQ(outs.size(), 4u);
+  const int64_t want[] = {29, 29, 3, 1};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(int64_t(outs[i].tokens.size()), want[i]) << "request " << i;
+    EXPECT_EQ(outs[i].finish, Finish::length) << "request " << i;
+    EXPECT_EQ(last[i], Finish::length) << "request " << i;
+    EXPECT_EQ(streamed[i], outs[i].tokens) << "request " << i;
+  }
+  // The same tokens as the first ones of a run with room to spare.
+  Request a = big_a, b = big_b;
+  a.max_tokens = b.max_tokens = 29;
+  EXPECT_EQ(outs[0].tokens, alone(m, a, KvType::f32));
+  EXPECT_EQ(outs[1].tokens, alone(m, b, KvType::f32));
+  EXPECT_EQ(outs[2].tokens, alone(m, small, KvType::f32));
+  EXPECT_GT(e.stats().preemptions, 0);
+  EXPECT_FALSE(e.step());
+}
+
+// EngineConfig fields are checked before any arithmetic uses them, each under
+// its own name: block_tokens = 0 used to divide by zero, a huge kv_tokens
+// wrapped the cache's byte budget (building a tiny cache silently) or failed
+// naming budget_bytes, a field the caller never set.
+TEST(Engine, BadConfigsNameTheField) {
+  Model m = Model::random(tiny(), WType::f32, 16);
+  const auto expect_bad = [&](const char* field, auto set) {
+    EngineConfig c;
+    set(c);
+    for (int which = 0; which < 2; ++which) {
+      const char* fn = which == 0 ? "llmk::Engine: " : "llmk::forward_sequence: ";
+      try {
+        if (which == 0) {
+          Engine e(m, nullptr, c);
+        } else {
+          const auto toks = prompt(4, 1);
+          std::vector<float> lg(toks.size() * size_t(m.config().n_vocab));
+          forward_sequence(m, c, toks, lg.data());
+        }
+        // forward_sequence sizes its own cache: kv_tokens is not the caller's there.
+        if (which == 0 || std::string(field) != "kv_tokens") ADD_FAILURE() << fn << field << " accepted";
+      } catch (const InvalidArgument& ex) {
+        EXPECT_NE(std::string(ex.what()).find(std::string(fn) + "argument '" + field + "'"), std::string::npos)
+            << ex.what();
+      }
+    }
+  };
+  expect_bad("block_tokens", [](EngineConfig& c) { c.block_tokens = 0; });
+  expect_bad("block_tokens", [](EngineConfig& c) { c.block_tokens = -16; });
+  expect_bad("block_tokens", [](EngineConfig& c) { c.block_tokens = int64_t(1) << 40; });
+  expect_bad("kv_type", [](EngineConfig& c) { c.kv_type = KvType(9); });
+  expect_bad("kv_v_type", [](EngineConfig& c) { c.kv_v_type = KvType(9); });
+  for (int64_t n : {int64_t(0), int64_t(-1), (int64_t(1) << 55) + 128, int64_t(1) << 62,
+                    std::numeric_limits<int64_t>::max()})
+    expect_bad("kv_tokens", [n](EngineConfig& c) { c.kv_tokens = n; });
 }
 
 // GPT-2 has learned positions: prompt + max_tokens must fit n_ctx, checked
