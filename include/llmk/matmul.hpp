@@ -33,13 +33,19 @@ struct WeightView {
   int64_t row_bytes = 0;  // >= wtype_row_bytes(type, cols)
 };
 
+// Throws InvalidArgument naming fn and the field unless w is well formed: rows, cols >= 0, data not null
+// when rows > 0, cols a multiple of 32 for a block type, row_bytes >= wtype_row_bytes(type, cols). Every
+// function below checks its W with it.
+void check_weight(const char* fn, const WeightView& w);
+
 // y[m, n] = sum_k x[m, k] * W[n, k] for m < M. x: [M, ldx] f32, y: [M, ldy] f32.
 void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t ldy, int64_t M);
 
 // The oracle: the same product with exact x and the dequantized W, in double.
 void matmul_ref(const float* x, int64_t ldx, const WeightView& w, double* y, int64_t ldy, int64_t M);
 
-// Row n of W, dequantized (embedding lookups; the f64 form is the oracles'). out: [K].
+// Row n of W, dequantized (embedding lookups; the f64 form is the oracles'). n in [0, N); out: [K], not
+// null, and (the f32 form) not overlapping W.
 void dequantize_row(const WeightView& w, int64_t n, float* out);
 void dequantize_row_f64(const WeightView& w, int64_t n, double* out);
 

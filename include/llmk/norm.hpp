@@ -5,10 +5,13 @@
 //
 // Conventions:
 //  - x, dy, y, dx are [N, D] views (TensorView::matrix) of one dtype (f32, f16
-//    or bf16), last dimension contiguous, any row stride >= D. All arithmetic
-//    is f32; var is the biased (1/D) variance, as in torch.
+//    or bf16), last dimension contiguous (stride[1] = 1; any when D = 1), any
+//    row stride >= D. All arithmetic is f32; var is the biased (1/D)
+//    variance, as in torch.
 //  - weight and bias are [D] vectors, f32 or the dtype of x; either may be
-//    absent (an empty TensorView: weight = 1, bias = 0).
+//    absent (an empty TensorView: weight = 1, bias = 0). Every vector
+//    argument (weight, bias, mean, rstd, dweight, dbias) may have any shape of
+//    that many elements whose strides make them consecutive ([D], [1, D], ...).
 //  - The saved statistics mean[N] and rstd[N] are f32; the backward uses only
 //    them (x_hat is recomputed from x), so nothing of size N*D is saved.
 //  - Every output is WRITTEN, never accumulated: y, mean, rstd, dx, and the

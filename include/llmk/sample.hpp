@@ -58,7 +58,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // finite; 0 = off
 };
 
-// A row's previous tokens (for the penalties); tokens[i] in [0, V).
+// A row's previous tokens (for the penalties); n >= 0, tokens[i] in [0, V).
 struct TokenHistory {
   const int32_t* tokens = nullptr;  // [n]
   int64_t n = 0;
@@ -92,8 +92,12 @@ LLMK_HD inline double uniform01(uint64_t seed, uint64_t step, uint64_t row) {
   return double(((uint64_t(o[0]) << 32) | o[1]) >> 11) * 0x1p-53;
 }
 
-// The batch API: tokens[b] for each row of logits (f32 [B, V], CPU, any row
-// stride), params [B], history [B] (null: no penalties anywhere).
+// The batch API: tokens[b] for each row of logits (f32 [B, V], CPU, 4-byte
+// aligned, last dimension contiguous: stride[1] = 1 unless V = 1; any row
+// stride >= V), params [B], history [B] (null: no penalties anywhere; each
+// row's n >= 0, tokens not null when n > 0). tokens [B] must not overlap the
+// logits, params or a history. A failed call (a bad argument, a row whose
+// softmax is undefined) writes no token.
 void sample(const TensorView& logits, const SamplingParams* params, const TokenHistory* history, uint64_t seed,
             uint64_t step, int32_t* tokens /* [B] */);
 

@@ -1,7 +1,8 @@
 // TensorView: a small non-owning view (pointer, dtype, device, shape, strides).
 // Shapes and strides are 64-bit and counted in elements, so offsets never
 // overflow (llama2.c's 13B lesson). Most ops take 2-D views [rows, cols] whose
-// last dimension is contiguous and whose row stride may exceed cols.
+// last dimension is contiguous (stride[1] = 1: the ops reject another, since
+// their kernels take a row stride only) and whose row stride may exceed cols.
 // Buffer: an owning, 64-byte-aligned host allocation.
 #pragma once
 #include <cstddef>

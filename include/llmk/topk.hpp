@@ -1,8 +1,9 @@
 // Fused softmax + top-k: for each row of logits [B, V] (f32, f16 or bf16, last
-// dimension contiguous, any row stride >= V), the K largest probabilities of
-// softmax(logits / T), normalized over the whole row, with their indices, in
-// one read of the logits. Serves sampling (V 32k..256k, K 1..1024) and MoE
-// routing (V 8..512, K 1..8). All outputs are overwritten.
+// dimension contiguous: stride[1] = 1 unless V = 1; any row stride >= V), the
+// K largest probabilities of softmax(logits / T), normalized over the whole
+// row, with their indices, in one read of the logits. Serves sampling (V
+// 32k..256k, K 1..1024) and MoE routing (V 8..512, K 1..8). All outputs are
+// overwritten.
 //
 // Semantics (every one is tested in tests/topk/):
 //  - Order: descending by logit, ties to the lower index. softmax is monotone,

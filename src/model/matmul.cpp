@@ -51,15 +51,22 @@ int64_t wtype_row_bytes(WType t, int64_t k) {
   return 0;
 }
 
+void check_weight(const char* fn, const WeightView& w) {
+  LLMK_CHECK_ARG(w.rows >= 0 && w.cols >= 0, fn, "w.rows/cols", std::to_string(w.rows) + "x" + std::to_string(w.cols),
+                 "must be >= 0");
+  LLMK_CHECK_ARG(w.data || w.rows == 0, fn, "w.data", w.data, "must not be null");
+  // Named here: wtype_row_bytes would name itself and its 'k'.
+  LLMK_CHECK_ARG(!wtype_is_quantized(w.type) || w.cols % kQBlock == 0, fn, "w.cols", w.cols,
+                 std::string("must be a multiple of 32 for ") + wtype_name(w.type));
+  LLMK_CHECK_ARG(w.row_bytes >= wtype_row_bytes(w.type, w.cols), fn, "w.row_bytes", w.row_bytes,
+                 "must be >= " + std::to_string(wtype_row_bytes(w.type, w.cols)) + " for " + wtype_name(w.type));
+}
+
 namespace {
 
 void check(const char* fn, const float* x, int64_t ldx, const WeightView& w, const void* y, int64_t ldy, int64_t M) {
   LLMK_CHECK_ARG(M >= 0, fn, "M", M, "must be >= 0");
-  LLMK_CHECK_ARG(w.rows >= 0 && w.cols >= 0, fn, "w.rows/cols", std::to_string(w.rows) + "x" + std::to_string(w.cols),
-                 "must be >= 0");
-  LLMK_CHECK_ARG(w.data || w.rows == 0, fn, "w.data", w.data, "must not be null");
-  LLMK_CHECK_ARG(w.row_bytes >= wtype_row_bytes(w.type, w.cols), fn, "w.row_bytes", w.row_bytes,
-                 "must be >= " + std::to_string(wtype_row_bytes(w.type, w.cols)) + " for " + wtype_name(w.type));
+  check_weight(fn, w);
   if (M == 0) return;
   LLMK_CHECK_ARG(x || w.cols == 0, fn, "x", x, "must not be null");
   LLMK_CHECK_ARG(y || w.rows == 0, fn, "y", y, "must not be null");
@@ -181,8 +188,13 @@ void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t 
 }
 
 void dequantize_row(const WeightView& w, int64_t n, float* out) {
-  LLMK_CHECK_ARG(n >= 0 && n < w.rows, "dequantize_row", "n", n, "must be in [0, " + std::to_string(w.rows) + ")");
-  LLMK_CHECK_ARG(out, "dequantize_row", "out", out, "must not be null");
+  const char* fn = "dequantize_row";
+  check_weight(fn, w);
+  LLMK_CHECK_ARG(n >= 0 && n < w.rows, fn, "n", n, "must be in [0, " + std::to_string(w.rows) + ")");
+  LLMK_CHECK_ARG(out, fn, "out", out, "must not be null");
+  // out is written while row n is read; over another row it would change W itself.
+  LLMK_CHECK_ARG(!ranges_overlap(out, w.cols * 4, w.data, w.rows * w.row_bytes), fn, "out", out,
+                 "must not overlap w.data");
   const char* r = static_cast<const char*>(w.data) + n * w.row_bytes;
   const int64_t K = w.cols;
   switch (w.type) {

@@ -34,13 +34,15 @@ double weight(const WeightView& w, int64_t n, int64_t k) {
 }  // namespace
 
 void dequantize_row_f64(const WeightView& w, int64_t n, double* out) {
-  LLMK_CHECK_ARG(n >= 0 && n < w.rows, "dequantize_row_f64", "n", n, "must be in [0, " + std::to_string(w.rows) + ")");
+  const char* fn = "dequantize_row_f64";
+  check_weight(fn, w);
+  LLMK_CHECK_ARG(n >= 0 && n < w.rows, fn, "n", n, "must be in [0, " + std::to_string(w.rows) + ")");
+  LLMK_CHECK_ARG(out, fn, "out", out, "must not be null");
   for (int64_t k = 0; k < w.cols; ++k) out[k] = weight(w, n, k);
 }
 
 void matmul_ref(const float* x, int64_t ldx, const WeightView& w, double* y, int64_t ldy, int64_t M) {
-  LLMK_CHECK_ARG(w.row_bytes >= wtype_row_bytes(w.type, w.cols), "matmul_ref", "w.row_bytes", w.row_bytes,
-                 "too small for the row");
+  check_weight("matmul_ref", w);
   std::vector<double> row(size_t(w.cols));
   for (int64_t n = 0; n < w.rows; ++n) {
     dequantize_row_f64(w, n, row.data());

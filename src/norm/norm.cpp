@@ -27,12 +27,22 @@ bool elem_aligned(const TensorView& v) {
   return reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) == 0;
 }
 
+// The kernels take a row stride only and read each row's D elements as
+// contiguous, so a 2-d view's element stride must be 1 (a single column's is
+// never used). describe() shows no element stride: the value names it.
+void check_last_contiguous(const char* fn, const char* arg, const TensorView& v) {
+  LLMK_CHECK_ARG(v.cols() <= 1 || v.stride[1] == 1, fn, arg,
+                 v.describe() + ", stride[1] " + std::to_string(v.stride[1]),
+                 "last dimension must be contiguous (stride[1] = 1)");
+}
+
 // The [N, D] input every call normalizes.
 void check_x(const char* fn, const TensorView& x) {
   LLMK_CHECK_ARG(x.ndim == 2, fn, "x", x.describe(), "must be a 2-d [N, D] view");
   LLMK_CHECK_ARG(is_float(x.dtype), fn, "x", x.describe(), "dtype must be f32, f16 or bf16");
   LLMK_CHECK_ARG(x.rows() >= 0 && x.cols() >= 1, fn, "x", x.describe(), "needs N >= 0 and D >= 1");
   LLMK_CHECK_ARG(x.rows() <= 1 || x.row_stride() >= x.cols(), fn, "x", x.describe(), "row stride must be >= D");
+  check_last_contiguous(fn, "x", x);
   LLMK_CHECK_ARG(x.rows() == 0 || !x.empty(), fn, "x", x.describe(), "data must not be null");
   LLMK_CHECK_ARG(elem_aligned(x), fn, "x", x.data, "must be aligned to its element size");
   LLMK_CHECK_ARG(x.device == Device::cpu || cuda_compiled(), fn, "x", x.describe(),
@@ -46,14 +56,35 @@ void check_like_x(const char* fn, const char* arg, const TensorView& v, const Te
   LLMK_CHECK_ARG(v.dtype == x.dtype, fn, arg, v.describe(), std::string("must have x's dtype ") + dtype_name(x.dtype));
   LLMK_CHECK_ARG(v.device == x.device, fn, arg, v.describe(), std::string("must be on x's device ") + device_name(x.device));
   LLMK_CHECK_ARG(v.rows() <= 1 || v.row_stride() >= v.cols(), fn, arg, v.describe(), "row stride must be >= D");
+  check_last_contiguous(fn, arg, v);
   LLMK_CHECK_ARG(v.rows() == 0 || !v.empty(), fn, arg, v.describe(), "data must not be null");
   LLMK_CHECK_ARG(elem_aligned(v), fn, arg, v.data, "must be aligned to its element size");
 }
 
-// A contiguous vector of n elements on x's device (dtype checked by the caller).
+// True when v's elements are dense in row-major order (a dimension of one element may have any stride; a
+// negative extent is never dense, so two of them cannot pass for a positive element count).
+bool dense(const TensorView& v) {
+  int64_t expected = 1;
+  for (int i = v.ndim - 1; i >= 0; --i) {
+    if (v.shape[i] < 0 || (v.shape[i] > 1 && v.stride[i] != expected)) return false;
+    expected *= v.shape[i];
+  }
+  return true;
+}
+
+// describe() and every stride (describe() shows a row stride only).
+std::string with_strides(const TensorView& v) {
+  std::string s = v.describe() + ", strides [";
+  for (int i = 0; i < v.ndim; ++i) s += (i ? ", " : "") + std::to_string(v.stride[i]);
+  return s + "]";
+}
+
+// A contiguous vector of n elements on x's device (dtype checked by the caller): any shape of n elements
+// ([n], [1, n], [n, 1], ...) that is dense, since the kernels read it as n consecutive values.
 void check_vector(const char* fn, const char* arg, const TensorView& v, int64_t n, const TensorView& x) {
-  LLMK_CHECK_ARG(v.numel() == n && (v.ndim == 1 || v.rows() == 1 || (v.cols() == 1 && v.row_stride() == 1)), fn,
-                 arg, v.describe(), "must be a contiguous vector of " + std::to_string(n) + " elements");
+  const std::string need = "must be a contiguous vector of " + std::to_string(n) + " elements";
+  LLMK_CHECK_ARG(v.numel() == n, fn, arg, v.describe(), need);
+  LLMK_CHECK_ARG(dense(v), fn, arg, with_strides(v), need);
   LLMK_CHECK_ARG(v.device == x.device, fn, arg, v.describe(), std::string("must be on x's device ") + device_name(x.device));
   LLMK_CHECK_ARG(n == 0 || !v.empty(), fn, arg, v.describe(), "data must not be null");
   LLMK_CHECK_ARG(elem_aligned(v), fn, arg, v.data, "must be aligned to its element size");

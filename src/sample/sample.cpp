@@ -38,6 +38,13 @@ namespace {
 
 using sample_math::check_params;
 
+// A row's history where it enters the API: n >= 0 and, when n > 0, tokens to read.
+void check_history(const char* fn, const TokenHistory& h, int64_t row) {
+  const std::string at = " (row " + std::to_string(row) + ")";
+  LLMK_CHECK_ARG(h.n >= 0, fn, "history.n" + at, h.n, "must be >= 0");
+  LLMK_CHECK_ARG(h.n == 0 || h.tokens != nullptr, fn, "history.tokens" + at, h.tokens, "null with n > 0");
+}
+
 int32_t argmax(const float* z, int64_t v) {
   int64_t best = 0;
   for (int64_t j = 1; j < v; ++j)
@@ -50,9 +57,11 @@ int32_t argmax(const float* z, int64_t v) {
 int32_t sample_row(const float* logits, int64_t v, const SamplingParams& p, const TokenHistory& history, double u,
                    std::vector<float>& z) {
   const char* fn = "sample_row";
-  LLMK_CHECK_ARG(logits != nullptr && v >= 1, fn, "v", v, "needs logits and V >= 1");
+  LLMK_CHECK_ARG(v >= 1 && v <= INT32_MAX, fn, "v", v, "needs 1 <= V <= 2^31 - 1");
+  LLMK_CHECK_ARG(logits != nullptr, fn, "logits", logits, "must not be null");
   LLMK_CHECK_ARG(u >= 0 && u < 1, fn, "u", u, "must be in [0, 1)");
   check_params(fn, p, 0);
+  check_history(fn, history, 0);
   z.assign(logits, logits + v);
   for (int64_t i = 0; i < history.n; ++i)
     LLMK_CHECK_ARG(history.tokens[i] >= 0 && history.tokens[i] < v, fn, "history token", history.tokens[i],
@@ -91,27 +100,49 @@ int32_t sample_row(const float* logits, int64_t v, const SamplingParams& p, cons
 void sample(const TensorView& logits, const SamplingParams* params, const TokenHistory* history, uint64_t seed,
             uint64_t step, int32_t* tokens) {
   const char* fn = "sample";
+  // Row b is read at data + b * row_stride, its V elements consecutive (as softmax_topk's view).
   LLMK_CHECK_ARG(logits.ndim == 2 && logits.dtype == DType::f32 && logits.device == Device::cpu, fn, "logits",
                  logits.describe(), "must be f32 [B, V] on the CPU");
-  LLMK_CHECK_ARG(logits.cols() >= 1 && logits.cols() <= INT32_MAX, fn, "logits", logits.describe(),
-                 "needs 1 <= V <= 2^31 - 1");
+  LLMK_CHECK_ARG(logits.rows() >= 0 && logits.cols() >= 1 && logits.cols() <= INT32_MAX, fn, "logits",
+                 logits.describe(), "needs B >= 0 and 1 <= V <= 2^31 - 1");
+  LLMK_CHECK_ARG(logits.rows() <= 1 || logits.row_stride() >= logits.cols(), fn, "logits", logits.describe(),
+                 "row stride must be >= V");
+  LLMK_CHECK_ARG(logits.cols() <= 1 || logits.stride[1] == 1, fn, "logits",
+                 logits.describe() + ", stride[1] " + std::to_string(logits.stride[1]),
+                 "last dimension must be contiguous (stride[1] = 1)");
+  LLMK_CHECK_ARG(logits.rows() == 0 || logits.data != nullptr, fn, "logits", logits.describe(), "data is null");
+  LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(logits.data) % alignof(float) == 0, fn, "logits", logits.describe(),
+                 "data must be 4-byte aligned");
   const int64_t rows = logits.rows(), v = logits.cols();
   LLMK_CHECK_ARG(rows == 0 || params != nullptr, fn, "params", params, "must not be null");
   LLMK_CHECK_ARG(rows == 0 || tokens != nullptr, fn, "tokens", tokens, "must not be null");
   for (int64_t b = 0; b < rows; ++b) {
     check_params(fn, params[b], b);
-    if (history) LLMK_CHECK_ARG(history[b].n == 0 || history[b].tokens, fn, "history", b, "tokens null with n > 0");
+    if (history) check_history(fn, history[b], b);
   }
+  // tokens is the one output: it may not lie in anything still read.
+  const int64_t tbytes = rows * int64_t(sizeof(int32_t));
+  LLMK_CHECK_ARG(!views_overlap(TensorView::vector(tokens, DType::i32, rows), logits), fn, "tokens", tokens,
+                 "must not overlap the logits " + logits.describe());
+  LLMK_CHECK_ARG(!ranges_overlap(tokens, tbytes, params, rows * int64_t(sizeof(SamplingParams))), fn, "tokens",
+                 tokens, "must not overlap the params");
+  for (int64_t b = 0; history && b < rows; ++b)
+    LLMK_CHECK_ARG(!ranges_overlap(tokens, tbytes, history[b].tokens, history[b].n * int64_t(sizeof(int32_t))), fn,
+                   "tokens", tokens, "must not overlap the history of row " + std::to_string(b));
+  // A row can still fail (undefined softmax, a history token outside [0, V)): the tokens are kept here until
+  // every row has its own, so a failed call writes none.
+  std::vector<int32_t> picked(static_cast<size_t>(rows));
   std::vector<float> scratch;
   for (int64_t b = 0; b < rows; ++b) {
     const float* row = logits.ptr<const float>() + b * logits.row_stride();
     try {
-      tokens[b] = sample_row(row, v, params[b], history ? history[b] : TokenHistory{}, uniform01(seed, step, b),
-                             scratch);
+      picked[size_t(b)] = sample_row(row, v, params[b], history ? history[b] : TokenHistory{},
+                                     uniform01(seed, step, b), scratch);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(std::string(e.what()) + " (sample: row " + std::to_string(b) + ")");
     }
   }
+  std::copy(picked.begin(), picked.end(), tokens);
 }
 
 SampleCudaPlan sample_cuda_plan(const SamplingParams* params, int64_t rows, int64_t v) {

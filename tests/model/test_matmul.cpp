@@ -336,4 +336,39 @@ TEST(Matmul, BadArgumentsNameThemselves) {
   EXPECT_NO_THROW(matmul(x.data(), 16, small, x.data() + 16, 2, 1));
 }
 
+// dequantize_row and its double form check W as matmul does: a row_bytes too
+// small for the row (an over-read past the buffer), K not a multiple of 32 for
+// a block type (out[32..] never written), null data, and out over W.
+TEST(Matmul, DequantizeRowChecksTheWeight) {
+  std::vector<uint8_t> wb(4096);
+  std::vector<float> out(64, -7.0f);
+  std::vector<double> out64(64, -7.0);
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  const auto expect = [&](const WeightView& w, int64_t n, std::initializer_list<const char*> pieces) {
+    const std::string m = msg([&] { dequantize_row(w, n, out.data()); });
+    const std::string m64 = msg([&] { dequantize_row_f64(w, n, out64.data()); });
+    for (const char* p : pieces) {
+      EXPECT_NE(m.find(p), std::string::npos) << m << " lacks " << p;
+      EXPECT_NE(m64.find(p), std::string::npos) << m64 << " lacks " << p;
+    }
+    EXPECT_NE(m.find("dequantize_row:"), std::string::npos) << m;
+    EXPECT_NE(m64.find("dequantize_row_f64:"), std::string::npos) << m64;
+    EXPECT_EQ(out[0], -7.0f);
+    EXPECT_EQ(out64[0], -7.0);
+  };
+  expect(WeightView{wb.data(), WType::f32, 2, 8, 16}, 1, {"'w.row_bytes' = 16", "must be >= 32"});
+  expect(WeightView{wb.data(), WType::q8_0, 1, 40, 68}, 0, {"'w.cols' = 40", "multiple of 32"});
+  expect(WeightView{nullptr, WType::f32, 1, 8, 32}, 0, {"'w.data'", "must not be null"});
+  expect(WeightView{wb.data(), WType::f32, 1, -8, 32}, 0, {"'w.rows/cols'", "1x-8"});
+  expect(WeightView{wb.data(), WType::f32, 2, 8, 32}, 2, {"'n' = 2", "[0, 2)"});
+  EXPECT_NE(msg([&] { dequantize_row_f64(WeightView{wb.data(), WType::f32, 2, 8, 32}, 0, nullptr); }).find("'out'"),
+            std::string::npos);
+  // out over any row of W (the one read, or one a later call reads) would change the weights.
+  float* in_w = reinterpret_cast<float*>(wb.data()) + 12;
+  EXPECT_NE(msg([&] { dequantize_row(WeightView{wb.data(), WType::f32, 2, 8, 32}, 0, in_w); })
+                .find("must not overlap w.data"),
+            std::string::npos);
+  EXPECT_NO_THROW(dequantize_row(WeightView{wb.data(), WType::f32, 2, 8, 32}, 1, in_w + 4));  // right after W
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 // output and between strided rows; special values; the large-mean stability
 // case (a naive one-pass variance fails it, ours passes); determinism; and the
 // error messages of bad arguments.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -361,6 +362,54 @@ TEST(Norm, BadArgumentsNameTheArgumentAndValue) {
           layer_norm(TensorView::matrix(x.data(), DType::f32, N, D, D, Device::cuda), {}, {}, 1e-5f, Y, M, R);
         },
         {"'x'", "built without CUDA"});
+}
+
+// The kernels take only a row stride: a view whose last dimension is not
+// contiguous (stride[1] != 1), or a vector with stride[0] != 1, would be read
+// as if it were (wrong rstd, no error). Such views are named, and a failed
+// call writes nothing. A dimension of one element may have any stride.
+TEST(Norm, NonUnitElementStrideIsAnError) {
+  const int64_t D = 4;
+  float buf[8] = {0, 9, 1, 9, 2, 9, 3, 9}, y[8], rstd[2] = {-7, -7}, w[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  std::fill(y, y + 8, -7.0f);
+  TensorView x = TensorView::matrix(buf, DType::f32, 1, D);
+  x.stride[1] = 2;  // elements 0, 1, 2, 3 at buf[0], buf[2], buf[4], buf[6]
+  const auto Y = TensorView::matrix(y, DType::f32, 1, D), R = TensorView::vector(rstd, DType::f32, 1);
+  expect_invalid([&] { rms_norm(x, {}, 1e-5f, Y, R); }, {"llmk::rms_norm", "'x'", "stride[1] 2", "contiguous"});
+  EXPECT_EQ(rstd[0], -7.0f) << "a rejected call wrote rstd";
+  EXPECT_EQ(y[0], -7.0f) << "a rejected call wrote y";
+  const auto X = TensorView::matrix(buf, DType::f32, 1, D);
+  TensorView strided_y = Y;
+  strided_y.stride[1] = 2;
+  expect_invalid([&] { rms_norm(X, {}, 1e-5f, strided_y, R); }, {"'y'", "stride[1] 2", "contiguous"});
+  expect_invalid([&] { rms_norm_backward(x, X, {}, R, Y, {}); }, {"llmk::rms_norm_backward", "'dy'", "stride[1] 2"});
+  TensorView strided_w = TensorView::vector(w, DType::f32, D);
+  strided_w.stride[0] = 2;
+  expect_invalid([&] { rms_norm(X, strided_w, 1e-5f, Y, R); }, {"'weight'", "strides [2]", "contiguous vector"});
+  float mean[4];
+  TensorView strided_mean = TensorView::vector(mean, DType::f32, 2);
+  strided_mean.stride[0] = 2;
+  const auto X2 = TensorView::matrix(buf, DType::f32, 2, D), Y2 = TensorView::matrix(y, DType::f32, 2, D);
+  expect_invalid([&] { layer_norm(X2, {}, {}, 1e-5f, Y2, strided_mean, TensorView::vector(rstd, DType::f32, 2)); },
+                 {"'mean'", "strides [2]", "contiguous vector"});
+  // A 3-d [2, 1, 4] "vector" of 8 elements whose leading stride leaves a gap.
+  TensorView gapped = TensorView::vector(w, DType::f32, D);
+  gapped.ndim = 3;
+  gapped.shape[0] = 2, gapped.shape[1] = 1, gapped.shape[2] = 2;
+  gapped.stride[0] = 3, gapped.stride[1] = 2, gapped.stride[2] = 1;
+  expect_invalid([&] { rms_norm(X, gapped, 1e-5f, Y, R); }, {"'weight'", "strides [3, 2, 1]"});
+  TensorView negative = TensorView::matrix(w, DType::f32, 1, D);  // [-1, -4]: 4 elements by the product
+  negative.shape[0] = -1, negative.shape[1] = -D;
+  expect_invalid([&] { rms_norm(X, negative, 1e-5f, Y, R); }, {"'weight'", "f32[-1, -4]"});
+  // One column: its stride is never used, any value is fine.
+  float one[2] = {2, -4}, out[2], r1[2], ref_out[2], ref_r[2];
+  TensorView col = TensorView::matrix(one, DType::f32, 2, 1);
+  col.stride[1] = 5;
+  rms_norm(col, {}, 1e-5f, TensorView::matrix(out, DType::f32, 2, 1), TensorView::vector(r1, DType::f32, 2));
+  rms_norm(TensorView::matrix(one, DType::f32, 2, 1), {}, 1e-5f, TensorView::matrix(ref_out, DType::f32, 2, 1),
+           TensorView::vector(ref_r, DType::f32, 2));
+  EXPECT_EQ(0, std::memcmp(out, ref_out, sizeof out));
+  EXPECT_EQ(0, std::memcmp(r1, ref_r, sizeof r1));
 }
 
 // An output may not share memory with an input (it would overwrite a row

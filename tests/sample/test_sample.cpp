@@ -250,6 +250,107 @@ TEST(Sample, BadArguments) {
   EXPECT_THROW(sample(TensorView::matrix(x.data(), DType::f16, 1, 3), one, nullptr, 0, 0, tok), InvalidArgument);
 }
 
+// sample() reads row b at data + b * row_stride, elements contiguous: every
+// view that breaks that is named as 'logits' before any row is read (a
+// negative row stride was a read far outside the buffer, negative rows
+// returned with no token written, null data was reported as 'v').
+TEST(Sample, LogitsViewIsChecked) {
+  std::vector<float> x = {0, 9, 1, 9, 2, 9, 3, 9};
+  const SamplingParams greedy[2] = {{0.0f}, {0.0f}};
+  int32_t tok[2] = {-7, -7};
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  auto expect = [&](const TensorView& v, std::initializer_list<const char*> pieces) {
+    const std::string m = msg([&] { sample(v, greedy, nullptr, 0, 0, tok); });
+    for (const char* piece : pieces) EXPECT_NE(m.find(piece), std::string::npos) << m << " lacks " << piece;
+    EXPECT_EQ(tok[0], -7) << m;
+  };
+  TensorView strided = TensorView::matrix(x.data(), DType::f32, 1, 4);
+  strided.stride[1] = 2;  // greedy on the elements 0, 1, 2, 3 is token 3; read as contiguous it was 1
+  expect(strided, {"llmk::sample", "'logits'", "stride[1] 2", "contiguous"});
+  TensorView negative_stride = TensorView::matrix(x.data(), DType::f32, 2, 4);
+  negative_stride.stride[0] = -100;
+  expect(negative_stride, {"'logits'", "row_stride -100", "row stride must be >= V"});
+  TensorView negative_rows = TensorView::matrix(x.data(), DType::f32, 1, 4);
+  negative_rows.shape[0] = -3;
+  expect(negative_rows, {"'logits'", "f32[-3, 4]"});
+  expect(TensorView::matrix(nullptr, DType::f32, 2, 4), {"'logits'", "data is null"});
+  expect(TensorView::matrix(reinterpret_cast<char*>(x.data()) + 1, DType::f32, 1, 4), {"'logits'", "aligned"});
+  // One column: its stride is never used.
+  TensorView col = TensorView::matrix(x.data(), DType::f32, 2, 1, 4);
+  col.stride[1] = 3;
+  sample(col, greedy, nullptr, 0, 0, tok);
+  EXPECT_EQ(tok[0], 0);
+  EXPECT_EQ(tok[1], 0);
+  // sample_row names a null row as 'logits', a bad V as 'v'.
+  std::vector<float> scratch;
+  EXPECT_NE(msg([&] { sample_row(nullptr, 8, {}, {}, 0.5, scratch); }).find("'logits'"), std::string::npos);
+  EXPECT_NE(msg([&] { sample_row(x.data(), 0, {}, {}, 0.5, scratch); }).find("'v' = 0"), std::string::npos);
+}
+
+// tokens is written row by row while later rows (and their histories and
+// params) are still read: tokens inside them is named, and nothing is written.
+TEST(Sample, TokensMustNotOverlapInputs) {
+  std::vector<float> x(8, 0.0f);
+  x[1] = 1;  // row 0's greedy token is 1: written over x[4], a nonzero denormal
+  x[6] = 1;  // row 1's greedy token is 2
+  const SamplingParams greedy[2] = {{0.0f}, {0.0f}};
+  const auto view = TensorView::matrix(x.data(), DType::f32, 2, 4);
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  int32_t* in_row1 = reinterpret_cast<int32_t*>(x.data() + 4);
+  const std::string m = msg([&] { sample(view, greedy, nullptr, 0, 0, in_row1); });
+  EXPECT_NE(m.find("'tokens'"), std::string::npos) << m;
+  EXPECT_NE(m.find("must not overlap the logits"), std::string::npos) << m;
+  EXPECT_EQ(x[4], 0.0f) << "a rejected call wrote a token into the logits";
+  std::vector<int32_t> hist = {1, 1, 1, 1};
+  const TokenHistory h[2] = {{hist.data(), 2}, {hist.data() + 2, 2}};
+  EXPECT_NE(msg([&] { sample(view, greedy, h, 0, 0, hist.data() + 1); }).find("must not overlap the history of row 0"),
+            std::string::npos);
+  EXPECT_EQ(hist[1], 1);
+  SamplingParams params[3] = {{0.0f}, {0.0f}, {0.0f}};
+  EXPECT_NE(msg([&] { sample(view, params, nullptr, 0, 0, reinterpret_cast<int32_t*>(&params[1])); })
+                .find("must not overlap the params"),
+            std::string::npos);
+  int32_t tok[2];
+  sample(view, greedy, h, 0, 0, tok);  // separate buffers: fine
+  EXPECT_EQ(tok[1], 2);
+}
+
+// A history's n and tokens are checked where a TokenHistory enters the API:
+// a null tokens with n > 0 was a read of address 0, n < 0 was ignored.
+TEST(Sample, HistoryMustBeWellFormed) {
+  std::vector<float> x = {1, 2, 3};
+  std::vector<float> scratch;
+  const int32_t t[1] = {0};
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  const std::string null_tokens = msg([&] { sample_row(x.data(), 3, {}, {nullptr, 3}, 0.5, scratch); });
+  EXPECT_NE(null_tokens.find("'history.tokens (row 0)'"), std::string::npos) << null_tokens;
+  const std::string negative = msg([&] { sample_row(x.data(), 3, {}, {t, -1}, 0.5, scratch); });
+  EXPECT_NE(negative.find("'history.n (row 0)' = -1"), std::string::npos) << negative;
+  const SamplingParams one[2] = {};
+  const TokenHistory h[2] = {{t, 1}, {t, -2}};
+  int32_t tok[2] = {-7, -7};
+  const std::string batch =
+      msg([&] { sample(TensorView::matrix(x.data(), DType::f32, 2, 1), one, h, 0, 0, tok); });
+  EXPECT_NE(batch.find("'history.n (row 1)' = -2"), std::string::npos) << batch;
+  EXPECT_EQ(tok[0], -7);
+  EXPECT_EQ(sample_row(x.data(), 3, {0.0f}, {nullptr, 0}, 0.5, scratch), 2);  // no history: fine
+}
+
+// A row that fails after earlier rows were sampled (NaN logits, a history
+// token outside [0, V)) leaves every token as it was: a failed call writes nothing.
+TEST(Sample, FailedBatchWritesNoToken) {
+  std::vector<float> x = {1, 2, 3, NAN, 0, 0};
+  const SamplingParams params[2] = {};
+  int32_t tok[2] = {-7, -7};
+  EXPECT_THROW(sample(TensorView::matrix(x.data(), DType::f32, 2, 3), params, nullptr, 0, 0, tok), InvalidArgument);
+  EXPECT_EQ(tok[0], -7);
+  x[3] = 0;
+  const int32_t bad[1] = {5};
+  const TokenHistory h[2] = {{}, {bad, 1}};
+  EXPECT_THROW(sample(TensorView::matrix(x.data(), DType::f32, 2, 3), params, h, 0, 0, tok), InvalidArgument);
+  EXPECT_EQ(tok[0], -7);
+}
+
 // No rows: no tokens, and no params or tokens buffer needed (an empty batch's
 // vectors may hand over null; that was "'params' = 0: must not be null").
 TEST(Sample, EmptyBatchNeedsNoBuffers) {

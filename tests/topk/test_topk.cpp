@@ -553,6 +553,36 @@ TEST(SoftmaxTopk, BadArguments) {
   EXPECT_EQ(i[0], 0);
 }
 
+// The scans read a row as contiguous: a view with stride[1] != 1 would give
+// the top-k of the wrong elements (top-1 index 1 here, where the answer is 3).
+// It is named, by the op, the oracle and the baseline, and nothing is written.
+// A single column's stride is never used: any value is fine.
+TEST(SoftmaxTopk, NonUnitLastStrideIsAnError) {
+  float buf[8] = {0, 9, 1, 9, 2, 9, 3, 9};
+  TensorView x = TensorView::matrix(buf, DType::f32, 1, 4);
+  x.stride[1] = 2;  // elements 0, 1, 2, 3 at buf[0], buf[2], buf[4], buf[6]
+  float p = -7;
+  int32_t i = -7;
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  const std::string m = msg([&] { softmax_topk(x, 1, 1.0f, {&p, &i, nullptr, nullptr}); });
+  for (const char* piece : {"llmk::softmax_topk", "'logits'", "stride[1] 2", "contiguous"})
+    EXPECT_NE(m.find(piece), std::string::npos) << m << " lacks " << piece;
+  EXPECT_EQ(p, -7.0f);
+  EXPECT_EQ(i, -7);
+  EXPECT_NE(msg([&] { softmax_topk_ref(x, 1, 1.0f, {&p, &i, nullptr, nullptr}); }).find("stride[1] 2"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { softmax_topk_naive(x, 1, 1.0f, {&p, &i, nullptr, nullptr}); }).find("stride[1] 2"),
+            std::string::npos);
+  TensorView col = TensorView::matrix(buf, DType::f32, 2, 1, 4);
+  col.stride[1] = 3;
+  float probs[2];
+  int32_t idx[2] = {-1, -1};
+  softmax_topk(col, 1, 1.0f, {probs, idx, nullptr, nullptr});
+  EXPECT_EQ(idx[0], 0);
+  EXPECT_EQ(idx[1], 0);
+  EXPECT_EQ(probs[0], 1.0f);
+}
+
 // The AVX2 and AVX-512 versions of a function, those this CPU can run.
 template <class Fn>
 std::vector<std::pair<const char*, Fn>> isa_fns(Fn avx2, Fn avx512) {
