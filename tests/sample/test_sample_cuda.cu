@@ -412,6 +412,11 @@ TEST(SampleCudaSanitize, BadArguments) {
   const auto odd = TensorView::matrix(reinterpret_cast<float*>(reinterpret_cast<char*>(d.x.data()) + 2), DType::f32,
                                       1, 1000, 2000, Device::cuda);
   EXPECT_NE(err([&] { sample_cuda(odd, p.data(), {}, 0, 0, tok.data()); }).find("4-byte aligned"), std::string::npos);
+  auto strided = view;  // every other logit of a row: the kernels would read the row as consecutive floats
+  strided.shape[1] = 1000, strided.stride[1] = 2;
+  EXPECT_NE(err([&] { sample_cuda(strided, p.data(), {}, 0, 0, tok.data()); }).find("stride[1] 2"), std::string::npos);
+  EXPECT_NE(err([&] { penalize_cuda(strided, p.data(), d.history(b), view, tok.data()); }).find("stride[1] 2"),
+            std::string::npos);
   EXPECT_NE(err([&] { sample_cuda(view, p.data(), {nullptr, d.hist.data(), 3}, 0, 0, tok.data()); })
                 .find("history.indptr"),
             std::string::npos);
