@@ -108,7 +108,7 @@ class KvBlockManager {
   int64_t length(int64_t seq) const;
   std::span<const int32_t> blocks(int64_t seq) const;
   std::span<const int32_t> tokens(int64_t seq) const;
-  int32_t refcount(int32_t block) const { return blocks_[size_t(block)].ref; }
+  int32_t refcount(int32_t block) const;  // block in [0, num_blocks)
   PageTable page_table(std::span<const int64_t> seqs) const;
   KvStats stats() const;
   int64_t num_blocks() const { return int64_t(blocks_.size()); }
@@ -187,7 +187,12 @@ class KvCache {
   // With k_rotate, each K head row is rotated (into a copy) before it is quantized.
   void write(int64_t layer, std::span<const int64_t> slots, const float* k, const float* v);
   KvLayerView layer(int64_t l) const;
-  void copy_block(int32_t src, int32_t dst);  // every layer, K and V
+  // Copies every layer's K and V rows of block src into block dst (a copy-on-write
+  // copy; append() does its own). src and dst: distinct blocks in [0, num_blocks);
+  // dst must be held by exactly one sequence (refcount 1, the caller's): writing a
+  // shared block, or one no sequence holds (free, or cached for prefix reuse),
+  // would change rows other sequences read. InvalidArgument otherwise, nothing copied.
+  void copy_block(int32_t src, int32_t dst);
 
  private:
   uint8_t* pool(int64_t layer, int kv) const;  // kv: 0 = K, 1 = V

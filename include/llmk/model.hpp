@@ -80,14 +80,17 @@ class KvStore {
 };
 
 // A dense f32 cache [layer, seq, pos, 2, d_kv] (llama2.c's): the simplest
-// correct store, the oracle of the paged one. Any batch order works.
+// correct store, the oracle of the paged one. Any batch order works. store()
+// and attend() take layers in [0, n_layer), batch.seq in [0, max_seqs) and
+// batch.pos in [0, max_pos); they check the whole batch before writing anything.
 class DenseKv final : public KvStore {
  public:
-  DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos);
+  DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos);  // c must pass c.validate()
   void store(int64_t layer, const Batch& b, const float* k, const float* v) override;
   void attend(int64_t layer, const Batch& b, const float* q, float* out) override;
 
  private:
+  void check(const char* fn, int64_t layer, const Batch& b) const;
   float* row(int64_t layer, int32_t seq, int64_t pos) { return data_.data() + ((layer * seqs_ + seq) * max_pos_ + pos) * 2 * dkv_; }
   int64_t layers_, seqs_, max_pos_, dkv_, dh_, nh_, group_;
   std::vector<float> data_;
@@ -108,7 +111,7 @@ class Model {
   void add_to_gguf(gguf::Writer& w) const;
 
   const ModelConfig& config() const { return cfg_; }
-  const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }
+  const LayerWeights& layer(int64_t i) const;  // i in [0, n_layer)
   // Logits of the tokens with want = 1, in batch order: logits [n_want, n_vocab].
   // Returns n_want. Positions must be < n_ctx for learned positions. Uses
   // scratch owned by the model: one forward() at a time per Model.

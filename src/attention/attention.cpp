@@ -355,6 +355,11 @@ DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv) {
 }
 
 int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len) {
+  // attention_decode's own checks of the counts the split count divides by
+  const char* fn = "attention_decode_splits";
+  LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
+  LLMK_CHECK_ARG(pages.num_seqs >= 1, fn, "pages.num_seqs", pages.num_seqs, "must be >= 1");
+  LLMK_CHECK_ARG(max_kv_len >= 0, fn, "max_kv_len", max_kv_len, "must be >= 0");
 #ifdef LLMK_HAVE_CUDA
   if (kv.device == Device::cuda) return attn::decode_cuda_splits(pages.num_seqs * kv.n_kv_heads, max_kv_len);
 #endif

@@ -133,12 +133,13 @@ KvStatus KvBlockManager::append(int64_t seq, std::span<const int32_t> tokens, st
   const int64_t bt = block_tokens_, len = int64_t(s.tokens.size()), n = int64_t(tokens.size());
   if (n == 0) return KvStatus::ok;
   const bool partial = len % bt != 0;
-  // A partial block this sequence owns alone but that is still cached (its
-  // sharers truncated or freed it) leaves the cache before it is written.
-  if (partial && blocks_[size_t(s.blocks.back())].ref == 1) unhash(s.blocks.back());
   const bool cow = partial && blocks_[size_t(s.blocks.back())].ref > 1;
   const int64_t need = (len + n + bt - 1) / bt - (len + bt - 1) / bt + (cow ? 1 : 0);
   if (need > available_blocks()) return KvStatus::out_of_blocks;
+  // A partial block this sequence owns alone but that is still cached (its
+  // sharers truncated or freed it) leaves the cache before it is written; only
+  // now, so out_of_blocks keeps it cached.
+  if (partial && !cow) unhash(s.blocks.back());
   if (cow) {
     const int32_t old = s.blocks.back(), nb = take_block();
     copies->push_back({old, nb});
@@ -183,6 +184,12 @@ void KvBlockManager::free_sequence(int64_t seq) {
   // Tail first, so the LRU evicts a finished sequence's tail before its prefix.
   for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) release(*it);
   seqs_.erase(seq);
+}
+
+int32_t KvBlockManager::refcount(int32_t block) const {
+  LLMK_CHECK_ARG(block >= 0 && block < num_blocks(), "KvBlockManager::refcount", "block", block,
+                 "must be in [0, " + std::to_string(num_blocks()) + ")");
+  return blocks_[size_t(block)].ref;
 }
 
 int64_t KvBlockManager::length(int64_t seq) const {

@@ -87,6 +87,14 @@ uint8_t* KvCache::pool(int64_t layer, int kv) const {
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
+  const char* fn = "KvCache::copy_block";
+  const int64_t n = mgr_.num_blocks();
+  LLMK_CHECK_ARG(src >= 0 && src < n, fn, "src", src, "must be in [0, " + std::to_string(n) + ")");
+  LLMK_CHECK_ARG(dst >= 0 && dst < n, fn, "dst", dst, "must be in [0, " + std::to_string(n) + ")");
+  LLMK_CHECK_ARG(dst != src, fn, "dst", dst, "must differ from src");
+  LLMK_CHECK_ARG(mgr_.refcount(dst) == 1, fn, "dst", dst,
+                 "must be held by one sequence only (refcount " + std::to_string(mgr_.refcount(dst)) +
+                     "): other holders, or a later reuse_prefix(), would read the copy");
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     std::memcpy(pool(l, 0) + dst * k_block_bytes_, pool(l, 0) + src * k_block_bytes_, size_t(k_block_bytes_));
     std::memcpy(pool(l, 1) + dst * v_block_bytes_, pool(l, 1) + src * v_block_bytes_, size_t(v_block_bytes_));

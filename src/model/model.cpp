@@ -8,6 +8,7 @@
 #include "llmk/parallel.hpp"
 #include "llmk/dtype.hpp"
 #include "llmk/ggml_quants.hpp"
+#include "llmk/tensor.hpp"
 #include "model/model_internal.hpp"
 
 namespace llmk {
@@ -122,6 +123,12 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
   return m;
 }
 
+const LayerWeights& Model::layer(int64_t i) const {
+  LLMK_CHECK_ARG(i >= 0 && i < int64_t(layers_.size()), "Model::layer", "i", i,
+                 "must be in [0, n_layer = " + std::to_string(layers_.size()) + ")");
+  return layers_[size_t(i)];
+}
+
 int64_t Model::weight_bytes() const {
   int64_t n = tok_embd_.rows * tok_embd_.row_bytes;
   if (output_.data != tok_embd_.data) n += output_.rows * output_.row_bytes;
@@ -131,18 +138,50 @@ int64_t Model::weight_bytes() const {
   return n;
 }
 
+namespace {
+// The config is checked before DenseKv's members are computed from it: d_kv()
+// and the query group divide by its head counts.
+const ModelConfig& validated(const ModelConfig& c) {
+  c.validate();
+  return c;
+}
+}  // namespace
+
 DenseKv::DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos)
-    : layers_(c.n_layer), seqs_(max_seqs), max_pos_(max_pos), dkv_(c.d_kv()), dh_(c.d_head()), nh_(c.n_head),
-      group_(c.n_head / c.n_head_kv) {
+    : layers_(validated(c).n_layer), seqs_(max_seqs), max_pos_(max_pos), dkv_(c.d_kv()), dh_(c.d_head()),
+      nh_(c.n_head), group_(c.n_head / c.n_head_kv) {
   LLMK_CHECK_ARG(max_seqs > 0, "DenseKv", "max_seqs", max_seqs, "must be > 0");
   LLMK_CHECK_ARG(max_pos > 0, "DenseKv", "max_pos", max_pos, "must be > 0");
-  data_.assign(size_t(layers_ * seqs_ * max_pos_ * 2 * dkv_), 0.0f);
+  // A byte count that wraps would allocate a few floats and let store() write past them.
+  int64_t bytes = 0;
+  const bool overflow = __builtin_mul_overflow(layers_, seqs_, &bytes) ||
+                        __builtin_mul_overflow(bytes, max_pos_, &bytes) || __builtin_mul_overflow(bytes, dkv_, &bytes) ||
+                        __builtin_mul_overflow(bytes, int64_t(2 * sizeof(float)), &bytes);
+  LLMK_CHECK_ARG(!overflow, "DenseKv", "n_layer x max_seqs x max_pos x d_kv",
+                 std::to_string(layers_) + " x " + std::to_string(seqs_) + " x " + std::to_string(max_pos_) + " x " +
+                     std::to_string(dkv_),
+                 "the cache's bytes (K and V, f32) overflow a 64-bit integer");
+  data_.assign(size_t(bytes) / sizeof(float), 0.0f);
+}
+
+// Every token's row, checked before store() writes or attend() reads any of
+// them, so a refused call changes nothing.
+void DenseKv::check(const char* fn, int64_t layer, const Batch& b) const {
+  LLMK_CHECK_ARG(layer >= 0 && layer < layers_, fn, "layer", layer, "must be in [0, " + std::to_string(layers_) + ")");
+  LLMK_CHECK_ARG(b.pos.size() == b.tokens.size(), fn, "batch.pos.size", b.pos.size(), "must equal batch.tokens.size");
+  LLMK_CHECK_ARG(b.seq.size() == b.tokens.size(), fn, "batch.seq.size", b.seq.size(), "must equal batch.tokens.size");
+  for (size_t t = 0; t < b.tokens.size(); ++t) {
+    LLMK_CHECK_ARG(b.seq[t] >= 0 && b.seq[t] < seqs_, fn, "batch.seq[" + std::to_string(t) + "]", b.seq[t],
+                   "must be in [0, max_seqs = " + std::to_string(seqs_) + ")");
+    LLMK_CHECK_ARG(b.pos[t] >= 0 && b.pos[t] < max_pos_, fn, "batch.pos[" + std::to_string(t) + "]", b.pos[t],
+                   "must be in [0, max_pos = " + std::to_string(max_pos_) + ")");
+  }
 }
 
 void DenseKv::store(int64_t layer, const Batch& b, const float* k, const float* v) {
+  check("DenseKv::store", layer, b);
+  LLMK_CHECK_ARG(b.tokens.empty() || (k && v), "DenseKv::store", "k/v", "null", "must not be null");
   for (size_t t = 0; t < b.tokens.size(); ++t) {
-    LLMK_CHECK_ARG(b.seq[t] < seqs_, "DenseKv::store", "seq", b.seq[t], "must be < max_seqs = " + std::to_string(seqs_));
-    LLMK_CHECK_ARG(b.pos[t] < max_pos_, "DenseKv::store", "pos", b.pos[t], "must be < max_pos = " + std::to_string(max_pos_));
     float* r = row(layer, b.seq[t], b.pos[t]);
     std::copy_n(k + t * dkv_, dkv_, r);
     std::copy_n(v + t * dkv_, dkv_, r + dkv_);
@@ -150,7 +189,11 @@ void DenseKv::store(int64_t layer, const Batch& b, const float* k, const float* 
 }
 
 void DenseKv::attend(int64_t layer, const Batch& b, const float* q, float* out) {
+  const char* fn = "DenseKv::attend";
+  check(fn, layer, b);
   const int64_t T = int64_t(b.tokens.size());
+  LLMK_CHECK_ARG(T == 0 || (q && out), fn, "q/out", "null", "must not be null");
+  LLMK_CHECK_ARG(!ranges_overlap(out, T * nh_ * dh_ * 4, q, T * nh_ * dh_ * 4), fn, "out", out, "must not overlap q");
   const float scale = 1.0f / std::sqrt(float(dh_));
 #pragma omp parallel for num_threads(num_threads()) schedule(static) collapse(2)
   for (int64_t t = 0; t < T; ++t)

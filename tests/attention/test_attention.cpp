@@ -919,3 +919,45 @@ TEST(Attention, BadArgumentsAreNamed) {
   EXPECT_NE(msg([&] { attention_prefill(q.data(), qo2, L, f.pages.view(), 4, 0.1f, q.data()); }).find("must not overlap q"),
             std::string::npos);
 }
+
+// The split count of an empty batch or of a view without kv heads is an error
+// (attention_decode's own checks), not a division by zero.
+TEST(Attention, DecodeSplitsOfAnEmptyBatchAreNamed) {
+  KvCacheConfig cfg;
+  cfg.head_dim = 64;
+  const Filled f = test::make_filled(cfg, {5, 9}, 1);
+  const KvLayerView L = f.cache->layer(0);
+  EXPECT_GE(attention_decode_splits(L, f.pages.view(), 9), 1);
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  EXPECT_NE(msg([] { attention_decode_splits(KvLayerView{}, PageTableView{}, 0); }).find("'pages.num_seqs' = 0"),
+            std::string::npos);
+  KvLayerView none = L;
+  none.n_kv_heads = 0;
+  EXPECT_NE(msg([&] { attention_decode_splits(none, f.pages.view(), 9); }).find("'kv.n_kv_heads' = 0"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { attention_decode_splits(L, f.pages.view(), -1); }).find("'max_kv_len' = -1"), std::string::npos);
+}
+
+// The oracle checks its arguments as attention_prefill does: no kv heads, or
+// more new tokens than cached ones, are named.
+TEST(Attention, ReferenceBadArgumentsAreNamed) {
+  const int64_t Hq = 2, D = 16;
+  std::vector<float> q(2 * Hq * D, 1.0f), k(3 * Hq * D, 1.0f), v(k.size(), 1.0f);
+  std::vector<double> out(q.size(), -1.0);
+  const int64_t qo[] = {0, 2}, kv[] = {0, 3}, kv_short[] = {0, 1};
+  attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, Hq, D, 0.25, out.data());
+  EXPECT_EQ(out, std::vector<double>(q.size(), 1.0));
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  EXPECT_NE(msg([&] { attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, 0, D, 0.25, out.data()); })
+                .find("'n_kv_heads' = 0"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, 3, D, 0.25, out.data()); })
+                .find("'n_heads' = 2"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { attention_reference(q.data(), qo, k.data(), v.data(), kv_short, 1, Hq, Hq, D, 0.25, out.data()); })
+                .find("'qo_indptr[1]' = 2"),
+            std::string::npos);
+  EXPECT_THROW(attention_reference(q.data(), qo, k.data(), v.data(), kv, 0, Hq, Hq, D, 0.25, out.data()), InvalidArgument);
+  EXPECT_THROW(attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, Hq, 0, 0.25, out.data()), InvalidArgument);
+  EXPECT_THROW(attention_reference(nullptr, qo, k.data(), v.data(), kv, 1, Hq, Hq, D, 0.25, out.data()), InvalidArgument);
+}

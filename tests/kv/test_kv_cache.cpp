@@ -119,6 +119,27 @@ TEST(KvBlockManager, OutOfBlocksChangesNothing) {
   EXPECT_EQ(m.append(b, iota_tokens(1), &slots, &copies), KvStatus::out_of_blocks);
 }
 
+// A partial block the sequence owns alone but that is still cached (its full
+// twin was forked, the fork truncated, the original freed) stays cached when
+// the append runs out of blocks: out_of_blocks changes nothing.
+TEST(KvBlockManager, OutOfBlocksKeepsACachedPartialBlock) {
+  KvBlockManager m(2, 2);
+  std::vector<int64_t> slots;
+  std::vector<KvBlockCopy> copies;
+  const auto prompt = iota_tokens(2, 7);
+  const int64_t a = m.add_sequence();
+  ASSERT_EQ(m.append(a, prompt, &slots, &copies), KvStatus::ok);  // block 0 full, cached
+  const int64_t b = m.fork(a);
+  m.truncate(b, 1);
+  m.free_sequence(a);  // b holds block 0 alone, partial, still cached
+  slots.clear();
+  EXPECT_EQ(m.append(b, iota_tokens(4), &slots, &copies), KvStatus::out_of_blocks);  // needs 2 more, 1 left
+  EXPECT_TRUE(slots.empty());
+  EXPECT_EQ(m.length(b), 1);
+  m.free_sequence(b);
+  EXPECT_EQ(m.reuse_prefix(m.add_sequence(), prompt), 2);
+}
+
 TEST(KvBlockManager, TruncateReleasesBlocks) {
   KvBlockManager m(8, 4);
   const int64_t a = m.add_sequence();
@@ -250,6 +271,14 @@ TEST(KvBlockManager, BadArguments) {
   EXPECT_THROW(KvCache{cfg}, InvalidArgument);
 }
 
+TEST(KvBlockManager, RefcountChecksTheBlock) {
+  KvBlockManager m(2, 4);
+  EXPECT_EQ(m.refcount(1), 0);
+  const std::string msg = test::invalid_argument_message([&] { m.refcount(2); });
+  EXPECT_NE(msg.find("'block' = 2: must be in [0, 2)"), std::string::npos) << msg;
+  EXPECT_THROW(m.refcount(-1), InvalidArgument);
+}
+
 // 256 sequences of 1..4096 tokens, 16-token blocks: memory held <= 1.04x the
 // bytes of the tokens (the waste is each sequence's last, partial block).
 TEST(KvBlockManager, MemoryTarget) {
@@ -346,6 +375,37 @@ TEST(KvCache, WriteRejectsSlotsOfBlocksNoSequenceHolds) {
             std::string::npos) << m;
   const int64_t never[] = {7 * 4};  // a block never handed out
   EXPECT_THROW(c.write(0, never, k.data(), k.data()), InvalidArgument);
+}
+
+// copy_block writes a block only the caller holds, from another block of the
+// pool; a refused copy writes nothing.
+TEST(KvCache, CopyBlockChecksItsBlocks) {
+  KvCacheConfig cfg;
+  cfg.head_dim = 16, cfg.block_tokens = 4;
+  cfg.budget_bytes = 3 * kv_block_bytes(cfg);
+  KvCache c(cfg);
+  std::vector<int64_t> sa, sc;
+  const int64_t a = c.add_sequence(), s = c.add_sequence();
+  ASSERT_EQ(c.append(a, iota_tokens(4), &sa), KvStatus::ok);
+  ASSERT_EQ(c.append(s, iota_tokens(4, 500), &sc), KvStatus::ok);
+  const std::vector<float> ones(4 * 16, 1.0f), twos(4 * 16, 2.0f);
+  c.write(0, sa, ones.data(), ones.data());
+  c.write(0, sc, twos.data(), twos.data());
+  const int32_t ba = c.manager().blocks(a)[0], bs = c.manager().blocks(s)[0];
+  const int64_t b = c.fork(a);  // ba is shared now
+  const auto first_k = [&](int32_t blk) { return static_cast<const float*>(c.layer(0).k)[blk * 4 * 16]; };
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  EXPECT_NE(msg([&] { c.copy_block(ba, 3); }).find("'dst' = 3: must be in [0, 3)"), std::string::npos);
+  EXPECT_NE(msg([&] { c.copy_block(-1, bs); }).find("'src' = -1"), std::string::npos);
+  EXPECT_NE(msg([&] { c.copy_block(bs, bs); }).find("must differ from src"), std::string::npos);
+  EXPECT_NE(msg([&] { c.copy_block(bs, ba); }).find("'dst' = " + std::to_string(ba)), std::string::npos);  // shared
+  EXPECT_EQ(first_k(ba), 1.0f);
+  c.free_sequence(a);
+  c.free_sequence(b);  // ba: held by no sequence, cached for prefix reuse
+  EXPECT_THROW(c.copy_block(bs, ba), InvalidArgument);
+  EXPECT_EQ(first_k(ba), 1.0f);
+  c.copy_block(ba, bs);  // s holds bs alone
+  EXPECT_EQ(first_k(bs), 1.0f);
 }
 
 // Random operations against a plain model (each live sequence's token list),

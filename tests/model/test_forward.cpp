@@ -5,6 +5,7 @@
 // with other sequences of other lengths (batched vs one by one).
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "llmk/gguf.hpp"
@@ -162,6 +163,65 @@ TEST(Forward, BadBatchNamesTheArgument) {
   ModelConfig c = tiny(Arch::llama);
   c.n_head_kv = 3;
   EXPECT_THROW(Model::random(c, WType::f32, 1), InvalidArgument);
+}
+
+TEST(Forward, LayerIndexIsChecked) {
+  const Model m = Model::random(tiny(Arch::llama), WType::f32, 1);
+  EXPECT_EQ(m.layer(1).wq.rows, 64);
+  const std::string msg = test::invalid_argument_message([&] { m.layer(2); });
+  EXPECT_NE(msg.find("'i' = 2"), std::string::npos) << msg;
+  EXPECT_THROW(m.layer(-1), InvalidArgument);
+}
+
+// A config that fails validate() (its head counts are divisors) and a size
+// that wraps 64 bits are named by the constructor.
+TEST(DenseKv, BadShapesAreNamed) {
+  EXPECT_THROW(DenseKv(ModelConfig{}, 1, 1), InvalidArgument);
+  const std::string msg = test::invalid_argument_message([] { DenseKv(tiny(Arch::llama), 1, (int64_t(1) << 57) + 1); });
+  EXPECT_NE(msg.find("'n_layer x max_seqs x max_pos x d_kv' = 2 x 1 x 144115188075855873 x 32: the cache's bytes"),
+            std::string::npos) << msg;
+}
+
+// store() and attend() check every token's layer, sequence and position
+// before touching the cache: a refused store writes nothing.
+TEST(DenseKv, StoreAndAttendCheckTheWholeBatch) {
+  const ModelConfig c = tiny(Arch::llama);  // d_kv 32, 4 heads of 16
+  DenseKv kv(c, 2, 4);
+  const int64_t dkv = c.d_kv(), dq = c.n_head * c.d_head();
+  const int32_t tok[2] = {0, 0}, seq0[2] = {0, 0};
+  const int64_t pos0[2] = {0, 0};
+  const std::vector<float> ones(size_t(2 * dkv), 1.0f), fives(size_t(2 * dkv), 5.0f), q(size_t(2 * dq), 0.5f);
+  kv.store(0, {{tok, 1}, {pos0, 1}, {seq0, 1}, {}}, ones.data(), ones.data());
+  const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
+  const int64_t pos_bad[2] = {0, 4}, pos_neg[2] = {0, -1};
+  const int32_t seq_bad[2] = {0, 2}, seq_neg[2] = {0, -1};
+  EXPECT_NE(msg([&] { kv.store(0, {tok, pos_bad, seq0, {}}, fives.data(), fives.data()); })
+                .find("'batch.pos[1]' = 4: must be in [0, max_pos = 4)"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.store(0, {tok, pos_neg, seq0, {}}, fives.data(), fives.data()); }).find("'batch.pos[1]' = -1"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.store(0, {tok, pos0, seq_bad, {}}, fives.data(), fives.data()); }).find("'batch.seq[1]' = 2"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.store(0, {tok, pos0, seq_neg, {}}, fives.data(), fives.data()); }).find("'batch.seq[1]' = -1"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.store(2, {tok, pos0, seq0, {}}, fives.data(), fives.data()); }).find("'layer' = 2"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.store(0, {tok, {pos0, 1}, seq0, {}}, fives.data(), fives.data()); }).find("batch.pos.size"),
+            std::string::npos);
+  EXPECT_THROW(kv.store(0, {tok, pos0, seq0, {}}, nullptr, fives.data()), InvalidArgument);
+  // token 0 (seq 0, pos 0) of every refused store above was not written: its V still reads 1
+  std::vector<float> out(size_t(dq), -1.0f);
+  kv.attend(0, {{tok, 1}, {pos0, 1}, {seq0, 1}, {}}, q.data(), out.data());
+  EXPECT_EQ(out, std::vector<float>(size_t(dq), 1.0f));
+  EXPECT_NE(msg([&] { kv.attend(0, {tok, pos_bad, seq0, {}}, q.data(), out.data()); }).find("'batch.pos[1]' = 4"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.attend(0, {tok, pos_neg, seq0, {}}, q.data(), out.data()); }).find("'batch.pos[1]' = -1"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.attend(0, {tok, pos0, seq_bad, {}}, q.data(), out.data()); }).find("'batch.seq[1]' = 2"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { kv.attend(-1, {tok, pos0, seq0, {}}, q.data(), out.data()); }).find("'layer' = -1"),
+            std::string::npos);
+  EXPECT_THROW(kv.attend(0, {tok, pos0, seq0, {}}, q.data(), nullptr), InvalidArgument);
 }
 
 }  // namespace
