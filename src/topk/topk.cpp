@@ -431,7 +431,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
         // columns at a time (a register transpose), W streams at once, which
         // the hardware prefetcher follows poorly from DRAM (4096x64 K = 2,
         // logits cycled from DRAM, 2 threads: 0.153 -> 0.137 ms, scratch
-        // driver; docs/softmax_topk.md, fifteenth session).
+        // driver; docs/history/softmax_topk.md, fifteenth session).
         for (int64_t i = r0 + bw; i < std::min(rows, r0 + 2 * bw); ++i) {
           const uint8_t* next = base + size_t(i) * size_t(ld) * esz;
           for (size_t o = 0; o < size_t(v) * esz; o += 64) __builtin_prefetch(next + o, 0, 2);

@@ -114,7 +114,7 @@ enum class CandOrder { any, by_index, sorted };
 // 64 rows, 2 threads: K = 256, V = 50257 (~380 candidates a row) 1.25 -> 1.10
 // ms, K = 1024, V = 128256 4.39 -> 4.06 ms against nth_element first; B = 1
 // within 10% either way; from 64 candidates on (not 128) K = 50 lost (0.54 ->
-// 0.60 ms). The bucket pass: docs/softmax_topk.md, fifteenth session.
+// 0.60 ms). The bucket pass: docs/history/softmax_topk.md, fifteenth session.
 inline constexpr int64_t kBucketMin = 32, kBucketMax = 4096, kRadixSelect = 128;
 void best_first(Cand* c, int64_t n, int64_t want, bool by_index);
 
