@@ -43,12 +43,16 @@ struct Request {
 };
 
 // length: max_tokens reached, or the sequence filled the whole KV cache (above).
-enum class Finish : uint8_t { running, eos, length, stop };
+// error: the model's logits for the sequence were undefined (a NaN or +inf,
+// or all -inf: a broken model file, or overflow), so no token could be drawn;
+// the request ends without one (its last Event has token -1), keeping what it
+// produced before, and the other requests go on.
+enum class Finish : uint8_t { running, eos, length, stop, error };
 const char* finish_name(Finish f);
 
 struct Event {        // one new token of one request
   int64_t id;         // submit() order
-  int32_t token;
+  int32_t token;      // -1 on a Finish::error event (no token could be drawn)
   std::string text;   // its complete UTF-8 text (held back across a split character or a possible stop string)
   Finish finish;      // != running on the request's last event
 };

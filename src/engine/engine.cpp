@@ -25,6 +25,7 @@ const char* finish_name(Finish f) {
     case Finish::eos: return "eos";
     case Finish::length: return "length";
     case Finish::stop: return "stop";
+    case Finish::error: return "error";
   }
   return "?";
 }
@@ -137,7 +138,7 @@ struct Engine::Impl {
   std::string text_of(Seq* s, int32_t token, bool last) {
     if (!tok) return {};
     if (!s->dec) s->dec.emplace(*tok, true);
-    if (s->out.finish != Finish::eos) s->full += s->dec->push(token);
+    if (token >= 0 && s->out.finish != Finish::eos) s->full += s->dec->push(token);
     if (last) s->full += s->dec->finish();
     size_t hold = 0;
     for (const std::string& st : s->req.stop) {
@@ -145,7 +146,7 @@ struct Engine::Impl {
       const size_t at = s->full.find(st, from);
       if (at != std::string::npos) {
         s->full.resize(at);
-        s->out.finish = Finish::stop;
+        if (s->out.finish != Finish::error) s->out.finish = Finish::stop;
         hold = 0;
         break;
       }
@@ -233,12 +234,19 @@ struct Engine::Impl {
     for (size_t g = 0; g < groups.size(); ++g) {
       Seq* s = groups[g];
       s->cached += int64_t(slots[g].size());
-      int32_t t = 0;
-      sample(TensorView::matrix(logits.data() + int64_t(g) * V, DType::f32, 1, V), &s->req.sampling, nullptr,
-             s->req.seed, uint64_t(s->generated.size()), &t);
-      s->generated.push_back(t);
-      s->out.tokens.push_back(t);
-      if (tok && tok->is_eog(t)) s->out.finish = Finish::eos;
+      const float* row = logits.data() + int64_t(g) * V;
+      int32_t t = -1;
+      // An undefined row (a NaN / +inf / all -inf logit) would make sample() throw mid-step, after other
+      // sequences took their tokens: s ends with Finish::error instead, and the step goes on (engine.hpp).
+      if (sample_math::softmax_defined(row, V)) {
+        sample(TensorView::matrix(row, DType::f32, 1, V), &s->req.sampling, nullptr, s->req.seed,
+               uint64_t(s->generated.size()), &t);
+        s->generated.push_back(t);
+        s->out.tokens.push_back(t);
+        if (tok && tok->is_eog(t)) s->out.finish = Finish::eos;
+      } else {
+        s->out.finish = Finish::error;
+      }
       // A full cache has no slot for t even with s alone in it: t is s's last token (engine.hpp).
       const bool at_max = int64_t(s->generated.size()) >= s->req.max_tokens || s->cached >= capacity;
       std::string piece = text_of(s, t, s->out.finish != Finish::running || at_max);

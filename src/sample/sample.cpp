@@ -72,14 +72,9 @@ int32_t sample_row(const float* logits, int64_t v, const SamplingParams& p, cons
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     for (int32_t t : seen) z[t] = sample_math::penalize(z[t], p.repetition_penalty, p.presence_penalty);
   }
-  float m = z[0];
-  bool bad = false;
-  for (int64_t j = 0; j < v; ++j) {
-    bad |= std::isnan(z[j]) || z[j] == INFINITY;
-    m = std::max(m, z[j]);
-  }
-  LLMK_CHECK_ARG(!bad && m > -INFINITY, fn, "logits", "a row with NaN / +inf or all -inf",
+  LLMK_CHECK_ARG(sample_math::softmax_defined(z.data(), v), fn, "logits", "a row with NaN / +inf or all -inf",
                  "softmax of the row must be defined");
+  const float m = *std::max_element(z.begin(), z.end());  // no NaN here
   const sample_math::RowPlan plan = sample_math::plan_row(p, v);
   if (plan.mode == sample_math::kGreedy) return argmax(z.data(), v);
   if (plan.mode == sample_math::kFull) {

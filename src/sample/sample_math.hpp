@@ -32,6 +32,18 @@ void check_params(const char* fn, const SamplingParams& p, int64_t row);
 
 enum RowMode : int32_t { kGreedy = 0, kSorted = 1, kFull = 2 };
 
+// Whether softmax of the row z[0, v) is defined: no NaN, no +inf, not all
+// -inf (what sample() requires of a row after its penalties; the engine asks
+// before it samples, llmk/engine.hpp: Finish::error).
+inline bool softmax_defined(const float* z, int64_t v) {
+  bool bad = false, any = false;
+  for (int64_t j = 0; j < v; ++j) {
+    bad |= isnan(z[j]) || z[j] == INFINITY;
+    any |= z[j] > -INFINITY;
+  }
+  return !bad && any;
+}
+
 // z = z > 0 ? z / r : z * r, then z -= presence, each rounded to f32.
 LLMK_HD inline float penalize(float x, float rep, float presence) {
 #if defined(__CUDA_ARCH__)

@@ -305,6 +305,47 @@ TEST(Engine, RequestThatFillsTheCacheEndsWithItsTokens) {
 // its own name: block_tokens = 0 used to divide by zero, a huge kv_tokens
 // wrapped the cache's byte budget (building a tiny cache silently) or failed
 // naming budget_bytes, a field the caller never set.
+// Logits the model makes undefined (here every row NaN, from a poisoned norm
+// weight) end the requests they hit with Finish::error and token -1, keeping
+// their earlier tokens; the step does not throw, and the engine runs the next
+// request normally once the weight is restored.
+TEST(Engine, UndefinedLogitsEndTheirRequestsWithError) {
+  Model m = Model::random(tiny(), WType::f32, 17);
+  const std::vector<Request> rs = requests(0.0f);
+  Engine e(m, nullptr, EngineConfig{});
+  e.submit(rs[0]);
+  e.submit(rs[1]);
+  std::vector<Event> ev;
+  const auto record = [&](const Event& x) { ev.push_back(x); };
+  ASSERT_TRUE(e.step(record));  // prefill: one token each
+  ASSERT_TRUE(e.step(record));  // one decode step: two tokens each
+  ASSERT_EQ(ev.size(), 4u);
+  float* w = const_cast<float*>(m.layer(1).ffn_norm);
+  const float saved = w[0];
+  w[0] = std::numeric_limits<float>::quiet_NaN();
+  ev.clear();
+  ASSERT_NO_THROW(e.step(record));
+  w[0] = saved;
+  ASSERT_EQ(ev.size(), 2u);
+  for (const Event& x : ev) {
+    EXPECT_EQ(x.finish, Finish::error) << x.id;
+    EXPECT_EQ(x.token, -1) << x.id;
+    EXPECT_TRUE(x.text.empty()) << x.id;
+  }
+  const Request fresh = rs[2];
+  e.submit(fresh);
+  const std::vector<Output> out = e.run();
+  ASSERT_EQ(out.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(out[size_t(i)].finish, Finish::error) << i;
+    const std::vector<int32_t> full = alone(m, rs[size_t(i)], KvType::f32);
+    EXPECT_EQ(out[size_t(i)].tokens, std::vector<int32_t>(full.begin(), full.begin() + 2)) << i;
+  }
+  EXPECT_EQ(out[2].finish, Finish::length);
+  EXPECT_EQ(out[2].tokens, alone(m, fresh, KvType::f32));
+  EXPECT_STREQ(finish_name(Finish::error), "error");
+}
+
 TEST(Engine, BadConfigsNameTheField) {
   Model m = Model::random(tiny(), WType::f32, 16);
   const auto expect_bad = [&](const char* field, auto set) {
