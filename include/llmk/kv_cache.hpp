@@ -41,6 +41,10 @@ namespace llmk {
 
 enum class KvStatus { ok, out_of_blocks };
 
+// The largest block_tokens a cache or block manager takes (one block of it
+// per sequence is a contiguous cache).
+inline constexpr int64_t kKvMaxBlockTokens = int64_t(1) << 20;
+
 struct KvCacheConfig {
   int64_t n_layers = 1;
   int64_t n_kv_heads = 1;

@@ -62,7 +62,7 @@ class PagedKv final : public KvStore {
 // overflow; kv_tokens' block count and bytes are formed with overflow checks
 // (a wrapped budget built a tiny cache silently).
 KvCacheConfig kv_config(const Model& m, const EngineConfig& c, const char* fn) {
-  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= (int64_t(1) << 20), fn, "block_tokens", c.block_tokens,
+  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= kKvMaxBlockTokens, fn, "block_tokens", c.block_tokens,
                  "must be in [1, 2^20]");
   LLMK_CHECK_ARG(int(c.kv_type) <= int(KvType::int4), fn, "kv_type", int(c.kv_type), "must be a KvType");
   if (c.kv_v_type)

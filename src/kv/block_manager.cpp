@@ -28,7 +28,7 @@ uint64_t block_hash(uint64_t parent, std::span<const int32_t> toks) {
 KvBlockManager::KvBlockManager(int64_t num_blocks, int64_t block_tokens) : block_tokens_(block_tokens) {
   LLMK_CHECK_ARG(num_blocks >= 1 && num_blocks < (int64_t(1) << 31), "KvBlockManager", "num_blocks", num_blocks,
                  "must be in [1, 2^31) (is the memory budget smaller than one block?)");
-  LLMK_CHECK_ARG(block_tokens >= 1 && block_tokens <= (int64_t(1) << 20), "KvBlockManager", "block_tokens", block_tokens,
+  LLMK_CHECK_ARG(block_tokens >= 1 && block_tokens <= kKvMaxBlockTokens, "KvBlockManager", "block_tokens", block_tokens,
                  "must be in [1, 2^20]");
   blocks_.resize(size_t(num_blocks));
   free_.reserve(size_t(num_blocks));

@@ -21,7 +21,7 @@ void validate(const KvCacheConfig& c, const char* fn) {
   LLMK_CHECK_ARG(c.n_kv_heads >= 1, fn, "n_kv_heads", c.n_kv_heads, "must be >= 1");
   LLMK_CHECK_ARG(c.head_dim >= 16 && c.head_dim <= 256 && c.head_dim % 16 == 0, fn, "head_dim", c.head_dim,
                  "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= (int64_t(1) << 20), fn, "block_tokens", c.block_tokens,
+  LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= kKvMaxBlockTokens, fn, "block_tokens", c.block_tokens,
                  "must be in [1, 2^20]");
   LLMK_CHECK_ARG(int(c.k_type) <= int(KvType::int4), fn, "k_type", int(c.k_type), "must be a KvType");
   LLMK_CHECK_ARG(int(c.v_type) <= int(KvType::int4), fn, "v_type", int(c.v_type), "must be a KvType");
