@@ -54,6 +54,13 @@ bool views_overlap(const TensorView& a, const TensorView& b);
 // The same for raw ranges of a_bytes at a and b_bytes at b.
 bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes);
 
+// What a reader of B rows of V elements needs of a 2-d view `t` (softmax_topk,
+// sample, sample_cuda), else InvalidArgument naming fn and `what`: B >= 0,
+// 1 <= V <= 2^31 - 1 (int32 indices), rows at least V apart, a row's V
+// elements consecutive (stride[1] = 1; any for one column, never used), data
+// non-null when B > 0. The dtype, device and alignment are the caller's.
+void check_rows_view(const char* fn, const char* what, const TensorView& t);
+
 // Owning host memory, 64-byte aligned (one cache line, one AVX-512 vector).
 class Buffer {
  public:

@@ -98,14 +98,7 @@ void sample(const TensorView& logits, const SamplingParams* params, const TokenH
   // Row b is read at data + b * row_stride, its V elements consecutive (as softmax_topk's view).
   LLMK_CHECK_ARG(logits.ndim == 2 && logits.dtype == DType::f32 && logits.device == Device::cpu, fn, "logits",
                  logits.describe(), "must be f32 [B, V] on the CPU");
-  LLMK_CHECK_ARG(logits.rows() >= 0 && logits.cols() >= 1 && logits.cols() <= INT32_MAX, fn, "logits",
-                 logits.describe(), "needs B >= 0 and 1 <= V <= 2^31 - 1");
-  LLMK_CHECK_ARG(logits.rows() <= 1 || logits.row_stride() >= logits.cols(), fn, "logits", logits.describe(),
-                 "row stride must be >= V");
-  LLMK_CHECK_ARG(logits.cols() <= 1 || logits.stride[1] == 1, fn, "logits",
-                 logits.describe() + ", stride[1] " + std::to_string(logits.stride[1]),
-                 "last dimension must be contiguous (stride[1] = 1)");
-  LLMK_CHECK_ARG(logits.rows() == 0 || logits.data != nullptr, fn, "logits", logits.describe(), "data is null");
+  check_rows_view(fn, "logits", logits);
   LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(logits.data) % alignof(float) == 0, fn, "logits", logits.describe(),
                  "data must be 4-byte aligned");
   const int64_t rows = logits.rows(), v = logits.cols();

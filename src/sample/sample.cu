@@ -172,12 +172,7 @@ __global__ void __launch_bounds__(kFullThreads)
 void check_logits(const char* fn, const char* what, const TensorView& t) {
   LLMK_CHECK_ARG(t.ndim == 2 && t.dtype == DType::f32 && t.device == Device::cuda, fn, what, t.describe(),
                  "must be f32 [B, V] on a CUDA device");
-  LLMK_CHECK_ARG(t.cols() >= 1 && t.cols() <= INT32_MAX, fn, what, t.describe(), "needs 1 <= V <= 2^31 - 1");
-  LLMK_CHECK_ARG(t.rows() <= 1 || t.row_stride() >= t.cols(), fn, what, t.describe(), "row stride must be >= V");
-  // the kernels read a row's V logits as consecutive floats (one column's stride is never used)
-  LLMK_CHECK_ARG(t.cols() <= 1 || t.stride[1] == 1, fn, what, t.describe() + ", stride[1] " + std::to_string(t.stride[1]),
-                 "last dimension must be contiguous (stride[1] = 1)");
-  LLMK_CHECK_ARG(t.rows() == 0 || t.data != nullptr, fn, what, t.describe(), "data is null");
+  check_rows_view(fn, what, t);  // the kernels read a row's V logits as consecutive floats
   LLMK_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0, fn, what, t.describe(),
                  "data must be 4-byte aligned");
 }

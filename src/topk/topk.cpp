@@ -31,16 +31,7 @@ void validate(const char* fn, const TensorView& logits, int64_t k, float tempera
   LLMK_CHECK_ARG(logits.ndim == 2, fn, "logits", logits.describe(), "must be a 2-d view [B, V]");
   LLMK_CHECK_ARG(logits.dtype == DType::f32 || logits.dtype == DType::f16 || logits.dtype == DType::bf16, fn,
                  "logits", logits.describe(), "dtype must be f32, f16 or bf16");
-  LLMK_CHECK_ARG(logits.rows() >= 0 && logits.cols() >= 1, fn, "logits", logits.describe(), "needs V >= 1");
-  LLMK_CHECK_ARG(logits.cols() <= std::numeric_limits<int32_t>::max(), fn, "logits", logits.describe(),
-                 "V must be <= 2^31 - 1 (int32 indices)");
-  LLMK_CHECK_ARG(logits.rows() <= 1 || logits.row_stride() >= logits.cols(), fn, "logits", logits.describe(),
-                 "row stride must be >= V");
-  // Every path reads a row's V logits as consecutive elements (a single column's stride is never used).
-  LLMK_CHECK_ARG(logits.cols() <= 1 || logits.stride[1] == 1, fn, "logits",
-                 logits.describe() + ", stride[1] " + std::to_string(logits.stride[1]),
-                 "last dimension must be contiguous (stride[1] = 1)");
-  LLMK_CHECK_ARG(logits.rows() == 0 || logits.data != nullptr, fn, "logits", logits.describe(), "data is null");
+  check_rows_view(fn, "logits", logits);  // every path reads a row's V logits as consecutive elements
   LLMK_CHECK_ARG(!cpu_only || logits.device == Device::cpu, fn, "logits", logits.describe(), "must be on the CPU");
   LLMK_CHECK_ARG(k >= 1, fn, "k", k, "must be >= 1");
   LLMK_CHECK_ARG(k <= logits.cols(), fn, "k", k, "must be <= V = " + std::to_string(logits.cols()));
