@@ -113,6 +113,9 @@ class KvBlockManager {
   std::span<const int32_t> blocks(int64_t seq) const;
   std::span<const int32_t> tokens(int64_t seq) const;
   int32_t refcount(int32_t block) const;  // block in [0, num_blocks)
+  // Whether the block is registered for prefix reuse (a full block that
+  // reuse_prefix() may attach to another sequence); block in [0, num_blocks).
+  bool cached(int32_t block) const;
   PageTable page_table(std::span<const int64_t> seqs) const;
   KvStats stats() const;
   int64_t num_blocks() const { return int64_t(blocks_.size()); }
@@ -195,7 +198,9 @@ class KvCache {
   // copy; append() does its own). src and dst: distinct blocks in [0, num_blocks);
   // dst must be held by exactly one sequence (refcount 1, the caller's): writing a
   // shared block, or one no sequence holds (free, or cached for prefix reuse),
-  // would change rows other sequences read. InvalidArgument otherwise, nothing copied.
+  // would change rows other sequences read; and dst must not be registered for
+  // prefix reuse (manager().cached(dst): a full block a later reuse_prefix()
+  // would hand out under its old tokens). InvalidArgument otherwise, nothing copied.
   void copy_block(int32_t src, int32_t dst);
 
  private:

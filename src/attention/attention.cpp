@@ -44,20 +44,25 @@ int64_t kv_len_of(const PageTableView& p, int64_t b, int64_t bt) {
   return nb == 0 ? 0 : (nb - 1) * bt + p.last_len[b];
 }
 
+// kv's shape fields, which the kernels and the split / item choices compute with.
+void check_kv_shape(const char* fn, const KvLayerView& kv) {
+  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
+                 "must be a multiple of 16 in [16, 256]");
+  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= kKvMaxBlockTokens, fn, "kv.block_tokens", kv.block_tokens,
+                 "must be in [1, 2^20]");
+  LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
+}
+
 // Validates kv, pages and head counts; returns the longest context.
 int64_t validate_common(const char* fn, const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq,
                         float scale, const float* out) {
   LLMK_CHECK_ARG(q != nullptr, fn, "q", q, "must not be null");
   LLMK_CHECK_ARG(out != nullptr, fn, "out", out, "must not be null");
   LLMK_CHECK_ARG(kv.k != nullptr && kv.v != nullptr, fn, "kv", "null pool", "k and v pools must not be null");
-  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
-  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  check_kv_shape(fn, kv);
   attn::check_pools_aligned(fn, kv);
-  LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
-                 "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens", kv.block_tokens,
-                 "must be in [1, 2^20]");
-  LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
   LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
   LLMK_CHECK_ARG(Hq >= 1 && Hq % kv.n_kv_heads == 0 && Hq / kv.n_kv_heads <= 256, fn, "n_heads", Hq,
                  "must be a multiple of kv.n_kv_heads = " + std::to_string(kv.n_kv_heads) + " (at most 256x it)");
@@ -324,6 +329,7 @@ int cpu_splits(int64_t work, int64_t max_len) {
 // (a contiguous cache, blocks of hundreds of tokens) items of one head read
 // one long run each, which measured faster than nh runs in turn.
 int64_t attention_decode_heads_per_item(const KvLayerView& kv) {
+  check_kv_shape("attention_decode_heads_per_item", kv);  // the run's bytes below stay far from overflow
   constexpr int64_t kShortRun = int64_t(64) << 10;
   const int64_t run = kv.block_tokens * std::max(kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim));
   return run < kShortRun ? kv.n_kv_heads : 1;
@@ -357,7 +363,7 @@ DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv) {
 int attention_decode_splits(const KvLayerView& kv, const PageTableView& pages, int64_t max_kv_len) {
   // attention_decode's own checks of the counts the split count divides by
   const char* fn = "attention_decode_splits";
-  LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
+  check_kv_shape(fn, kv);
   LLMK_CHECK_ARG(pages.num_seqs >= 1, fn, "pages.num_seqs", pages.num_seqs, "must be >= 1");
   LLMK_CHECK_ARG(max_kv_len >= 0, fn, "max_kv_len", max_kv_len, "must be >= 0");
 #ifdef LLMK_HAVE_CUDA

@@ -192,6 +192,12 @@ int32_t KvBlockManager::refcount(int32_t block) const {
   return blocks_[size_t(block)].ref;
 }
 
+bool KvBlockManager::cached(int32_t block) const {
+  LLMK_CHECK_ARG(block >= 0 && block < num_blocks(), "KvBlockManager::cached", "block", block,
+                 "must be in [0, " + std::to_string(num_blocks()) + ")");
+  return blocks_[size_t(block)].hashed;
+}
+
 int64_t KvBlockManager::length(int64_t seq) const {
   return int64_t(seq_ref(seq, "KvBlockManager::length").tokens.size());
 }

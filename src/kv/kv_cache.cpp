@@ -95,6 +95,9 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
   LLMK_CHECK_ARG(mgr_.refcount(dst) == 1, fn, "dst", dst,
                  "must be held by one sequence only (refcount " + std::to_string(mgr_.refcount(dst)) +
                      "): other holders, or a later reuse_prefix(), would read the copy");
+  LLMK_CHECK_ARG(!mgr_.cached(dst), fn, "dst", dst,
+                 "is a full block registered for prefix reuse: a later reuse_prefix() would hand out the copy "
+                 "under the old tokens' hash");
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     std::memcpy(pool(l, 0) + dst * k_block_bytes_, pool(l, 0) + src * k_block_bytes_, size_t(k_block_bytes_));
     std::memcpy(pool(l, 1) + dst * v_block_bytes_, pool(l, 1) + src * v_block_bytes_, size_t(v_block_bytes_));

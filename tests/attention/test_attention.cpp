@@ -936,6 +936,10 @@ TEST(Attention, DecodeSplitsOfAnEmptyBatchAreNamed) {
   EXPECT_NE(msg([&] { attention_decode_splits(none, f.pages.view(), 9); }).find("'kv.n_kv_heads' = 0"),
             std::string::npos);
   EXPECT_NE(msg([&] { attention_decode_splits(L, f.pages.view(), -1); }).find("'max_kv_len' = -1"), std::string::npos);
+  KvLayerView huge = L;  // block_tokens x row bytes would overflow in the item choice
+  huge.block_tokens = int64_t(1) << 60;
+  EXPECT_NE(msg([&] { attention_decode_heads_per_item(huge); }).find("'kv.block_tokens'"), std::string::npos);
+  EXPECT_NE(msg([&] { attention_decode_splits(huge, f.pages.view(), 9); }).find("'kv.block_tokens'"), std::string::npos);
 }
 
 // The oracle checks its arguments as attention_prefill does: no kv heads, or

@@ -404,8 +404,17 @@ TEST(KvCache, CopyBlockChecksItsBlocks) {
   c.free_sequence(b);  // ba: held by no sequence, cached for prefix reuse
   EXPECT_THROW(c.copy_block(bs, ba), InvalidArgument);
   EXPECT_EQ(first_k(ba), 1.0f);
-  c.copy_block(ba, bs);  // s holds bs alone
-  EXPECT_EQ(first_k(bs), 1.0f);
+  // s holds bs alone, but bs is full and registered: reuse_prefix() would hand out ba's rows as bs's tokens'
+  EXPECT_NE(msg([&] { c.copy_block(ba, bs); }).find("prefix reuse"), std::string::npos);
+  EXPECT_EQ(first_k(bs), 2.0f);
+  std::vector<int64_t> sp;
+  const int64_t p = c.add_sequence();
+  ASSERT_EQ(c.append(p, iota_tokens(2, 900), &sp), KvStatus::ok);  // a partial block: not registered
+  const int32_t bp = c.manager().blocks(p)[0];
+  ASSERT_FALSE(c.manager().cached(bp));
+  ASSERT_NE(bp, ba);
+  c.copy_block(ba, bp);
+  EXPECT_EQ(first_k(bp), 1.0f);
 }
 
 // Random operations against a plain model (each live sequence's token list),
