@@ -54,6 +54,11 @@ bool views_overlap(const TensorView& a, const TensorView& b);
 // The same for raw ranges of a_bytes at a and b_bytes at b.
 bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes);
 
+// A 2-d view whose rows are read as consecutive elements: stride[1] = 1 (any
+// for a single column, never used), else InvalidArgument naming fn and `what`
+// with the stride (describe() shows the row stride only).
+void check_last_contiguous(const char* fn, const char* what, const TensorView& t);
+
 // What a reader of B rows of V elements needs of a 2-d view `t` (softmax_topk,
 // sample, sample_cuda), else InvalidArgument naming fn and `what`: B >= 0,
 // 1 <= V <= 2^31 - 1 (int32 indices), rows at least V apart, a row's V

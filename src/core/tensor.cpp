@@ -56,13 +56,17 @@ std::string TensorView::describe() const {
   return os.str();
 }
 
+void check_last_contiguous(const char* fn, const char* what, const TensorView& t) {
+  LLMK_CHECK_ARG(t.cols() <= 1 || t.stride[1] == 1, fn, what, t.describe() + ", stride[1] " + std::to_string(t.stride[1]),
+                 "last dimension must be contiguous (stride[1] = 1)");
+}
+
 void check_rows_view(const char* fn, const char* what, const TensorView& t) {
   LLMK_CHECK_ARG(t.ndim == 2, fn, what, t.describe(), "must be a 2-d view [B, V]");
   LLMK_CHECK_ARG(t.rows() >= 0 && t.cols() >= 1 && t.cols() <= INT32_MAX, fn, what, t.describe(),
                  "needs B >= 0 and 1 <= V <= 2^31 - 1 (int32 indices)");
   LLMK_CHECK_ARG(t.rows() <= 1 || t.row_stride() >= t.cols(), fn, what, t.describe(), "row stride must be >= V");
-  LLMK_CHECK_ARG(t.cols() <= 1 || t.stride[1] == 1, fn, what, t.describe() + ", stride[1] " + std::to_string(t.stride[1]),
-                 "last dimension must be contiguous (stride[1] = 1)");
+  check_last_contiguous(fn, what, t);
   LLMK_CHECK_ARG(t.rows() == 0 || t.data != nullptr, fn, what, t.describe(), "data is null");
 }
 

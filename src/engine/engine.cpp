@@ -238,7 +238,7 @@ struct Engine::Impl {
       int32_t t = -1;
       // An undefined row (a NaN / +inf / all -inf logit) would make sample() throw mid-step, after other
       // sequences took their tokens: s ends with Finish::error instead, and the step goes on (engine.hpp).
-      if (sample_math::softmax_defined(row, V)) {
+      if (!std::isnan(sample_math::defined_max(row, V))) {
         sample(TensorView::matrix(row, DType::f32, 1, V), &s->req.sampling, nullptr, s->req.seed,
                uint64_t(s->generated.size()), &t);
         s->generated.push_back(t);

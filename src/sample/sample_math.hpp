@@ -32,16 +32,18 @@ void check_params(const char* fn, const SamplingParams& p, int64_t row);
 
 enum RowMode : int32_t { kGreedy = 0, kSorted = 1, kFull = 2 };
 
-// Whether softmax of the row z[0, v) is defined: no NaN, no +inf, not all
-// -inf (what sample() requires of a row after its penalties; the engine asks
-// before it samples, llmk/engine.hpp: Finish::error).
-inline bool softmax_defined(const float* z, int64_t v) {
-  bool bad = false, any = false;
+// The row z[0, v)'s max when its softmax is defined (no NaN, no +inf, not
+// all -inf), else NaN: what sample() requires of a row after its penalties,
+// in the pass that finds the max; the engine asks before it samples
+// (llmk/engine.hpp: Finish::error).
+inline float defined_max(const float* z, int64_t v) {
+  float m = -INFINITY;
+  bool bad = false;
   for (int64_t j = 0; j < v; ++j) {
     bad |= isnan(z[j]) || z[j] == INFINITY;
-    any |= z[j] > -INFINITY;
+    m = z[j] > m ? z[j] : m;
   }
-  return !bad && any;
+  return bad || m == -INFINITY ? NAN : m;
 }
 
 // z = z > 0 ? z / r : z * r, then z -= presence, each rounded to f32.
