@@ -57,7 +57,8 @@ std::string TensorView::describe() const {
 }
 
 void check_last_contiguous(const char* fn, const char* what, const TensorView& t) {
-  LLMK_CHECK_ARG(t.cols() <= 1 || t.stride[1] == 1, fn, what, t.describe() + ", stride[1] " + std::to_string(t.stride[1]),
+  LLMK_CHECK_ARG(t.cols() <= 1 || t.stride[1] == 1, fn, what,
+                 t.describe() + ", stride[1] " + std::to_string(t.stride[1]),
                  "last dimension must be contiguous (stride[1] = 1)");
 }
 

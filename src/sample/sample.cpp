@@ -73,7 +73,8 @@ int32_t sample_row(const float* logits, int64_t v, const SamplingParams& p, cons
     for (int32_t t : seen) z[t] = sample_math::penalize(z[t], p.repetition_penalty, p.presence_penalty);
   }
   const float m = sample_math::defined_max(z.data(), v);
-  LLMK_CHECK_ARG(!std::isnan(m), fn, "logits", "a row with NaN / +inf or all -inf", "softmax of the row must be defined");
+  LLMK_CHECK_ARG(!std::isnan(m), fn, "logits", "a row with NaN / +inf or all -inf",
+                 "softmax of the row must be defined");
   const sample_math::RowPlan plan = sample_math::plan_row(p, v);
   if (plan.mode == sample_math::kGreedy) return argmax(z.data(), v);
   if (plan.mode == sample_math::kFull) {
