@@ -442,6 +442,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
     default: return "cudaError (emulator)";
   }
 }
@@ -452,6 +453,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidPitchValue: return "invalid pitch argument";
     default: return "error (CUDA emulator)";
   }
 }
@@ -486,6 +488,7 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = int(llmk::emu::kDefaultSmem); return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
     case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
+    case cudaDevAttrMaxPitch: *v = INT32_MAX; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor: *v = 9; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *v = 0; return cudaSuccess;
     default: return cudaErrorInvalidValue;
@@ -524,6 +527,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind, cudaStream_t) {
   if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
+  if (dpitch > size_t(INT32_MAX) || spitch > size_t(INT32_MAX)) return cudaErrorInvalidPitchValue;  // as on sm_90
   for (size_t r = 0; r < height; ++r)
     std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
   return cudaSuccess;

@@ -4,7 +4,7 @@
 //  1. the rows' parameters, as kernel arguments of store_rows_kernel (64 rows
 //     per launch, so no pageable host buffer outlives the call);
 //  2. with history: bad-row flags zeroed, and when some row has a penalty the
-//     logits copied (cudaMemcpy2DAsync) into a scratch z [B, ldz]; then
+//     logits copied (copy_rows: cudaMemcpy2DAsync) into a scratch z [B, ldz]; then
 //     penalties_kernel, one block per row, threads over the row's CSR slice:
 //     z[t] = penalize(logits[t]) for each history token t. It reads the
 //     unmodified logits, so a token seen twice writes the same value twice:
@@ -211,14 +211,28 @@ void upload_rows(const SamplingParams* params, int64_t rows, int64_t v, DevRow* 
   }
 }
 
+// dst[r, :v] = src[r, :v] for r < b. One cudaMemcpy2DAsync, unless a pitch is
+// above the device's maximum (cudaDevAttrMaxPitch, 2^31 - 1 bytes on current
+// GPUs), which it refuses: then one copy a row.
+void copy_rows(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t v, int64_t b, cudaStream_t s) {
+  int dev = 0, max_pitch = 0;
+  LLMK_CUDA_CHECK(cudaGetDevice(&dev));
+  LLMK_CUDA_CHECK(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, dev));
+  if (std::max(ldd, lds) * 4 <= int64_t(max_pitch)) {
+    LLMK_CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(ldd) * 4, src, size_t(lds) * 4, size_t(v) * 4, size_t(b),
+                                      cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  for (int64_t r = 0; r < b; ++r)
+    LLMK_CUDA_CHECK(cudaMemcpyAsync(dst + r * ldd, src + r * lds, size_t(v) * 4, cudaMemcpyDeviceToDevice, s));
+}
+
 // Zeroes bad, copies the logits into z when z is set, then applies the penalties.
 void launch_penalties(const TensorView& x, float* z, int64_t ldz, const DeviceTokenHistory& h, const DevRow* rows,
                       int32_t* bad, cudaStream_t s) {
   const int64_t b = x.rows(), v = x.cols(), ldx = x.row_stride();
   LLMK_CUDA_CHECK(cudaMemsetAsync(bad, 0, size_t(b) * sizeof(int32_t), s));
-  if (z)
-    LLMK_CUDA_CHECK(cudaMemcpy2DAsync(z, size_t(ldz) * 4, x.data, size_t(b > 1 ? ldx : v) * 4, size_t(v) * 4,
-                                      size_t(b), cudaMemcpyDeviceToDevice, s));
+  if (z) copy_rows(z, ldz, static_cast<const float*>(x.data), b > 1 ? ldx : v, v, b, s);
   LLMK_LAUNCH(unsigned(b), kPenaltyThreads, 0, s, penalties_kernel)(static_cast<const float*>(x.data), ldx, z, ldz, v,
                                                            h.indptr, h.tokens, h.nnz, rows, bad);
   LLMK_CUDA_CHECK(cudaGetLastError());

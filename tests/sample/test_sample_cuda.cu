@@ -384,6 +384,45 @@ TEST(SampleCudaSanitize, TinyTemperatureRowsAreDefined) {
   EXPECT_EQ(got[1], 700);
 }
 
+// Rows 2^31 + 256 bytes apart: above the largest pitch cudaMemcpy2DAsync takes
+// (cudaDevAttrMaxPitch, 2^31 - 1), so the penalties' copy of the logits goes a
+// row at a time, and every offset needs 64 bits. The same tokens and penalized
+// logits as from a contiguous copy of the rows. 2 GiB of device memory.
+TEST(SampleCuda, RowStrideBeyondTheLargestCopyPitch) {
+  LLMK_REQUIRE_CUDA();
+  const int64_t v = 1025, ld = (int64_t(1) << 29) + 64;
+  int max_pitch = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, 0), cudaSuccess);
+  ASSERT_LT(int64_t(max_pitch), ld * 4) << "the stride no longer exceeds the device's largest pitch";
+  Batch b = make_batch(2, v, v, 11);
+  DeviceBatch d(b);
+  DeviceGuarded<float> far(ld + v);
+  for (int64_t r = 0; r < 2; ++r)
+    ASSERT_EQ(cudaMemcpy(far.data() + r * ld, b.x.data() + r * v, v * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const auto far_view = TensorView::matrix(far.data(), DType::f32, 2, v, ld, Device::cuda);
+  const std::vector<SamplingParams> penalties(2, SamplingParams{1.0f, 50, 1.0f, 0.0f, 1.3f, 0.4f});
+  const std::vector<SamplingParams> plain(2, SamplingParams{0.7f, 50, 0.9f, 0.0f, 1.0f, 0.0f});
+  for (const auto* p : {&penalties, &plain}) {
+    for (uint64_t step = 0; step < 4; ++step) {
+      const auto want = run_device(b, d, *p, 5, step);
+      DeviceGuarded<int32_t> tok(2);
+      sample_cuda(far_view, p->data(), d.history(b), 5, step, tok.data());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(tok.download(), want) << "step " << step << (p == &penalties ? ", penalties" : "");
+      EXPECT_TRUE(tok.guard_intact());
+    }
+  }
+  DeviceGuarded<float> want(2 * v), got(2 * v);
+  DeviceGuarded<int32_t> bad(2);
+  penalize_cuda(d.view(b), penalties.data(), d.history(b),
+                TensorView::matrix(want.data(), DType::f32, 2, v, v, Device::cuda), bad.data());
+  penalize_cuda(far_view, penalties.data(), d.history(b),
+                TensorView::matrix(got.data(), DType::f32, 2, v, v, Device::cuda), bad.data());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(got.download(), want.download());
+  EXPECT_TRUE(got.guard_intact() && far.guard_intact());
+}
+
 TEST(SampleCudaSanitize, BadArguments) {
   LLMK_REQUIRE_CUDA();
   Batch b = make_batch(2, 2000, 2000, 1);
