@@ -41,7 +41,9 @@ struct TensorView {
   T* ptr() const {
     return static_cast<T*>(data);
   }
-  std::string describe() const;  // e.g. "f32[8, 1024] stride 1024 on cpu"
+  // e.g. "f32[8, 1024] row_stride 1056 on cpu": the row stride when it is not
+  // cols(), the last dimension's stride ("stride[1] 2") when it is not 1.
+  std::string describe() const;
 };
 
 // True when two views (on the same device) may share a byte: their address
@@ -55,8 +57,8 @@ bool views_overlap(const TensorView& a, const TensorView& b);
 bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes);
 
 // A 2-d view whose rows are read as consecutive elements: stride[1] = 1 (any
-// for a single column, never used), else InvalidArgument naming fn and `what`
-// with the stride (describe() shows the row stride only).
+// for a single column, never used), else InvalidArgument naming fn, `what`
+// and the view's describe() (which shows the stride).
 void check_last_contiguous(const char* fn, const char* what, const TensorView& t);
 
 // What a reader of B rows of V elements needs of a 2-d view `t` (softmax_topk,

@@ -52,13 +52,13 @@ std::string TensorView::describe() const {
   for (int i = 0; i < ndim; ++i) os << (i ? ", " : "") << shape[i];
   os << "]";
   if (ndim >= 2 && row_stride() != cols()) os << " row_stride " << row_stride();
+  if (ndim >= 1 && stride[ndim - 1] != 1) os << " stride[" << ndim - 1 << "] " << stride[ndim - 1];
   os << " on " << device_name(device);
   return os.str();
 }
 
 void check_last_contiguous(const char* fn, const char* what, const TensorView& t) {
-  LLMK_CHECK_ARG(t.cols() <= 1 || t.stride[1] == 1, fn, what,
-                 t.describe() + ", stride[1] " + std::to_string(t.stride[1]),
+  LLMK_CHECK_ARG(t.cols() <= 1 || t.stride[1] == 1, fn, what, t.describe(),
                  "last dimension must be contiguous (stride[1] = 1)");
 }
 

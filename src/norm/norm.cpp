@@ -63,7 +63,7 @@ bool dense(const TensorView& v) {
   return true;
 }
 
-// describe() and every stride (describe() shows a row stride only).
+// describe() and every stride (describe() shows the row and last strides only).
 std::string with_strides(const TensorView& v) {
   std::string s = v.describe() + ", strides [";
   for (int i = 0; i < v.ndim; ++i) s += (i ? ", " : "") + std::to_string(v.stride[i]);

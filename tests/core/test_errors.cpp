@@ -34,6 +34,9 @@ TEST(Tensor, ViewDescribesItselfAndUses64BitOffsets) {
   EXPECT_EQ(v.numel(), int64_t(1) << 33);
   EXPECT_EQ(v.row_stride(), cols + 64);
   EXPECT_EQ(v.describe(), "bf16[1048576, 8192] row_stride 8256 on cpu");
+  v.stride[1] = 2;  // every other element of a row: checks name the stride through describe()
+  EXPECT_EQ(v.describe(), "bf16[1048576, 8192] row_stride 8256 stride[1] 2 on cpu");
+  EXPECT_EQ(llmk::TensorView::matrix(nullptr, llmk::DType::f32, 4, 16).describe(), "f32[4, 16] on cpu");
 }
 
 TEST(Tensor, BufferIs64ByteAligned) {
