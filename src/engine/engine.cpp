@@ -299,8 +299,8 @@ int64_t Engine::submit(Request r) {
   LLMK_CHECK_ARG(r.stop.empty() || p_->tok, "Engine::submit", "stop", r.stop.size(), "stop strings need a tokenizer");
   for (const auto& s : r.stop) LLMK_CHECK_ARG(!s.empty(), "Engine::submit", "stop", "\"\"", "must not be empty");
   // The sampler's own check, here so a bad request is never queued (sample() would throw mid-step, after the
-  // model ran); its "row" is the id this request gets.
-  sample_math::check_params("Engine::submit", r.sampling, int64_t(p_->all.size()));
+  // model ran).
+  sample_math::check_params("Engine::submit", r.sampling, " (request.sampling)");
   const int64_t np = int64_t(r.prompt.size()), n_ctx = p_->model.config().n_ctx;
   LLMK_CHECK_ARG(np <= p_->capacity, "Engine::submit", "prompt", std::to_string(np) + " tokens",
                  "does not fit in the KV cache (kv_tokens = " + std::to_string(p_->cfg.kv_tokens) + ": " +

@@ -22,13 +22,18 @@
 
 #include <cstdint>
 
+#include <string>
+
 #include "llmk/sample.hpp"
 
 namespace llmk::sample_math {
 
-// Throws InvalidArgument naming `fn`, the field and row for a bad SamplingParams
-// (defined in sample.cpp; shared by sample() and sample_cuda()).
-void check_params(const char* fn, const SamplingParams& p, int64_t row);
+// Throws InvalidArgument naming `fn`, the field and `at` (" (row 3)") for a bad
+// SamplingParams (defined in sample.cpp; shared by sample(), sample_cuda() and
+// Engine::submit).
+void check_params(const char* fn, const SamplingParams& p, const std::string& at);
+// " (row 3)", the `at` of sample() and sample_cuda().
+std::string row_at(int64_t row);
 
 enum RowMode : int32_t { kGreedy = 0, kSorted = 1, kFull = 2 };
 

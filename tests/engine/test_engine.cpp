@@ -239,7 +239,8 @@ TEST(Engine, BadSamplingIsRejectedAtSubmit) {
       e.submit(r);
       ADD_FAILURE() << field << " accepted";
     } catch (const InvalidArgument& ex) {
-      EXPECT_NE(std::string(ex.what()).find("Engine::submit: argument '" + std::string(field)), std::string::npos)
+      EXPECT_NE(std::string(ex.what()).find("Engine::submit: argument '" + std::string(field) + " (request.sampling)'"),
+                std::string::npos)
           << ex.what();
     }
   };
