@@ -115,3 +115,39 @@ def test_passing_a_rope_models_trained_context_warns(model):
     assert "passes the model's trained context (n_ctx = " in p.stderr, p.stderr
     q = run("generate", "--model", model, "-n", "4", "hi")
     assert q.returncode == 0 and "trained context" not in q.stderr, q.stderr
+
+
+def test_flag_values_are_true_or_false(model):
+    # --kv-rotate=maybe was on
+    assert "argument '--kv-rotate' = maybe: must be 1, true, 0 or false" in error(
+        "generate", "--model", model, "-n", "1", "--kv-rotate=maybe", "hi")
+    p = run("generate", "--model", model, "-n", "1", "--json=false", "hi")
+    assert p.returncode == 0 and not p.stdout.startswith("{"), p.stdout
+
+
+def test_an_option_given_twice_is_an_error(model):
+    # the first one was dropped
+    assert "argument '--temp' = 0.7: is given twice (first as --temp 0.5)" in error(
+        "generate", "--model", model, "-n", "1", "--temp", "0.5", "--temp", "0.7", "hi")
+    assert "argument '-n' = 3: is given twice (first as --n 2)" in error(
+        "generate", "--model", model, "--n", "2", "-n", "3", "hi")
+    assert "argument '--device' = l4: is given twice" in error("analyze", "--device", "h100", "--device", "l4")
+
+
+def test_short_options_are_not_prompt_text(model):
+    # llama.cpp's "-m F -p TEXT" generated from the prompt "-m F -p TEXT"
+    assert "argument '-m': unknown option" in error("generate", "--model", model, "-n", "1", "-m", "x.gguf", "-p", "hi")
+    assert "argument '-n': unknown option for this command" in error("tokenize", "--model", model, "-n", "3", "hi")
+    # after "--" every word is text ("--" itself was prompt text)
+    p = run("generate", "--model", model, "-n", "1", "--json", "--", "-m", "-n")
+    assert p.returncode == 0 and '"prompt": "-m -n"' in p.stdout, (p.stdout, p.stderr)
+
+
+def test_an_option_is_not_the_value_of_the_one_before(model):
+    # --stop took "--json" as its text, and the output was not JSON
+    assert "argument '--stop' = (missing): this option takes a value (--stop=VALUE" in error(
+        "generate", "--model", model, "-n", "1", "--stop", "--json", "hi")
+    assert "argument '--system' = (missing)" in error("chat", "--model", model, "-n", "1", "--system", "--prompt", "hi")
+    assert "argument '-x': unknown option" in error("chat", "--model", model, "-n", "1", "--prompt", "-x")
+    p = run("chat", "--model", model, "-n", "1", "--prompt=-x")
+    assert p.returncode == 0, p.stderr

@@ -2,6 +2,7 @@
 #include "cli.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -12,39 +13,56 @@
 
 namespace llmk::cli {
 
+// "--x" or a '-' and a letter ("-m"): an option, never a value or a text ("-5", "-" are).
+static bool option_like(const std::string& a) {
+  return a.size() >= 2 && a[0] == '-' && (a[1] == '-' || std::isalpha(static_cast<unsigned char>(a[1])));
+}
+
 Args::Args(int argc, char** argv, int first, std::vector<std::string> flags) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.size() > 2 && a.rfind("--", 0) == 0) {
-      std::string key = a.substr(2);
-      std::optional<std::string> value = "1";
-      const auto eq = key.find('=');
-      if (eq != std::string::npos) {
-        value = key.substr(eq + 1);
-        key = key.substr(0, eq);
-      } else if (std::find(flags.begin(), flags.end(), key) == flags.end()) {
-        value = i + 1 < argc ? std::optional<std::string>(argv[++i]) : std::nullopt;
-      }
-      opts_[key] = value;
-      used_[key] = false;
-    } else {
-      positional_.push_back(a);
+    if (a == "--") {
+      positional_.insert(positional_.end(), argv + i + 1, argv + argc);
+      break;
     }
+    if (!option_like(a)) {
+      positional_.push_back(a);
+      continue;
+    }
+    if (a.rfind("--", 0) != 0 && a != "-n" && a != "-h")
+      throw InvalidArgument("llmk::cli: argument '" + a + "': unknown option (options are spelled --name, -n and -h "
+                            "aside; a value that starts with '-' is given as --name=VALUE, a text after \"--\")");
+    std::string key = a == "-n" ? "n" : a == "-h" ? "help" : a.substr(2), name = a;
+    std::optional<std::string> value = "1";
+    const auto eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+      name = "--" + key;
+    } else if (std::find(flags.begin(), flags.end(), key) == flags.end()) {
+      value = i + 1 < argc && !option_like(argv[i + 1]) ? std::optional<std::string>(argv[++i]) : std::nullopt;
+    }
+    if (const auto it = opts_.find(key); it != opts_.end())  // the first one was dropped
+      throw_invalid_argument("cli", name, value.value_or("(missing)"),
+                             "is given twice (first as " + it->second.name + " " +
+                                 it->second.value.value_or("(missing)") + ")");
+    opts_[key] = {value, name, false};
   }
 }
 
 const std::string& Args::value(const std::string& key) {
-  used_[key] = true;
-  const std::optional<std::string>& v = opts_.at(key);
-  LLMK_CHECK_ARG(v.has_value(), "cli", "--" + key, "(missing)", "this option takes a value");
-  return *v;
+  Opt& o = opts_.at(key);
+  o.used = true;
+  LLMK_CHECK_ARG(o.value.has_value(), "cli", o.name, "(missing)",
+                 "this option takes a value (--" + key + "=VALUE for one that starts with '-')");
+  return *o.value;
 }
 
 std::string Args::get(const std::string& key, const std::string& fallback) {
   return opts_.count(key) ? value(key) : fallback;
 }
 
-int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
+static int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
   char* end = nullptr;
   errno = 0;
   const long long r = std::strtoll(v.c_str(), &end, 10);
@@ -60,18 +78,20 @@ int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo, int
 
 int64_t Args::get_int(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
   if (!opts_.count(key)) return fallback;
-  return parse_int("--" + key, value(key), lo, hi);
+  const std::string& v = value(key);
+  return parse_int(opts_.at(key).name, v, lo, hi);
 }
 
 double Args::get_double(const std::string& key, double fallback) {
   if (!opts_.count(key)) return fallback;
   const std::string& v = value(key);
+  const std::string& name = opts_.at(key).name;
   char* end = nullptr;
   errno = 0;
   const double r = std::strtod(v.c_str(), &end);
-  LLMK_CHECK_ARG(end && *end == '\0' && !v.empty(), "cli", "--" + key, v, "must be a number");
+  LLMK_CHECK_ARG(end && *end == '\0' && !v.empty(), "cli", name, v, "must be a number");
   // strtod makes 1e400 inf and 1e-400 0 (ERANGE): a value nobody passed
-  LLMK_CHECK_ARG(errno != ERANGE, "cli", "--" + key, v, "is beyond the range of a double");
+  LLMK_CHECK_ARG(errno != ERANGE, "cli", name, v, "is beyond the range of a double");
   return r;
 }
 
@@ -91,13 +111,16 @@ bool Args::has(const std::string& key) { return opts_.count(key) != 0; }
 
 bool Args::flag(const std::string& key) {
   if (!opts_.count(key)) return false;
-  const std::string& v = value(key);
-  return v != "0" && v != "false";
+  const std::string& v = value(key);  // --json=maybe was on
+  LLMK_CHECK_ARG(v == "1" || v == "true" || v == "0" || v == "false", "cli", opts_.at(key).name, v,
+                 "must be 1, true, 0 or false (or give --" + key + " alone)");
+  return v == "1" || v == "true";
 }
 
 void Args::finish() const {
-  for (const auto& [k, used] : used_)
-    if (!used) throw InvalidArgument("llmk::cli: argument '--" + k + "': unknown option for this command (see --help)");
+  for (const auto& [k, o] : opts_)
+    if (!o.used)
+      throw InvalidArgument("llmk::cli: argument '" + o.name + "': unknown option for this command (see --help)");
 }
 
 void Args::no_positionals(const char* cmd, const std::string& hint) const {

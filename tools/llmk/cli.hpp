@@ -14,9 +14,13 @@ namespace llmk::cli {
 class Args {
  public:
   // argv[first..argc) are parsed: "--key value", "--key=value", "--flag", positionals.
-  // `flags` names the options that take no value. A last "--key" with no value
-  // after it is recorded as valueless: reading it throws, and finish() reports
-  // it as unknown if nobody reads it.
+  // `flags` names the options that take no value. "-n N" is "--n N" (llama.cpp's
+  // spelling) and "-h" is "--help"; any other word of a '-' and a letter is an error
+  // (llama.cpp's "-m F" or "-p TEXT" became prompt text), and every word after "--"
+  // is positional. An option given twice is an error (the first one was dropped). A
+  // "--key" followed by nothing or by another option ("--x", "-x") is recorded as
+  // valueless ("--key=-x" passes such a value): reading it throws, and finish()
+  // reports it as unknown if nobody reads it.
   Args(int argc, char** argv, int first, std::vector<std::string> flags = {});
   std::string get(const std::string& key, const std::string& fallback);
   // An integer option in [lo, hi]; a value outside it, or outside int64, throws naming the option.
@@ -24,7 +28,7 @@ class Args {
   // A number option; one beyond double's range (1e400, 1e-400) throws naming the option.
   double get_double(const std::string& key, double fallback);
   bool has(const std::string& key);
-  bool flag(const std::string& key);  // a value-less option
+  bool flag(const std::string& key);  // a value-less option; "--key=V" takes V = 1|true|0|false
   const std::vector<std::string>& positional() const { return positional_; }
   // Throws InvalidArgument naming the first option nobody asked for (without a
   // value: the token after an unknown option may not have been meant as one).
@@ -34,10 +38,14 @@ class Args {
   void no_positionals(const char* cmd, const std::string& hint) const;
 
  private:
+  struct Opt {
+    std::optional<std::string> value;
+    std::string name;  // as written: "--n" or "-n"
+    bool used = false;
+  };
   // The value of option `key`, which is present; throws when it has none.
   const std::string& value(const std::string& key);
-  std::map<std::string, std::optional<std::string>> opts_;
-  std::map<std::string, bool> used_;
+  std::map<std::string, Opt> opts_;
   std::vector<std::string> positional_;
 };
 
@@ -51,9 +59,6 @@ struct Command {
 // The bytes of file `path` given as option `flag` of command `cmd` ("-" is not
 // special here); a missing, unreadable or directory path throws naming the option.
 std::string read_text_file(const char* cmd, const std::string& flag, const std::string& path);
-
-// The integer `v` of option `flag` (for "-n N", which arrives as positionals), in [lo, hi].
-int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
 
 bool register_command(Command c);
 const std::vector<Command>& commands();

@@ -14,8 +14,8 @@ using namespace llmk;
 using namespace llmk::cli;
 
 int run_chat(Args& args) {
-  std::vector<std::string> pos = args.positional();
-  const int64_t n = n_arg(args, pos, 256);
+  const std::vector<std::string>& pos = args.positional();
+  const int64_t n = n_arg(args, 256);
   const std::string path = model_path(args);
   Request base;
   base.max_tokens = n;

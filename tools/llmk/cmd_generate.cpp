@@ -18,8 +18,8 @@ using namespace llmk;
 using namespace llmk::cli;
 
 int run_generate(Args& args) {
-  std::vector<std::string> pos = args.positional();
-  const int64_t n = n_arg(args, pos, 128);
+  const std::vector<std::string>& pos = args.positional();
+  const int64_t n = n_arg(args, 128);
   const std::string path = model_path(args);
   const bool json = args.flag("json");
   std::vector<std::string> prompts;

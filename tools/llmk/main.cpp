@@ -1,7 +1,6 @@
 // llmk: the command-line front end. `llmk <command> [options]`; `llmk help`
 // lists the commands, `llmk <command> --help` (or -h) prints one command's
 // usage. Each command is a cmd_*.cpp file in this folder.
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -36,8 +35,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> flags = c.flags;
       flags.push_back("help");
       Args args(argc, argv, 2, flags);
-      const auto& pos = args.positional();
-      if (args.flag("help") || std::find(pos.begin(), pos.end(), "-h") != pos.end()) {
+      if (args.flag("help")) {  // --help or -h
         command_usage(c);
         return 0;
       }

@@ -74,25 +74,8 @@ inline constexpr int64_t kAutoKvTokens = int64_t(1) << 16;
 // -n at most this (the engine adds it to the prompt's length in int64).
 inline constexpr int64_t kMaxNewTokens = int64_t(1) << 31;
 
-// `-n N` (llama.cpp's spelling) arrives as two positionals; --n N works too.
-// Removes them from `pos` and returns N, or `fallback`. Given twice is an error:
-// the second "-n N" used to become part of the prompt.
-inline int64_t n_arg(Args& a, std::vector<std::string>& pos, int64_t fallback) {
-  bool given = a.has("n");
-  int64_t n = a.get_int("n", fallback);
-  for (size_t i = 0; i < pos.size();) {
-    if (pos[i] != "-n") {
-      ++i;
-      continue;
-    }
-    LLMK_CHECK_ARG(i + 1 < pos.size(), "cli", "-n", "(missing)", "takes a value");
-    LLMK_CHECK_ARG(!given, "cli", "-n", pos[i + 1], "is given twice (quote a prompt that holds \"-n\")");
-    n = parse_int("-n", pos[i + 1]);
-    pos.erase(pos.begin() + long(i), pos.begin() + long(i) + 2);
-    given = true;
-  }
-  return n;
-}
+// `-n N` (llama.cpp's spelling; Args reads it as --n N).
+inline int64_t n_arg(Args& a, int64_t fallback) { return a.get_int("n", fallback); }
 
 inline std::string json_str(const std::string& s) {
   std::string o = "\"";
