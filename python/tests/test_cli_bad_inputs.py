@@ -151,3 +151,29 @@ def test_an_option_is_not_the_value_of_the_one_before(model):
     assert "argument '-x': unknown option" in error("chat", "--model", model, "-n", "1", "--prompt", "-x")
     p = run("chat", "--model", model, "-n", "1", "--prompt=-x")
     assert p.returncode == 0, p.stderr
+
+
+def test_a_bad_option_is_named_before_the_default_model_is_fetched(tmp_path):
+    # Without --model the default model was fetched (a 90 MB download when missing) before the
+    # options were checked. An unwritable cache makes scripts/fetch-model fail at once.
+    env = {k: v for k, v in os.environ.items() if k != "LLMK_MODEL"}
+    env["LLMK_CACHE"] = "/proc/llmk-no-cache"
+    for args in (["generate", "--bogus", "hi"], ["chat", "--bogus"], ["tokenize", "--bogus", "hi"],
+                 ["perplexity", "--file", __file__, "--bogus"]):
+        p = subprocess.run([str(LLMK), *args], capture_output=True, text=True, timeout=120, env=env)
+        assert p.returncode == 2 and "argument '--bogus': unknown option" in p.stderr, (args, p.stderr)
+        assert "fetch" not in p.stderr, (args, p.stderr)
+
+
+def test_a_model_path_is_named(model, tmp_path):
+    for path, why in ((tmp_path / "none.gguf", "cannot be opened"), (tmp_path, "is a directory")):
+        assert f"argument '--model' = {path}: {why}" in error("generate", "--model", path, "-n", "1", "hi")
+    assert "argument '--model' = \"\": needs a path" in error("tokenize", "--model", "", "hi")
+
+
+def test_empty_values_are_named(model):
+    # chat answered an empty message; the others said "(missing)" or named TEXT
+    assert "argument '--prompt' = \"\": must not be empty" in error("chat", "--model", model, "-n", "1", "--prompt", "")
+    assert "argument '--file' = \"\": needs a file name" in error("tokenize", "--model", model, "--file", "")
+    assert "argument '--file' = \"\": give the text" in error("perplexity", "--model", model, "--file", "")
+    assert "argument '--prompts' = \"\": needs a file name" in error("generate", "--model", model, "--prompts", "")

@@ -95,12 +95,17 @@ double Args::get_double(const std::string& key, double fallback) {
   return r;
 }
 
-std::string read_text_file(const char* cmd, const std::string& flag, const std::string& path) {
+void check_file(const char* cmd, const std::string& flag, const std::string& path) {
+  LLMK_CHECK_ARG(!path.empty(), cmd, flag, "\"\"", "needs a file name");  // was "'' cannot be opened"
   std::error_code ec;
   // a directory opens as a stream that reads nothing: that was an empty text
   LLMK_CHECK_ARG(!std::filesystem::is_directory(path, ec), cmd, flag, path, "is a directory, not a file");
+  LLMK_CHECK_ARG(std::ifstream(path, std::ios::binary).good(), cmd, flag, path, "cannot be opened");
+}
+
+std::string read_text_file(const char* cmd, const std::string& flag, const std::string& path) {
+  check_file(cmd, flag, path);
   std::ifstream in(path, std::ios::binary);
-  LLMK_CHECK_ARG(in.good(), cmd, flag, path, "cannot be opened");
   std::stringstream ss;
   ss << in.rdbuf();
   LLMK_CHECK_ARG(!in.bad(), cmd, flag, path, "cannot be read");

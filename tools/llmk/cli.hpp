@@ -56,6 +56,9 @@ struct Command {
   std::vector<std::string> flags;  // value-less options of this command
 };
 
+// Throws naming option `flag` of command `cmd` when `path` is empty, a directory or cannot be opened.
+void check_file(const char* cmd, const std::string& flag, const std::string& path);
+
 // The bytes of file `path` given as option `flag` of command `cmd` ("-" is not
 // special here); a missing, unreadable or directory path throws naming the option.
 std::string read_text_file(const char* cmd, const std::string& flag, const std::string& path);

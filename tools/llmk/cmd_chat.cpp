@@ -16,7 +16,7 @@ using namespace llmk::cli;
 int run_chat(Args& args) {
   const std::vector<std::string>& pos = args.positional();
   const int64_t n = n_arg(args, 256);
-  const std::string path = model_path(args);
+  const std::string model = model_arg(args);
   Request base;
   base.max_tokens = n;
   base.sampling.temperature = float(args.get_double("temp", 0.7));
@@ -32,9 +32,11 @@ int run_chat(Args& args) {
   threads_arg(args);
   args.finish();
   LLMK_CHECK_ARG(pos.empty(), "chat", "positional", pos.front(), "unexpected (use --prompt TEXT)");
+  // an empty line ends an interactive chat; as --prompt it was sent as a message
+  LLMK_CHECK_ARG(!one_shot || !prompt.empty(), "chat", "--prompt", "\"\"", "must not be empty");
   LLMK_CHECK_ARG(n >= 1 && n <= kMaxNewTokens, "chat", "-n", n, "must be in [1, 2^31]");
 
-  LoadedModel lm(path);
+  LoadedModel lm(model_path(model));
   std::vector<ChatMessage> messages;
   if (has_system) messages.push_back({"system", system});
   const std::string default_system = has_system ? "" : chatml_default_system(lm.tok.chat_template());

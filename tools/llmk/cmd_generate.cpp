@@ -20,7 +20,7 @@ using namespace llmk::cli;
 int run_generate(Args& args) {
   const std::vector<std::string>& pos = args.positional();
   const int64_t n = n_arg(args, 128);
-  const std::string path = model_path(args);
+  const std::string model = model_arg(args);
   const bool json = args.flag("json");
   std::vector<std::string> prompts;
   if (args.has("prompts")) {
@@ -55,7 +55,7 @@ int run_generate(Args& args) {
   LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompt", "(missing)", "give --prompt TEXT, --prompts FILE or TEXT");
   LLMK_CHECK_ARG(n >= 1 && n <= kMaxNewTokens, "generate", "-n", n, "must be in [1, 2^31]");
 
-  LoadedModel lm(path);
+  LoadedModel lm(model_path(model));
   std::vector<Request> reqs;
   int64_t need = 0;
   for (const auto& p : prompts) {

@@ -25,7 +25,7 @@ void log_softmax(const float* z, int64_t V, std::vector<double>& out) {
 
 int run_perplexity(Args& args) {
   const std::string file = args.get("file", "");
-  const std::string path = model_path(args);
+  const std::string model = model_arg(args);
   EngineConfig kv;
   kv_args(args, "f32", kv);
   const int64_t ctx = args.get_int("ctx", 512), max_chunks = args.get_int("chunks", 0, 0);  // 0: all
@@ -33,11 +33,12 @@ int run_perplexity(Args& args) {
   threads_arg(args);
   args.finish();
   args.no_positionals("perplexity", "the text is --file FILE");
-  LLMK_CHECK_ARG(!file.empty(), "perplexity", "--file", "(missing)", "give the text to score");
+  LLMK_CHECK_ARG(!file.empty(), "perplexity", "--file", std::string(args.has("file") ? "\"\"" : "(missing)"),
+                 "give the text to score");
   LLMK_CHECK_ARG(ctx >= 4, "perplexity", "--ctx", ctx, "must be >= 4");
   const std::string text = read_text_file("perplexity", "--file", file);
 
-  LoadedModel lm(path);
+  LoadedModel lm(model_path(model));
   const std::vector<int32_t> toks = lm.tok.encode(text, false, lm.tok.add_bos());
   int64_t chunks = int64_t(toks.size()) / ctx;
   if (max_chunks > 0) chunks = std::min(chunks, max_chunks);

@@ -12,9 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "cli.hpp"
-#include "llmk/gguf.hpp"
-#include "llmk/tokenizer.hpp"
+#include "model_cli.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace {
@@ -67,11 +65,12 @@ void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n
 
 int run_tokenize(llmk::cli::Args& args) {
   const std::string usage = "usage: llmk tokenize [--model PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT]";
-  const std::string model = args.has("model") ? args.get("model", "") : llmk::gguf::fetch_default_model();
+  const std::string model = llmk::cli::model_arg(args);
   const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
   const bool lines = args.flag("lines"), chat = args.flag("chat");
   const std::string file = args.get("file", "");
   args.finish();
+  LLMK_CHECK_ARG(!args.has("file") || !file.empty(), "tokenize", "--file", "\"\"", "needs a file name ('-' for stdin)");
   LLMK_CHECK_ARG(file.empty() != args.positional().empty(), "tokenize", "TEXT", "(missing or given twice)",
                  "give either TEXT or --file F; " + usage);
   LLMK_CHECK_ARG(!lines || !file.empty(), "tokenize", "--lines", "1", "needs --file F");
@@ -89,7 +88,7 @@ int run_tokenize(llmk::cli::Args& args) {
     }
   }
 
-  const llmk::gguf::File gguf = llmk::gguf::File::open(model);
+  const llmk::gguf::File gguf = llmk::gguf::File::open(llmk::cli::model_path(model));
   const llmk::Tokenizer tok = llmk::Tokenizer::from_gguf(gguf);
   if (chat) {
     const llmk::ChatMessage msg{"user", text};

@@ -25,8 +25,19 @@ struct LoadedModel {
       : file(gguf::File::open(path)), model(Model::from_gguf(file)), tok(Tokenizer::from_gguf(file)) {}
 };
 
-inline std::string model_path(Args& a) {
-  return a.has("model") ? a.get("model", "") : gguf::fetch_default_model();
+// --model PATH, or "" for the default model. The default is fetched (a download when it
+// is missing) by model_path() only once every option has been checked: a typo used to
+// start the download and be reported after it.
+inline std::string model_arg(Args& a) {
+  const std::string m = a.get("model", "");
+  LLMK_CHECK_ARG(!a.has("model") || !m.empty(), "cli", "--model", "\"\"",
+                 "needs a path (leave it out for the default model)");
+  return m;
+}
+inline std::string model_path(const std::string& model_arg) {
+  if (model_arg.empty()) return gguf::fetch_default_model();
+  check_file("cli", "--model", model_arg);
+  return model_arg;
 }
 
 // A KV type named f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types).
