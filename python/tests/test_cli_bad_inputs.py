@@ -177,3 +177,12 @@ def test_empty_values_are_named(model):
     assert "argument '--file' = \"\": needs a file name" in error("tokenize", "--model", model, "--file", "")
     assert "argument '--file' = \"\": give the text" in error("perplexity", "--model", model, "--file", "")
     assert "argument '--prompts' = \"\": needs a file name" in error("generate", "--model", model, "--prompts", "")
+
+
+def test_sampling_values_are_named_as_options(model):
+    # the engine named 'temperature (request.sampling)' = inf, float(1e39); and 'top_p' = 0 for 1e-50
+    for opt, v in (("--temp", "1e39"), ("--temp", "nan"), ("--temp", "-1"), ("--top-p", "1e-50"),
+                   ("--top-p", "1.5"), ("--top-p", "nan")):
+        assert f"argument '{opt}' = {v}: must be" in error("generate", "--model", model, "-n", "1", opt, v, "hi")
+        assert f"argument '{opt}' = {v}: must be" in error("chat", "--model", model, "-n", "1", opt, v,
+                                                           "--prompt", "hi")

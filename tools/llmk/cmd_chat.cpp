@@ -19,9 +19,9 @@ int run_chat(Args& args) {
   const std::string model = model_arg(args);
   Request base;
   base.max_tokens = n;
-  base.sampling.temperature = float(args.get_double("temp", 0.7));
+  base.sampling.temperature = temp_arg(args, 0.7);
   base.sampling.top_k = top_k_arg(args, 40);
-  base.sampling.top_p = float(args.get_double("top-p", 0.95));
+  base.sampling.top_p = top_p_arg(args, 0.95);
   base.seed = seed_arg(args);
   EngineConfig ec;
   kv_args(args, "f16", ec);

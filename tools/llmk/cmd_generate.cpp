@@ -39,9 +39,9 @@ int run_generate(Args& args) {
   }
   Request base;
   base.max_tokens = n;
-  base.sampling.temperature = float(args.get_double("temp", 0.0));
+  base.sampling.temperature = temp_arg(args, 0.0);
   base.sampling.top_k = top_k_arg(args, base.sampling.temperature > 0 ? 40 : 0);
-  base.sampling.top_p = float(args.get_double("top-p", 1.0));
+  base.sampling.top_p = top_p_arg(args, 1.0);
   base.seed = seed_arg(args);
   if (args.has("stop")) base.stop.push_back(args.get("stop", ""));
   EngineConfig ec;

@@ -3,6 +3,7 @@
 // llama.cpp-style `-n N`, and JSON string escaping.
 #pragma once
 #include <algorithm>
+#include <cfloat>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +79,20 @@ inline int32_t top_k_arg(Args& a, int64_t fallback) {
   return int32_t(std::min<int64_t>(a.get_int("top-k", fallback, 0), INT32_MAX));
 }
 inline uint64_t seed_arg(Args& a) { return uint64_t(a.get_int("seed", 0, 0)); }
+// --temp T >= 0 and --top-p P in (0, 1], checked here so the error names the option and
+// the text given: the engine named the request field, and got float(1e39) = inf or
+// float(1e-50) = 0, values nobody passed.
+inline float temp_arg(Args& a, double fallback) {
+  const double t = a.get_double("temp", fallback);
+  LLMK_CHECK_ARG(t >= 0 && t <= FLT_MAX, "cli", "--temp", a.get("temp", ""), "must be finite and >= 0 (0 = greedy)");
+  return float(t);
+}
+inline float top_p_arg(Args& a, double fallback) {
+  const double p = a.get_double("top-p", fallback);
+  LLMK_CHECK_ARG(p <= 1 && float(p) > 0, "cli", "--top-p", a.get("top-p", ""),
+                 "must be in (0, 1] (and >= 1e-45, a float)");
+  return float(p);
+}
 
 // The KV cache generate and chat size themselves (without --kv-tokens) holds at most this
 // many tokens; -n beyond it still runs, until a sequence no longer fits.
