@@ -186,3 +186,15 @@ def test_sampling_values_are_named_as_options(model):
         assert f"argument '{opt}' = {v}: must be" in error("generate", "--model", model, "-n", "1", opt, v, "hi")
         assert f"argument '{opt}' = {v}: must be" in error("chat", "--model", model, "-n", "1", opt, v,
                                                            "--prompt", "hi")
+
+
+def test_bench_options_are_checked_before_any_bench_runs():
+    # --only was ignored by the benches that do not read it (they ran in full), and dropped
+    # without a NAME; a bad second NAME was found after the first bench had run
+    for args, msg in ((["triad", "--only", "x", "--quick"], "argument '--only' = x: bench triad takes no --only"),
+                      (["--only", "x"], "argument '--only' = x: needs a bench NAME"),
+                      (["attention", "--only", "a,,b", "--quick"], "argument '--only' = a,,b: holds an empty item"),
+                      (["triad", "nonexistent", "--quick"], "argument 'NAME' = nonexistent: no such bench")):
+        p = run("bench", *args)
+        assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
+        assert p.stdout == "", (args, "a bench ran before the error")

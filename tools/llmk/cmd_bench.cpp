@@ -1,5 +1,6 @@
 // `llmk bench [NAME...] [--json] [--quick] [--threads N]`: runs the registered
 // benches (bench/<component>/bench_*.cpp). With no name it lists them.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -16,29 +17,35 @@ int run_bench(llmk::cli::Args& args) {
   opt.quick = args.flag("quick");
   opt.threads = static_cast<int>(args.get_int("threads", 0, 0, llmk::kMaxThreads));  // 0: all
   const std::string only = args.get("only", "");
-  for (size_t a = 0, b; a < only.size(); a = b + 1) {
-    b = only.find(',', a);
-    if (b == std::string::npos) b = only.size();
+  for (size_t a = 0, b; a <= only.size() && args.has("only"); a = b + 1) {
+    b = std::min(only.find(',', a), only.size());
+    // "" or "a,,b" was no filter at all (attention matched every shape against "")
+    LLMK_CHECK_ARG(b > a, "bench", "--only", only, "holds an empty item (give a,b)");
     opt.only.push_back(only.substr(a, b - a));
   }
   args.finish();
   if (opt.threads > 0) llmk::set_num_threads(opt.threads);
   const auto& names = args.positional();
+  // Every name is checked before any bench runs (a bad second name failed after the first had run).
+  // The benches that read --only; the others ran in full, as if it had not been given.
+  const std::vector<std::string> takes_only = {"softmax-topk", "attention"};
+  for (const auto& n : names) {
+    const bool known =
+        n == "all" || std::any_of(benches().begin(), benches().end(), [&](const auto& b) { return n == b.name; });
+    LLMK_CHECK_ARG(known, "bench", "NAME", n, "no such bench (run `llmk bench` for the list)");
+    LLMK_CHECK_ARG(opt.only.empty() || std::find(takes_only.begin(), takes_only.end(), n) != takes_only.end(), "bench",
+                   "--only", only, "bench " + n + " takes no --only (softmax-topk and attention do)");
+  }
+  LLMK_CHECK_ARG(opt.only.empty() || !names.empty(), "bench", "--only", only, "needs a bench NAME");
   if (names.empty()) {
     std::printf("usage: llmk bench NAME... [--json] [--quick] [--threads N] [--only a,b]\n\nbenches:\n");
     for (const auto& b : benches()) std::printf("  %-14s %s\n", b.name, b.summary);
     return 0;
   }
   int rc = 0;
-  for (const auto& n : names) {
-    bool found = false;
-    for (const auto& b : benches()) {
-      if (n != b.name && n != "all") continue;
-      found = true;
-      rc |= b.run(opt);
-    }
-    LLMK_CHECK_ARG(found, "bench", "NAME", n, "no such bench (run `llmk bench` for the list)");
-  }
+  for (const auto& n : names)
+    for (const auto& b : benches())
+      if (n == b.name || n == "all") rc |= b.run(opt);
   return rc;
 }
 }  // namespace
