@@ -198,3 +198,17 @@ def test_bench_options_are_checked_before_any_bench_runs():
         p = run("bench", *args)
         assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
         assert p.stdout == "", (args, "a bench ran before the error")
+
+
+def test_analyze_options_are_named(tmp_path):
+    # parse_kv_type named 'kv type' and a part of the value ('f16,f16')
+    assert "argument '--kv-type' = f16,f16,f16: must be T or K,V" in error("analyze", "--device", "h100",
+                                                                           "--kv-type", "f16,f16,f16")
+    assert "argument '--weights' = q3: must be one of" in error("analyze", "--device", "h100", "--weights", "q3")
+    # --config "" analysed the default model; a directory was read as an empty JSON text
+    assert "argument '--config' = \"\": needs a file name" in error("analyze", "--device", "h100", "--config", "")
+    assert f"argument '--config' = {tmp_path}: is a directory" in error("analyze", "--device", "h100",
+                                                                          "--config", tmp_path)
+    # find_device took "CPU", the host checks did not
+    p = run("analyze", "--device", "CPU", "--bandwidth", "10", "--peak-tflops", "1", "--json")
+    assert p.returncode == 0 and '"key": "cpu"' in p.stdout, p.stderr

@@ -5,6 +5,7 @@
 // triad (bench/common) unless --bandwidth is given; its peak is the measured
 // f32 FMA rate unless --peak-tflops is given.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -242,6 +243,25 @@ void print_list() {
                 d.source.c_str());
 }
 
+// --kv-type T or K,V (`part` is T, K or V) and --weights T, named as options: the parsers
+// name 'kv type' and 'weight type', and only a part of "f16,f16,f16" ('f16,f16').
+KvType kv_type_arg(const std::string& kv, const std::string& part) {
+  try {
+    return parse_kv_type(part);
+  } catch (const llmk::InvalidArgument&) {
+    llmk::throw_invalid_argument("analyze", "--kv-type", kv,
+                                 "must be T or K,V, each one of f32, f16, bf16, int8, int4");
+  }
+}
+
+WeightType weight_type_arg(const std::string& name) {
+  try {
+    return parse_weight_type(name);
+  } catch (const llmk::InvalidArgument&) {
+    llmk::throw_invalid_argument("analyze", "--weights", name, "must be one of f32, f16, bf16, q8_0, q4_0, q4_1");
+  }
+}
+
 int run_analyze(llmk::cli::Args& args) {
   Setup s;
   if (args.flag("list")) {
@@ -250,15 +270,18 @@ int run_analyze(llmk::cli::Args& args) {
     return 0;
   }
   const bool json = args.flag("json");
-  const std::string model = args.get("model", ""), config = args.get("config", "");
-  LLMK_CHECK_ARG(model.empty() || config.empty(), "analyze", "--config", config, "give --model or --config, not both");
-  s.m = config.empty() ? find_model(model.empty() ? "smollm2-135m" : model) : load_model_config(config);
-  const std::string device = args.get("device", "all");
+  const std::string model = args.get("model", "smollm2-135m"), config = args.get("config", "");
+  LLMK_CHECK_ARG(!args.has("model") || !args.has("config"), "analyze", "--config", config,
+                 "give --model or --config, not both");
+  s.m = args.has("config") ? parse_model_config(llmk::cli::read_text_file("analyze", "--config", config), config)
+                           : find_model(model);
+  std::string device = args.get("device", "all");
+  for (char& c : device) c = char(std::tolower(static_cast<unsigned char>(c)));  // as find_device reads it
   const std::string kv = args.get("kv-type", "f16");
   const auto comma = kv.find(',');
-  s.k = parse_kv_type(kv.substr(0, comma));
-  s.v = parse_kv_type(comma == std::string::npos ? kv : kv.substr(comma + 1));
-  s.w = parse_weight_type(args.get("weights", "f16"));
+  s.k = kv_type_arg(kv, kv.substr(0, comma));
+  s.v = comma == std::string::npos ? s.k : kv_type_arg(kv, kv.substr(comma + 1));
+  s.w = weight_type_arg(args.get("weights", "f16"));
   s.batch = args.get_int("batch", 1);
   s.context = args.get_int("context", s.m.max_context ? s.m.max_context : 4096);
   s.opt.block = args.get_int("block", 16);
