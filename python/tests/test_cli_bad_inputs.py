@@ -212,3 +212,11 @@ def test_analyze_options_are_named(tmp_path):
     # find_device took "CPU", the host checks did not
     p = run("analyze", "--device", "CPU", "--bandwidth", "10", "--peak-tflops", "1", "--json")
     assert p.returncode == 0 and '"key": "cpu"' in p.stdout, p.stderr
+
+
+def test_analyze_prints_nothing_when_a_figure_overflows():
+    # the tables before the overflowing one were printed, as if the run had succeeded
+    for args in (["--batch", "1000000000000"], ["--block", "9223372036854775807"]):
+        p = run("analyze", "--device", "h100", *args)
+        assert p.returncode == 2 and "overflows a 64-bit integer" in p.stderr, (args, p.stderr)
+        assert p.stdout == "", args

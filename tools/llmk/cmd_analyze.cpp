@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,50 +54,67 @@ const char* side(double intensity, const Device& d) {
   return intensity >= ridge(d) ? "comp" : intensity >= fp32_ridge(d) ? "mem*" : "mem";
 }
 
-void print_text(const Setup& s) {
-  const ModelConfig& m = s.m;
-  std::printf("model %s: %lld layers, hidden %lld, heads %lld/%lld kv (group %lld), head_dim %lld, ffn %lld%s, "
-              "vocab %lld%s\n",
-              m.name.c_str(), (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads,
-              (long long)m.n_kv_heads, (long long)(m.n_heads / m.n_kv_heads), (long long)m.head_dim,
-              (long long)m.ffn, m.gated_ffn ? " (gated)" : "", (long long)m.vocab, m.tied_embeddings ? ", tied" : "");
-  std::printf("params %lld (shape implies %lld), weights %s %.3f GB; GB = 1e9 bytes\n", (long long)m.params,
-              (long long)estimated_params(m), weight_type_name(s.w), gb(weight_bytes(m, s.w)));
-  std::printf("settings: batch %lld, context %lld, kv %s, blocks of %lld tokens, reserve %.0f%% of memory, "
-              "activations %g bytes\n\n",
-              (long long)s.batch, (long long)s.context, kv_name(s).c_str(), (long long)s.opt.block,
-              100 * s.opt.reserve_fraction, s.act_bytes);
+// printf onto `o`. The text is printed once it is whole: a product that overflows int64 (a
+// huge --batch or --block, a config's head_dim) throws midway, and the tables before it were
+// printed as if the run had succeeded.
+__attribute__((format(printf, 2, 3))) void out(std::string& o, const char* fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  const size_t at = o.size();
+  o.resize(at + size_t(n) + 1);
+  std::vsnprintf(o.data() + at, size_t(n) + 1, fmt, ap2);
+  va_end(ap2);
+  o.resize(at + size_t(n));
+}
 
-  std::printf("KV cache per token (K and V, all layers)\n  %-6s %12s %10s %8s\n", "type", "bytes", "KiB", "vs f16");
+void print_text(const Setup& s) {
+  std::string o;
+  const ModelConfig& m = s.m;
+  out(o, "model %s: %lld layers, hidden %lld, heads %lld/%lld kv (group %lld), head_dim %lld, ffn %lld%s, "
+         "vocab %lld%s\n",
+         m.name.c_str(), (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads,
+         (long long)m.n_kv_heads, (long long)(m.n_heads / m.n_kv_heads), (long long)m.head_dim,
+         (long long)m.ffn, m.gated_ffn ? " (gated)" : "", (long long)m.vocab, m.tied_embeddings ? ", tied" : "");
+  out(o, "params %lld (shape implies %lld), weights %s %.3f GB; GB = 1e9 bytes\n", (long long)m.params,
+         (long long)estimated_params(m), weight_type_name(s.w), gb(weight_bytes(m, s.w)));
+  out(o, "settings: batch %lld, context %lld, kv %s, blocks of %lld tokens, reserve %.0f%% of memory, "
+         "activations %g bytes\n\n",
+         (long long)s.batch, (long long)s.context, kv_name(s).c_str(), (long long)s.opt.block,
+         100 * s.opt.reserve_fraction, s.act_bytes);
+
+  out(o, "KV cache per token (K and V, all layers)\n  %-6s %12s %10s %8s\n", "type", "bytes", "KiB", "vs f16");
   const double f16 = double(kv_bytes_per_token(m, KvType::f16, KvType::f16));
   for (KvType t : all_kv_types()) {
     const int64_t b = kv_bytes_per_token(m, t, t);
-    std::printf("  %-6s %12lld %10.2f %8.3f\n", kv_type_name(t), (long long)b, double(b) / 1024, double(b) / f16);
+    out(o, "  %-6s %12lld %10.2f %8.3f\n", kv_type_name(t), (long long)b, double(b) / 1024, double(b) / f16);
   }
 
-  std::printf("\nKV memory (GB) at batch %lld against context, per storage type\n  %8s", (long long)s.batch, "context");
-  for (KvType t : all_kv_types()) std::printf(" %9s", kv_type_name(t));
-  std::printf("\n");
+  out(o, "\nKV memory (GB) at batch %lld against context, per storage type\n  %8s", (long long)s.batch, "context");
+  for (KvType t : all_kv_types()) out(o, " %9s", kv_type_name(t));
+  out(o, "\n");
   for (int64_t c : s.contexts) {
-    std::printf("  %8lld", (long long)c);
-    for (KvType t : all_kv_types()) std::printf(" %9.3f", gb(kv_bytes(m, t, t, s.batch, c, s.opt.block)));
-    std::printf("\n");
+    out(o, "  %8lld", (long long)c);
+    for (KvType t : all_kv_types()) out(o, " %9.3f", gb(kv_bytes(m, t, t, s.batch, c, s.opt.block)));
+    out(o, "\n");
   }
-  std::printf("\nKV + weights (GB), kv %s, weights %s, against context and batch\n  %8s", kv_name(s).c_str(),
-              weight_type_name(s.w), "context");
-  for (int64_t b : s.batches) std::printf("  batch %-4lld", (long long)b);
-  std::printf("\n");
+  out(o, "\nKV + weights (GB), kv %s, weights %s, against context and batch\n  %8s", kv_name(s).c_str(),
+         weight_type_name(s.w), "context");
+  for (int64_t b : s.batches) out(o, "  batch %-4lld", (long long)b);
+  out(o, "\n");
   for (int64_t c : s.contexts) {
-    std::printf("  %8lld", (long long)c);
+    out(o, "  %8lld", (long long)c);
     for (int64_t b : s.batches)
-      std::printf(" %11.2f", gb(kv_bytes(m, s.k, s.v, b, c, s.opt.block)) + gb(weight_bytes(m, s.w)));
-    std::printf("\n");
+      out(o, " %11.2f", gb(kv_bytes(m, s.k, s.v, b, c, s.opt.block)) + gb(weight_bytes(m, s.w)));
+    out(o, "\n");
   }
 
-  std::printf("\ncapacity: kv %s, weights %s, reserve %.0f%%\n  %-8s %8s %8s %8s %8s %14s %14s  %s\n", kv_name(s).c_str(),
-              weight_type_name(s.w), 100 * s.opt.reserve_fraction, "device", "mem GB", "weights", "reserve", "KV GB",
-              ("max ctx @b" + std::to_string(s.batch)).c_str(), ("max batch @" + std::to_string(s.context)).c_str(),
-              "note");
+  out(o, "\ncapacity: kv %s, weights %s, reserve %.0f%%\n  %-8s %8s %8s %8s %8s %14s %14s  %s\n", kv_name(s).c_str(),
+         weight_type_name(s.w), 100 * s.opt.reserve_fraction, "device", "mem GB", "weights", "reserve", "KV GB",
+         ("max ctx @b" + std::to_string(s.batch)).c_str(), ("max batch @" + std::to_string(s.context)).c_str(),
+         "note");
   for (const Device& d : s.devices) {
     const Capacity c = capacity(m, d, s.k, s.v, s.w, s.batch, s.context, s.opt);
     std::string note = !c.fits ? "does not fit: weights + reserve exceed memory"
@@ -104,24 +122,24 @@ void print_text(const Setup& s) {
                        : (m.max_context && c.max_context > m.max_context)
                            ? "memory allows more than the trained context " + std::to_string(m.max_context)
                            : "";
-    std::printf("  %-8s %8.1f %8.2f %8.2f %8.2f %14lld %14lld  %s\n", d.key.c_str(), gb(c.memory), gb(c.weights),
-                gb(c.reserve), gb(std::max<int64_t>(c.kv_budget, 0)), (long long)c.max_context,
-                (long long)c.max_batch, note.c_str());
+    out(o, "  %-8s %8.1f %8.2f %8.2f %8.2f %14lld %14lld  %s\n", d.key.c_str(), gb(c.memory), gb(c.weights),
+           gb(c.reserve), gb(std::max<int64_t>(c.kv_budget, 0)), (long long)c.max_context,
+           (long long)c.max_batch, note.c_str());
   }
 
-  std::printf("\narithmetic intensity (FLOPs/byte) and roofline side: mem = below the ridge, comp = above,\n"
-              "mem* = below the tensor ridge but above the f32 (CUDA-core) ridge\n");
-  std::printf("  %-34s %9s", "op", "FLOP/B");
-  for (const Device& d : s.devices) std::printf(" %8s", d.key.c_str());
-  std::printf("\n  %-34s %9s", "ridge = peak / bandwidth", "");
-  for (const Device& d : s.devices) std::printf(" %8.1f", ridge(d));
-  std::printf("\n  %-34s %9s", "f32 ridge = f32 peak / bandwidth", "");
-  for (const Device& d : s.devices) std::printf(" %8.1f", fp32_ridge(d));
-  std::printf("\n");
+  out(o, "\narithmetic intensity (FLOPs/byte) and roofline side: mem = below the ridge, comp = above,\n"
+         "mem* = below the tensor ridge but above the f32 (CUDA-core) ridge\n");
+  out(o, "  %-34s %9s", "op", "FLOP/B");
+  for (const Device& d : s.devices) out(o, " %8s", d.key.c_str());
+  out(o, "\n  %-34s %9s", "ridge = peak / bandwidth", "");
+  for (const Device& d : s.devices) out(o, " %8.1f", ridge(d));
+  out(o, "\n  %-34s %9s", "f32 ridge = f32 peak / bandwidth", "");
+  for (const Device& d : s.devices) out(o, " %8.1f", fp32_ridge(d));
+  out(o, "\n");
   auto row = [&](const std::string& op, const Work& w) {
-    std::printf("  %-34s %9.2f", op.c_str(), w.intensity());
-    for (const Device& d : s.devices) std::printf(" %8s", side(w.intensity(), d));
-    std::printf("\n");
+    out(o, "  %-34s %9.2f", op.c_str(), w.intensity());
+    for (const Device& d : s.devices) out(o, " %8s", side(w.intensity(), d));
+    out(o, "\n");
   };
   for (KvType t : all_kv_types())
     row("decode attn " + std::string(kv_type_name(t)) + " ctx " + std::to_string(s.context),
@@ -134,17 +152,18 @@ void print_text(const Setup& s) {
   const Work step = decode_step(s);
   row("decode step (batch " + std::to_string(s.batch) + ")", step);
 
-  std::printf("\ndecode step bound: batch %lld at context %lld = %.3f GFLOP, %.3f GB moved\n", (long long)s.batch,
-              (long long)s.context, step.flops / 1e9, step.bytes / 1e9);
-  std::printf("  %-8s %12s %14s\n", "device", "ms/step", "tokens/s max");
+  out(o, "\ndecode step bound: batch %lld at context %lld = %.3f GFLOP, %.3f GB moved\n", (long long)s.batch,
+         (long long)s.context, step.flops / 1e9, step.bytes / 1e9);
+  out(o, "  %-8s %12s %14s\n", "device", "ms/step", "tokens/s max");
   for (const Device& d : s.devices) {
     const double t = roofline_seconds(d, step);
-    std::printf("  %-8s %12.3f %14.1f\n", d.key.c_str(), t * 1e3, double(s.batch) / t);
+    out(o, "  %-8s %12.3f %14.1f\n", d.key.c_str(), t * 1e3, double(s.batch) / t);
   }
-  std::printf("\ndevices (GB/s; dense bf16/f16 tensor and f32 TFLOP/s; cpu: measured f32 FMA):\n");
+  out(o, "\ndevices (GB/s; dense bf16/f16 tensor and f32 TFLOP/s; cpu: measured f32 FMA):\n");
   for (const Device& d : s.devices)
-    std::printf("  %-8s %s: %.0f GB, %.1f GB/s, %.4g / %.4g TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
-                gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.fp32_tflops, d.source.c_str());
+    out(o, "  %-8s %s: %.0f GB, %.1f GB/s, %.4g / %.4g TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
+           gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.fp32_tflops, d.source.c_str());
+  std::fputs(o.c_str(), stdout);
 }
 
 // --- JSON ---------------------------------------------------------------------
