@@ -10,7 +10,8 @@
 //    16-token blocks against one max-length allocation per sequence;
 //  - the STREAM triad of this machine, the bandwidth yardstick.
 // --only a,b: each item is a storage type (run only those, plus f32 for the
-// ratios) or a piece of the shape ("llama3", "B1 ", "ctx8192") that must occur in it.
+// ratios) or a piece of the shape ("llama3", "B1 ", "ctx8192") that must occur in it;
+// one that leaves no shape is an error, before anything runs.
 // All (type, layout) variants of a shape are timed in turns, 7 rounds of
 // ~30 ms each (interleaved_median_ms), so the type and paging ratios compare
 // runs under the same machine load; each round's first call is untimed.
@@ -39,6 +40,7 @@
 
 #include "bench/common/bench.hpp"
 #include "llmk/attention.hpp"
+#include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
 
 namespace llmk::bench {
@@ -167,25 +169,41 @@ bool is_type(const std::string& s) {
 
 int run(const Options& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
-  Reporter rep(opt, "attention",
-               "decode attention, one layer; bytes = K and V rows read = sum_b kv_len_b * Hkv * (k_row + v_row); "
-               "FLOPs = sum_b kv_len_b * Hq * (4 * head_dim + 5) (q.k and p.v 2 * head_dim each, softmax 5); "
-               "paged = 16-token blocks in shuffled order, paged-64 = 64-token blocks in shuffled order, contiguous = one "
-               "max-length block per sequence");
   const Model models[] = {{"smollm2-135m", 9, 3, 64}, {"llama3-8b", 32, 8, 128}};
   const std::vector<int64_t> ctxs = opt.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 2048, 8192, 32768};
   const std::vector<int64_t> batches = opt.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 32};
   const KvType types[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
   const int64_t cap = int64_t(600) << 20;
+  const auto shape_of = [](const Model& m, int64_t B, int64_t ctx) {
+    return std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx);
+  };
+  const auto selected = [&](const std::string& shape) {
+    return std::all_of(opt.only.begin(), opt.only.end(),
+                       [&](const std::string& o) { return is_type(o) || (shape + " ").find(o) != std::string::npos; });
+  };
+  bool any = false;  // checked before anything runs: a --only that matches nothing ran nothing and exited 0
+  for (const Model& m : models)
+    for (int64_t B : batches)
+      for (int64_t ctx : ctxs) any = any || selected(shape_of(m, B, ctx));
+  if (!any) {
+    std::string given;
+    for (const auto& o : opt.only) given += (given.empty() ? "" : ",") + o;
+    throw_invalid_argument("bench attention", "--only", given,
+                           "matches no shape (each item a type f32|f16|bf16|int8|int4 or a piece of a shape such as "
+                           "\"llama3\", \"B1 \", \"ctx8192\"" +
+                               std::string(opt.quick ? "; --quick runs B1 ctx512 only)" : ")"));
+  }
+  Reporter rep(opt, "attention",
+               "decode attention, one layer; bytes = K and V rows read = sum_b kv_len_b * Hkv * (k_row + v_row); "
+               "FLOPs = sum_b kv_len_b * Hq * (4 * head_dim + 5) (q.k and p.v 2 * head_dim each, softmax 5); "
+               "paged = 16-token blocks in shuffled order, paged-64 = 64-token blocks in shuffled order, contiguous = one "
+               "max-length block per sequence");
   std::vector<std::string> skipped;
   for (const Model& m : models)
     for (int64_t B : batches)
       for (int64_t ctx : ctxs) {
-        const std::string shape = std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx);
-        if (!std::all_of(opt.only.begin(), opt.only.end(), [&](const std::string& o) {
-              return is_type(o) || (shape + " ").find(o) != std::string::npos;
-            }))
-          continue;
+        const std::string shape = shape_of(m, B, ctx);
+        if (!selected(shape)) continue;
         std::vector<float> q(size_t(B * m.Hq * m.D), 0.05f), out(q.size());
         // Every (type, layout) of the shape is built first and then timed in
         // turns (interleaved_median_ms), so the ratios between them (the

@@ -194,7 +194,10 @@ def test_bench_options_are_checked_before_any_bench_runs():
     for args, msg in ((["triad", "--only", "x", "--quick"], "argument '--only' = x: bench triad takes no --only"),
                       (["--only", "x"], "argument '--only' = x: needs a bench NAME"),
                       (["attention", "--only", "a,,b", "--quick"], "argument '--only' = a,,b: holds an empty item"),
-                      (["triad", "nonexistent", "--quick"], "argument 'NAME' = nonexistent: no such bench")):
+                      (["triad", "nonexistent", "--quick"], "argument 'NAME' = nonexistent: no such bench"),
+                      # ran nothing and exited 0
+                      (["attention", "--only", "llama4", "--quick"], "argument '--only' = llama4: matches no shape"),
+                      (["attention", "--only", "int8,B32", "--quick"], "argument '--only' = int8,B32: matches no shape")):
         p = run("bench", *args)
         assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
         assert p.stdout == "", (args, "a bench ran before the error")
@@ -220,3 +223,14 @@ def test_analyze_prints_nothing_when_a_figure_overflows():
         p = run("analyze", "--device", "h100", *args)
         assert p.returncode == 2 and "overflows a 64-bit integer" in p.stderr, (args, p.stderr)
         assert p.stdout == "", args
+
+
+def test_kv_type_names_are_the_same_in_every_command(model):
+    # generate took q8 / q4 only and analyze int8 / int4 only
+    p = run("generate", "--model", model, "-n", "1", "--kv-type", "int8", "--kv-v-type", "int4", "--json", "hi")
+    assert p.returncode == 0, p.stderr
+    a = run("analyze", "--model", "llama-3-8b", "--device", "h100", "--kv-type", "q8,q4", "--json")
+    b = run("analyze", "--model", "llama-3-8b", "--device", "h100", "--kv-type", "int8,int4", "--json")
+    assert a.returncode == 0 and a.stdout == b.stdout, a.stderr
+    assert "argument '--kv-type' = q3: must be f32|f16|bf16|q8|q4 (or int8|int4)" in error(
+        "generate", "--model", model, "-n", "1", "--kv-type", "q3", "hi")

@@ -264,12 +264,13 @@ void print_list() {
 
 // --kv-type T or K,V (`part` is T, K or V) and --weights T, named as options: the parsers
 // name 'kv type' and 'weight type', and only a part of "f16,f16,f16" ('f16,f16').
+// q8 and q4, generate's names for int8 and int4, are taken too.
 KvType kv_type_arg(const std::string& kv, const std::string& part) {
   try {
-    return parse_kv_type(part);
+    return parse_kv_type(part == "q8" ? "int8" : part == "q4" ? "int4" : part);
   } catch (const llmk::InvalidArgument&) {
     llmk::throw_invalid_argument("analyze", "--kv-type", kv,
-                                 "must be T or K,V, each one of f32, f16, bf16, int8, int4");
+                                 "must be T or K,V, each one of f32, f16, bf16, int8 (q8), int4 (q4)");
   }
 }
 

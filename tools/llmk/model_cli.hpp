@@ -41,11 +41,12 @@ inline std::string model_path(const std::string& model_arg) {
   return model_arg;
 }
 
-// A KV type named f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types).
+// A KV type named f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types; int8 and
+// int4, the names `llmk analyze` and the API use, are taken too).
 inline KvType kv_type_named(const std::string& v, const std::string& flag) {
-  if (v == "q8") return KvType::int8;
-  if (v == "q4") return KvType::int4;
-  LLMK_CHECK_ARG(v == "f32" || v == "f16" || v == "bf16", "cli", flag, v, "must be f32|f16|bf16|q8|q4");
+  if (v == "q8" || v == "int8") return KvType::int8;
+  if (v == "q4" || v == "int4") return KvType::int4;
+  LLMK_CHECK_ARG(v == "f32" || v == "f16" || v == "bf16", "cli", flag, v, "must be f32|f16|bf16|q8|q4 (or int8|int4)");
   return parse_kv_type(v, flag.c_str());
 }
 
