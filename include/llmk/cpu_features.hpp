@@ -8,10 +8,13 @@
 // 8-bit weights (docs/kv_cache.md), so its int4-V results differ from the
 // lower levels' within a bound the tests assert. The levels are ordered:
 // avx512vbmi implies avx512vnni implies avx512, and a kernel without a path
-// for a level runs the next lower one there. simd_level() picks the best level
-// the CPU and OS support, capped by set_simd_limit() or the environment
-// variable LLMK_SIMD=scalar|avx2|avx512|avx512vnni|avx512vbmi, so tests can run
-// every path the machine can execute.
+// for a level runs the next lower one there.
+//
+// The environment variable LLMK_SIMD=scalar|avx2|avx512|avx512vnni|avx512vbmi,
+// read once, caps the level for the whole process: a capped run behaves as a
+// machine of that level would, tests included (they enumerate the paths up to
+// detected_simd_level()). set_simd_limit() lowers the level further at run time
+// but never lifts it above that cap. All functions are thread-safe.
 #pragma once
 #include <string_view>
 
@@ -20,8 +23,9 @@ namespace llmk {
 enum class SimdLevel : int { scalar = 0, avx2 = 1, avx512 = 2, avx512vnni = 3, avx512vbmi = 4 };
 inline constexpr const char* kSimdLevelChoices = "must be scalar, avx2, avx512, avx512vnni or avx512vbmi";
 
-SimdLevel detected_simd_level();  // what this CPU + OS support
-SimdLevel simd_level();           // min(detected, limit)
+SimdLevel cpu_simd_level();       // what this CPU + OS support
+SimdLevel detected_simd_level();  // min(cpu_simd_level(), LLMK_SIMD): the machine as this process sees it
+SimdLevel simd_level();           // min(detected_simd_level(), set_simd_limit()): the level kernels run
 void set_simd_limit(SimdLevel level);
 const char* simd_name(SimdLevel level);
 SimdLevel parse_simd_level(std::string_view name);  // throws InvalidArgument

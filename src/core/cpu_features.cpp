@@ -1,6 +1,7 @@
 // CPUID/XGETBV probing and the SIMD-level cap (see llmk/cpu_features.hpp).
 #include "llmk/cpu_features.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -38,20 +39,25 @@ SimdLevel probe() {
 #endif
 }
 
-SimdLevel initial_limit() {
+SimdLevel env_cap() {
   const char* env = std::getenv("LLMK_SIMD");
   return env && *env ? parse_simd_level(env) : SimdLevel::avx512vbmi;
 }
 
 std::atomic<int>& limit() {
-  static std::atomic<int> l{static_cast<int>(initial_limit())};
+  static std::atomic<int> l{static_cast<int>(SimdLevel::avx512vbmi)};
   return l;
 }
 
 }  // namespace
 
-SimdLevel detected_simd_level() {
+SimdLevel cpu_simd_level() {
   static const SimdLevel level = probe();
+  return level;
+}
+
+SimdLevel detected_simd_level() {
+  static const SimdLevel level = std::min(cpu_simd_level(), env_cap());
   return level;
 }
 

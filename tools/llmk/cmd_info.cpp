@@ -10,8 +10,8 @@ namespace {
 int run_info(llmk::cli::Args& args) {
   args.finish();
   args.no_positionals("info", "info takes no arguments");
-  std::printf("simd: %s (detected %s)\n", llmk::simd_name(llmk::simd_level()),
-              llmk::simd_name(llmk::detected_simd_level()));
+  std::printf("simd: %s (cpu %s%s)\n", llmk::simd_name(llmk::simd_level()), llmk::simd_name(llmk::cpu_simd_level()),
+              llmk::detected_simd_level() < llmk::cpu_simd_level() ? ", capped by LLMK_SIMD" : "");
   std::printf("threads: %d\n", llmk::num_threads());
   const int n = llmk::cuda_device_count();
   std::printf("cuda: %s, %d device(s)%s%s\n", llmk::cuda_compiled() ? "compiled" : "not compiled", n,
