@@ -21,3 +21,10 @@ TEST(Parallel, ThreadCountIsSettable) {
   EXPECT_EQ(llmk::num_threads(), 3);
   llmk::set_num_threads(before);
 }
+
+TEST(Dispatch, LimitNeverLiftsTheLevelAboveTheDetectedOne) {
+  // detected_simd_level() carries the LLMK_SIMD cap: a capped run must stay a smaller machine.
+  EXPECT_LE(static_cast<int>(llmk::detected_simd_level()), static_cast<int>(llmk::cpu_simd_level()));
+  llmk::ScopedSimdLimit lim(llmk::SimdLevel::avx512vbmi);
+  EXPECT_EQ(llmk::simd_level(), llmk::detected_simd_level());
+}
