@@ -1,7 +1,7 @@
 // Tokenizer: pre-tokenizer splits (GPT-2 regex and digits-first), BPE merge order, special
 // tokens, byte fallback, decode round trips, the streaming decoder, ChatML rendering, and on
 // the real SmolLM2 vocabulary (skipped when the model is missing) token ids produced by
-// llama.cpp (llama-cpp-python 0.3.16) for the same texts.
+// llama.cpp (llama-cpp-python 0.3.16 and 0.3.36 agree) for the same texts.
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -225,7 +225,7 @@ TEST(Chat, ChatMlRendering) {
   EXPECT_EQ(chatml_default_system("no template"), "");
 }
 
-// The real vocabulary. Expected ids: llama.cpp via llama-cpp-python 0.3.16,
+// The real vocabulary. Expected ids: llama.cpp via llama-cpp-python 0.3.36 (as 0.3.16),
 // Llama(model_path, vocab_only=True).tokenize(text.encode(), add_bos=False, special=True).
 class SmolLM2Tokenizer : public ::testing::Test {
  protected:
