@@ -575,6 +575,12 @@ void AsyncEngine::loop() {
       std::lock_guard<std::mutex> lk(m_);
       stopping_ = true;
     }
+    {  // before the streams hear of it: a client that saw its last event reads a status without its request
+      std::lock_guard<std::mutex> lk(m_);
+      status_.stats = engine_.stats();
+      status_.kv = engine_.kv_stats();
+      status_.running = engine_.running();
+    }
     std::unordered_map<int64_t, Output*> out_of;
     for (Output& o : done) out_of[o.id] = &o;
     for (auto& kv : evs) {
@@ -595,9 +601,6 @@ void AsyncEngine::loop() {
       ++ended;
     }
     std::lock_guard<std::mutex> lk(m_);
-    status_.stats = engine_.stats();
-    status_.kv = engine_.kv_stats();
-    status_.running = engine_.running();
     in_flight_ -= ended;
     if (in_flight_ == 0) idle_.notify_all();
   }
