@@ -66,6 +66,7 @@ struct Request {
   // before top-k / top-p / min-p (as vLLM returns them by default), so they do
   // not depend on the sampling parameters.
   int32_t logprobs = -1;
+  bool ignore_eos = false;  // an end-of-generation token does not end the request (benchmarks)
 };
 inline constexpr int32_t kMaxLogprobs = 20;
 

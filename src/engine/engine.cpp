@@ -322,7 +322,7 @@ struct Engine::Impl {
         s->generated.push_back(t);
         s->out.tokens.push_back(t);
         ++stats.generated_tokens;
-        if (tok && tok->is_eog(t)) s->out.finish = Finish::eos;
+        if (tok && tok->is_eog(t) && !s->req.ignore_eos) s->out.finish = Finish::eos;
       } else {
         s->out.finish = Finish::error;
       }

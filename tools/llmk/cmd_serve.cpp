@@ -367,6 +367,7 @@ class Server {
       }
     }
     base.logprobs = job.logprobs;
+    base.ignore_eos = boolean(body, "ignore_eos", false);  // vLLM's extension
     const char* mt = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const bool has_max = field(body, mt) != nullptr;
     const int64_t max_tokens = integer(body, mt, chat ? 0 : 16, 1, INT64_MAX);
