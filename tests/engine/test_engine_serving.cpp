@@ -349,6 +349,12 @@ TEST(AsyncEngine, ManyThreadsGetWhatOneThreadGets) {
   AsyncEngine ae(m, nullptr, c, 64);
   std::vector<std::vector<int32_t>> got(rs.size());
   std::vector<Finish> fin(rs.size(), Finish::running);
+  std::atomic<bool> done{false};
+  std::thread poller([&] {  // as /metrics does, while the engine steps
+    int64_t seen = 0;
+    while (!done.load()) seen = std::max(seen, ae.status().stats.generated_tokens);
+    EXPECT_GE(seen, 0);
+  });
   std::vector<std::thread> th;
   for (int t = 0; t < 8; ++t)
     th.emplace_back([&, t] {
@@ -369,6 +375,8 @@ TEST(AsyncEngine, ManyThreadsGetWhatOneThreadGets) {
       }
     });
   for (auto& x : th) x.join();
+  done.store(true);
+  poller.join();
   for (size_t i = 0; i < rs.size(); ++i) EXPECT_EQ(got[i], expect[i]) << "request " << i;
   ae.wait_idle();
   const AsyncEngineStatus s = ae.status();
