@@ -187,7 +187,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--requests", type=int, default=0, help="requests per level (default: max(8, 2 x concurrency))")
+    ap.add_argument("--requests", type=int, default=0, help="requests per level (default: max(8, concurrency))")
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument("--workloads", default="random,shared")
     ap.add_argument("--peers", default="llama-cpp-python")
@@ -204,8 +204,9 @@ def main():
     for workload in a.workloads.split(","):
         kinds = servers + (["llmk-no-prefix-cache"] if workload == "shared" else [])
         for conc in concs:
-            n = a.requests or (2 if a.quick else max(8, 2 * conc))
+            n = a.requests or (2 if a.quick else max(8, conc))
             reqs = requests_for(workload, n, out_tokens, random.Random(conc))
+            warm = requests_for("random", 1, 4, random.Random(1000 + conc))
             for kind in kinds:  # in turns, each on a fresh server
                 args = ["--no-prefix-cache"] if kind == "llmk-no-prefix-cache" else []
                 if kind == "llama-cpp-python":
@@ -217,7 +218,7 @@ def main():
                         continue
                 p = Proc(kind, args, a.threads, a.model, 32768)
                 try:
-                    stream(p.port, *reqs[0])  # warm up (not counted)
+                    stream(p.port, *warm[0])  # warm up (not counted; shares no prompt with the level's)
                     r = run_level(p, reqs, conc)
                 finally:
                     p.stop()
