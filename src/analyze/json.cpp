@@ -1,187 +1,115 @@
-// Strict recursive-descent JSON reader (see json.hpp). Nesting is capped at 64
-// levels so a hostile file cannot overflow the stack.
+// The JSON reader of json.hpp on nlohmann-json's SAX parser (strict RFC 8259):
+// the handler builds Values bottom-up, keeping each number's source text and
+// an object's members in file order, and adds what nlohmann accepts but a
+// config file must not hold: duplicate keys and nesting deeper than 64 levels.
 #include "analyze/json.hpp"
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 #include "llmk/error.hpp"
-#include "tokenizer/unicode.hpp"
 
 namespace llmk::analyze::json {
 
 namespace {
 
-class Parser {
- public:
-  Parser(std::string_view s, std::string_view source) : s_(s), source_(source) {}
+using nl = nlohmann::json;
 
-  Value document() {
-    Value v = value(0);
-    skip_ws();
-    if (i_ != s_.size()) fail("unexpected text after the JSON value");
-    return v;
+[[noreturn]] void fail(std::string_view text, std::string_view source, size_t at, const std::string& what) {
+  int64_t line = 1, col = 1;
+  for (size_t k = 0; k < at && k < text.size(); ++k) {
+    if (text[k] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  throw_invalid_argument("analyze::parse_model_config", std::string(source),
+                         "line " + std::to_string(line) + " column " + std::to_string(col), what);
+}
+
+class Builder : public nlohmann::json_sax<nl> {
+ public:
+  Builder(std::string_view text, std::string_view source) : text_(text), source_(source) {}
+  Value root;
+
+  bool null() override { return add(Value{}); }
+  bool boolean(bool b) override {
+    Value v;
+    v.kind = Value::Kind::boolean;
+    v.b = b;
+    return add(std::move(v));
+  }
+  bool number_integer(nl::number_integer_t x) override { return number(std::to_string(x)); }
+  bool number_unsigned(nl::number_unsigned_t x) override { return number(std::to_string(x)); }
+  bool number_float(nl::number_float_t, const std::string& s) override { return number(s); }
+  bool string(std::string& s) override {
+    Value v;
+    v.kind = Value::Kind::string;
+    v.text = std::move(s);
+    return add(std::move(v));
+  }
+  bool binary(nl::binary_t&) override { return false; }
+  bool start_object(std::size_t) override { return open(Value::Kind::object); }
+  bool key(std::string& k) override {
+    for (const Member& m : stack_.back().v.members)
+      if (m.key == k)
+        throw_invalid_argument("analyze::parse_model_config", std::string(source_), "key '" + k + "'",
+                               "duplicate key '" + k + "'");
+    stack_.back().key = std::move(k);
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(Value::Kind::array); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    // position: bytes read, the offending one included
+    const std::string what = ex.what();
+    std::string phrase = "invalid JSON";
+    if (what.find("object key") != std::string::npos) phrase = "expected a string key";
+    else if (what.find("end of input; expected") == std::string::npos &&
+             what.find("expected end of input") != std::string::npos)
+      phrase = "unexpected text after the JSON value";
+    fail(text_, source_, position > 0 ? position - 1 : 0, phrase + " (" + what + ")");
   }
 
  private:
-  std::string_view s_, source_;
-  size_t i_ = 0;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    int64_t line = 1, col = 1;
-    for (size_t k = 0; k < i_ && k < s_.size(); ++k) {
-      if (s_[k] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw_invalid_argument("analyze::parse_model_config", std::string(source_),
-                           "line " + std::to_string(line) + " column " + std::to_string(col), what);
-  }
-
-  void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
-  }
-  bool eat(char c) {
-    skip_ws();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  void expect(char c, const char* what) {
-    if (!eat(c)) fail(std::string("expected ") + what);
-  }
-
-  Value value(int depth) {
-    if (depth > 64) fail("nesting deeper than 64 levels");
-    skip_ws();
-    if (i_ >= s_.size()) fail("unexpected end of input");
-    const char c = s_[i_];
+  struct Open {
     Value v;
-    if (c == '{') {
-      ++i_;
-      v.kind = Value::Kind::object;
-      if (eat('}')) return v;
-      do {
-        skip_ws();
-        if (i_ >= s_.size() || s_[i_] != '"') fail("expected a string key");
-        std::string key = string();
-        for (const auto& [k, _] : v.members)
-          if (k == key) fail("duplicate key '" + key + "'");
-        expect(':', "':' after a key");
-        v.members.push_back(Member{std::move(key), value(depth + 1)});
-      } while (eat(','));
-      expect('}', "',' or '}' in an object");
-    } else if (c == '[') {
-      ++i_;
-      v.kind = Value::Kind::array;
-      if (eat(']')) return v;
-      do v.items.push_back(value(depth + 1));
-      while (eat(','));
-      expect(']', "',' or ']' in an array");
-    } else if (c == '"') {
-      v.kind = Value::Kind::string;
-      v.text = string();
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind = Value::Kind::number;
-      v.text = number();
-    } else if (literal("true")) {
-      v.kind = Value::Kind::boolean;
-      v.b = true;
-    } else if (literal("false")) {
-      v.kind = Value::Kind::boolean;
-    } else if (!literal("null")) {
-      fail("expected a JSON value");
-    }
-    return v;
+    std::string key;  // an object's pending key
+  };
+  bool number(std::string text) {
+    Value v;
+    v.kind = Value::Kind::number;
+    v.text = std::move(text);
+    return add(std::move(v));
   }
-
-  bool literal(std::string_view word) {
-    if (s_.substr(i_, word.size()) != word) return false;
-    i_ += word.size();
+  bool add(Value v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+    } else if (stack_.back().v.kind == Value::Kind::array) {
+      stack_.back().v.items.push_back(std::move(v));
+    } else {
+      stack_.back().v.members.push_back(Member{std::move(stack_.back().key), std::move(v)});
+    }
     return true;
   }
-
-  static bool digit(char c) { return c >= '0' && c <= '9'; }
-
-  std::string number() {
-    const size_t start = i_;
-    if (s_[i_] == '-') ++i_;
-    if (i_ < s_.size() && s_[i_] == '0') {
-      ++i_;
-    } else if (i_ < s_.size() && digit(s_[i_])) {
-      while (i_ < s_.size() && digit(s_[i_])) ++i_;
-    } else {
-      fail("malformed number");
-    }
-    if (i_ < s_.size() && s_[i_] == '.') {
-      ++i_;
-      if (i_ >= s_.size() || !digit(s_[i_])) fail("malformed number");
-      while (i_ < s_.size() && digit(s_[i_])) ++i_;
-    }
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-      ++i_;
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-      if (i_ >= s_.size() || !digit(s_[i_])) fail("malformed number");
-      while (i_ < s_.size() && digit(s_[i_])) ++i_;
-    }
-    return std::string(s_.substr(start, i_ - start));
+  bool open(Value::Kind k) {
+    if (stack_.size() >= 64)
+      throw_invalid_argument("analyze::parse_model_config", std::string(source_), "nesting",
+                             "deeper than 64 levels");
+    stack_.push_back(Open{});
+    stack_.back().v.kind = k;
+    return true;
   }
-
-  uint32_t hex4() {
-    if (i_ + 4 > s_.size()) fail("truncated \\u escape");
-    uint32_t u = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char h = s_[i_++];
-      u <<= 4;
-      if (digit(h)) u |= uint32_t(h - '0');
-      else if (h >= 'a' && h <= 'f') u |= uint32_t(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') u |= uint32_t(h - 'A' + 10);
-      else fail("bad hex digit in \\u escape");
-    }
-    return u;
+  bool close() {
+    Value v = std::move(stack_.back().v);
+    stack_.pop_back();
+    return add(std::move(v));
   }
-
-  std::string string() {
-    ++i_;  // opening quote
-    std::string out;
-    while (true) {
-      if (i_ >= s_.size()) fail("unterminated string");
-      const char c = s_[i_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) fail("unterminated string");
-      switch (const char e = s_[i_++]) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00) {
-            if (!literal("\\u")) fail("unpaired surrogate in \\u escape");
-            const uint32_t lo = hex4();
-            if (lo < 0xDC00 || lo >= 0xE000) fail("unpaired surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            fail("unpaired surrogate in \\u escape");
-          }
-          unicode::append_utf8(out, cp);
-          break;
-        }
-        default: fail("bad escape in a string");
-      }
-    }
-  }
+  std::string_view text_, source_;
+  std::vector<Open> stack_;
 };
 
 }  // namespace
@@ -198,6 +126,10 @@ std::string Value::repr() const {
   return "?";
 }
 
-Value parse(std::string_view text, std::string_view source) { return Parser(text, source).document(); }
+Value parse(std::string_view text, std::string_view source) {
+  Builder b(text, source);
+  nl::sax_parse(text.begin(), text.end(), &b, nlohmann::detail::input_format_t::json, true);
+  return std::move(b.root);
+}
 
 }  // namespace llmk::analyze::json

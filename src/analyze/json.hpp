@@ -1,8 +1,9 @@
-// A small strict JSON reader (RFC 8259) for model config files: objects,
-// arrays, strings (with \uXXXX escapes, BMP and surrogate pairs), numbers,
-// true/false/null. No comments, no trailing commas, no duplicate keys, nothing
-// after the value. Numbers keep their source text so integers can be checked
-// exactly. Errors throw llmk::InvalidArgument naming the source, line and column.
+// A strict JSON reader (RFC 8259, nlohmann-json's parser) for model config
+// files: objects, arrays, strings (valid UTF-8, \uXXXX escapes), numbers,
+// true/false/null. No comments, no trailing commas, no duplicate keys, no
+// nesting deeper than 64, nothing after the value. Numbers keep their source
+// text so integers can be checked exactly. Errors throw llmk::InvalidArgument
+// naming the source and, for syntax errors, the line and column.
 #pragma once
 #include <memory>
 #include <string>

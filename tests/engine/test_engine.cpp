@@ -462,6 +462,14 @@ TEST(Engine, EndOfGenerationAndStopStrings) {
   const Output o1 = e1.run()[0];
   EXPECT_EQ(o1.finish, Finish::eos);
   EXPECT_EQ(o1.tokens, std::vector<int32_t>(o.tokens.begin(), o.tokens.begin() + long(k) + 1));
+  // ignore_eos: the same tokens as without the end-of-generation token, to max_tokens.
+  Request ri = r;
+  ri.ignore_eos = true;
+  Engine ei(m, &with_eog, EngineConfig{});
+  ei.submit(ri);
+  const Output oi = ei.run()[0];
+  EXPECT_EQ(oi.finish, Finish::length);
+  EXPECT_EQ(oi.tokens, o.tokens);
   // A stop string from the middle of the text: the text is cut just before it.
   ASSERT_GE(o.text.size(), 6u);
   Request rs = r;

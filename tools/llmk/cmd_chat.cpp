@@ -1,9 +1,10 @@
 // `llmk chat [--model PATH] [--system TEXT] [--prompt TEXT] [-n N] [--temp T] [--top-k K]
-// [--top-p P] [--seed S] [--kv-type f32|f16|q8|q4] [--threads N]`: a conversation with an
-// instruct model through its ChatML template (SmolLM2-Instruct's, with its default system
-// prompt unless --system). Reads user turns from stdin (one line each; an empty line or EOF
-// ends), streams each reply; with --prompt, answers that one message and exits. Each turn
-// re-runs the whole conversation through the engine (no prefix reuse across turns yet).
+// [--top-p P] [--seed S] [--kv-type f32|f16|q8|q4] [--kv-tokens N] [--no-prefix-cache] [--threads N]`:
+// a conversation with an instruct model through its ChatML template (SmolLM2-Instruct's, with its
+// default system prompt unless --system). Reads user turns from stdin (one line each; an empty line
+// or EOF ends), streams each reply; with --prompt, answers that one message and exits. One engine
+// serves the whole conversation: each turn's prompt starts with the earlier turns, whose KV blocks
+// the prefix cache still holds, so a turn runs the model on its new tokens only.
 #include <algorithm>
 #include <iostream>
 
@@ -25,6 +26,9 @@ int run_chat(Args& args) {
   base.seed = seed_arg(args);
   EngineConfig ec;
   kv_args(args, "f16", ec);
+  ec.kv_tokens = args.get_int("kv-tokens", 8192, 1, kAutoKvTokens);
+  ec.prefix_cache = !args.flag("no-prefix-cache");
+  ec.max_seqs = 1;
   const bool has_system = args.has("system");
   const std::string system = args.get("system", "");
   const bool one_shot = args.has("prompt");
@@ -40,6 +44,7 @@ int run_chat(Args& args) {
   std::vector<ChatMessage> messages;
   if (has_system) messages.push_back({"system", system});
   const std::string default_system = has_system ? "" : chatml_default_system(lm.tok.chat_template());
+  Engine eng(lm.model, &lm.tok, ec);
   for (int turn = 0;; ++turn) {
     std::string line;
     if (one_shot) {
@@ -54,9 +59,8 @@ int run_chat(Args& args) {
     Request r = base;
     r.seed = base.seed + uint64_t(turn);
     r.prompt = lm.tok.encode(render_chatml(messages, true, default_system), true, lm.tok.add_bos());
-    // a -n beyond the cap runs until the reply no longer fits (it overflowed, or asked for a huge cache)
-    ec.kv_tokens = int64_t(r.prompt.size()) + std::min(n, kAutoKvTokens) + ec.block_tokens;
-    Engine eng(lm.model, &lm.tok, ec);
+    // A reply ends when the conversation fills the cache (Finish::length).
+    const EngineStats before = eng.stats();
     eng.submit(r);
     const Output out = eng.run([](const Event& e) {
       std::fputs(e.text.c_str(), stdout);
@@ -65,12 +69,15 @@ int run_chat(Args& args) {
     std::fputs("\n", stdout);
     messages.push_back({"assistant", out.text});
     const EngineStats& st = eng.stats();
-    std::fprintf(stderr, "[%zu prompt tokens, %.1f tok/s; %lld new tokens, %.1f tok/s; %s]\n", r.prompt.size(),
-                 st.prefill_seconds > 0 ? st.prefill_tokens / st.prefill_seconds : 0.0, (long long)out.tokens.size(),
-                 st.decode_seconds > 0 ? st.decode_tokens / st.decode_seconds : 0.0, finish_name(out.finish));
+    const double ps = st.prefill_seconds - before.prefill_seconds, ds = st.decode_seconds - before.decode_seconds;
+    std::fprintf(stderr, "[%zu prompt tokens (%lld cached), %.1f tok/s; %lld new tokens, %.1f tok/s; %s]\n",
+                 r.prompt.size(), (long long)out.cached_tokens,
+                 ps > 0 ? double(st.prefill_tokens - before.prefill_tokens) / ps : 0.0,
+                 (long long)out.tokens.size(), ds > 0 ? double(st.decode_tokens - before.decode_tokens) / ds : 0.0,
+                 finish_name(out.finish));
   }
   return 0;
 }
 
 }  // namespace
-LLMK_COMMAND("chat", "chat with an instruct model (ChatML; --prompt for one turn, --system, -n, --temp)", run_chat, {"kv-rotate"});
+LLMK_COMMAND("chat", "chat with an instruct model (ChatML; --prompt for one turn, --system, -n, --temp)", run_chat, {"kv-rotate", "no-prefix-cache"});

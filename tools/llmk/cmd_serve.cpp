@@ -1,0 +1,724 @@
+// `llmk serve [--model PATH] [--host 127.0.0.1] [--port 8080] [--max-seqs N] [--kv-type T]
+// [--kv-tokens N] [--api-key KEY] [--max-queue N] [--threads N] [--no-prefix-cache]`:
+// an OpenAI-compatible HTTP server (cpp-httplib, nlohmann-json) on the engine, bound to a
+// loopback address only. The API, errors, metrics and thread model are in docs/serving.md.
+// HTTP threads parse and check a request, submit it to the AsyncEngine (whose one thread
+// steps the engine) and turn its events into a JSON body or server-sent events; a client
+// that goes away mid-stream cancels its request. SIGINT / SIGTERM: new requests get 503,
+// the in-flight ones end with a final event (finish_reason "abort"), and the process exits 0.
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "model_cli.hpp"
+
+namespace {
+using namespace llmk;
+using namespace llmk::cli;
+using json = nlohmann::json;
+
+// Bodies larger than this get 413 before they are read.
+constexpr size_t kMaxBodyBytes = size_t(4) << 20;
+// While a stream waits for tokens, a comment line is sent this often, so a client
+// that went away is noticed (and its request cancelled) even before the next token.
+constexpr auto kKeepAlive = std::chrono::milliseconds(500);
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// An error the client caused (or a refusal): status, OpenAI-style body.
+struct HttpError {
+  int status;
+  std::string message, type, param, code;
+};
+
+void send_error(httplib::Response& res, const HttpError& e) {
+  res.status = e.status;
+  json body = {{"error",
+                {{"message", e.message},
+                 {"type", e.type},
+                 {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                 {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+  res.set_content(dump(body), "application/json");
+}
+
+HttpError bad(const std::string& param, const std::string& message) {
+  return {400, param.empty() ? message : param + ": " + message, "invalid_request_error", param, "invalid_value"};
+}
+
+std::string shown(const json& v) {
+  std::string s = dump(v);
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
+// Prometheus histogram with fixed buckets (seconds).
+struct Histogram {
+  static constexpr double kBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  int64_t counts[std::size(kBounds) + 1] = {};
+  double sum = 0;
+  int64_t n = 0;
+  void observe(double s) {
+    size_t i = 0;
+    while (i < std::size(kBounds) && s > kBounds[i]) ++i;
+    ++counts[i];
+    sum += s;
+    ++n;
+  }
+  void print(std::string& out, const std::string& name, const std::string& help) const {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    int64_t cum = 0;
+    char b[64];
+    for (size_t i = 0; i < std::size(kBounds); ++i) {
+      cum += counts[i];
+      std::snprintf(b, sizeof b, "%g", kBounds[i]);
+      out += name + "_bucket{le=\"" + b + "\"} " + std::to_string(cum) + "\n";
+    }
+    out += name + "_bucket{le=\"+Inf\"} " + std::to_string(n) + "\n";
+    std::snprintf(b, sizeof b, "%.9g", sum);
+    out += name + "_sum " + b + "\n" + name + "_count " + std::to_string(n) + "\n";
+  }
+};
+
+struct Metrics {
+  std::mutex m;
+  std::map<std::string, int64_t> outcomes;  // requests by outcome
+  Histogram ttft, tbt;
+  void count(const std::string& outcome) {
+    std::lock_guard<std::mutex> lk(m);
+    ++outcomes[outcome];
+  }
+};
+
+const char* finish_reason(Finish f) {
+  switch (f) {
+    case Finish::eos:
+    case Finish::stop: return "stop";
+    case Finish::length: return "length";
+    case Finish::cancelled: return "abort";
+    case Finish::error: return "error";
+    case Finish::running: break;
+  }
+  return "error";
+}
+
+// What one HTTP request asks for, after every field was checked.
+struct Job {
+  bool chat = false, stream = false, include_usage = false;
+  int32_t logprobs = -1;  // engine logprobs (-1 off)
+  std::vector<Request> reqs;  // one per prompt (choices)
+};
+
+class Server {
+ public:
+  Server(LoadedModel& lm, const EngineConfig& ec, int64_t max_queue, std::string api_key, std::string name)
+      : lm_(lm),
+        ae_(lm.model, &lm.tok, ec, max_queue),
+        api_key_(std::move(api_key)),
+        name_(std::move(name)),
+        context_(std::min<int64_t>(lm.model.config().n_ctx, ec.kv_tokens / ec.block_tokens * ec.block_tokens)),
+        default_system_(chatml_default_system(lm.tok.chat_template())),
+        created_(int64_t(std::time(nullptr))) {}
+
+  void routes(httplib::Server& http) {
+    http.set_payload_max_length(kMaxBodyBytes);
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (stopping_.load()) {
+        res.set_header("Retry-After", "1");
+        send_error(res, {503, "the server is shutting down", "server_error", "", "shutting_down"});
+        metrics_.count("shutting_down");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (!api_key_.empty() && req.path.rfind("/v1/", 0) == 0 &&
+          req.get_header_value("Authorization") != "Bearer " + api_key_) {
+        send_error(res, {401, "missing or wrong API key (send \"Authorization: Bearer KEY\")", "invalid_request_error",
+                         "", "invalid_api_key"});
+        metrics_.count("unauthorized");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty() || res.is_chunked_content_provider_) return;
+      if (res.status == 404) {
+        send_error(res, {404, "no route " + req.method + " " + req.path, "invalid_request_error", "", "not_found"});
+        metrics_.count("not_found");
+      } else if (res.status == 413) {
+        send_error(res, {413, "request body over the limit of " + std::to_string(kMaxBodyBytes) + " bytes",
+                         "invalid_request_error", "", "body_too_large"});
+        metrics_.count("too_large");
+      } else {
+        send_error(res, {res.status, "bad HTTP request", "invalid_request_error", "", ""});
+        metrics_.count("bad_http");
+      }
+    });
+    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "internal error";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(res, {500, what, "server_error", "", ""});
+      metrics_.count("server_error");
+    });
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(dump({{"status", "ok"}}), "application/json");
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      json m = {{"id", name_}, {"object", "model"}, {"created", created_}, {"owned_by", "llmk"}};
+      res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_text(), "text/plain; version=0.0.4");
+    });
+    http.Post("/v1/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
+    http.Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+  }
+
+  // SIGINT / SIGTERM: refuse new requests, end the in-flight ones, wait for them.
+  void shut_down() {
+    stopping_.store(true);
+    ae_.stop();
+    ae_.wait_idle();
+  }
+
+ private:
+  // --- request parsing ---
+  static const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+  }
+  static double number(const json& body, const char* name, double fallback, double lo, double hi, bool lo_open = false) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_number()) throw bad(name, "must be a number, got " + shown(*v));
+    const double x = v->get<double>();
+    if (!(lo_open ? x > lo : x >= lo) || !(x <= hi)) {
+      char range[96];
+      std::snprintf(range, sizeof range, "must be in %c%g, %g], got ", lo_open ? '(' : '[', lo, hi);
+      throw bad(name, range + shown(*v));
+    }
+    return x;
+  }
+  static int64_t integer(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_number_integer()) throw bad(name, "must be an integer, got " + shown(*v));
+    const bool ok = v->is_number_unsigned()
+                        ? v->get<uint64_t>() <= uint64_t(hi) && (lo <= 0 || v->get<uint64_t>() >= uint64_t(lo))
+                        : v->get<int64_t>() >= lo && v->get<int64_t>() <= hi;
+    if (!ok)
+      throw bad(name, (hi == INT64_MAX ? "must be >= " + std::to_string(lo)
+                                       : "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]") +
+                          ", got " + shown(*v));
+    return v->get<int64_t>();
+  }
+  static bool boolean(const json& body, const char* name, bool fallback) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_boolean()) throw bad(name, "must be true or false, got " + shown(*v));
+    return v->get<bool>();
+  }
+
+  std::vector<int32_t> encode(const std::string& text, const std::string& param) const {
+    std::vector<int32_t> ids = lm_.tok.encode(text, true, lm_.tok.add_bos());
+    if (ids.empty()) throw bad(param, "encodes to no tokens");
+    return ids;
+  }
+
+  std::vector<std::vector<int32_t>> prompts(const json& body) const {
+    const json* p = field(body, "prompt");
+    if (!p) throw bad("prompt", "is required");
+    std::vector<std::vector<int32_t>> out;
+    auto ids = [&](const json& a, const std::string& param) {
+      std::vector<int32_t> t;
+      for (const json& x : a) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= lm_.model.config().n_vocab)
+          throw bad(param, "token ids must be integers in [0, " + std::to_string(lm_.model.config().n_vocab) +
+                               "), got " + shown(x));
+        t.push_back(int32_t(x.get<int64_t>()));
+      }
+      if (t.empty()) throw bad(param, "must not be empty");
+      return t;
+    };
+    if (p->is_string()) {
+      out.push_back(encode(p->get<std::string>(), "prompt"));
+    } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+      out.push_back(ids(*p, "prompt"));
+    } else if (p->is_array() && !p->empty()) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        const json& e = (*p)[i];
+        const std::string param = "prompt[" + std::to_string(i) + "]";
+        if (e.is_string()) out.push_back(encode(e.get<std::string>(), param));
+        else if (e.is_array()) out.push_back(ids(e, param));
+        else throw bad(param, "must be a string or a list of token ids, got " + shown(e));
+      }
+    } else {
+      throw bad("prompt", "must be a string, a list of strings, or token ids, got " + shown(*p));
+    }
+    if (out.size() > 64) throw bad("prompt", "at most 64 prompts per request, got " + std::to_string(out.size()));
+    return out;
+  }
+
+  std::vector<int32_t> chat_prompt(const json& body) const {
+    const json* m = field(body, "messages");
+    if (!m) throw bad("messages", "is required");
+    if (!m->is_array() || m->empty()) throw bad("messages", "must be a non-empty list, got " + shown(*m));
+    std::vector<ChatMessage> msgs;
+    for (size_t i = 0; i < m->size(); ++i) {
+      const json& e = (*m)[i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      if (!e.is_object()) throw bad(at, "must be an object, got " + shown(e));
+      const json* role = field(e, "role");
+      if (!role || !role->is_string() ||
+          (*role != "system" && *role != "user" && *role != "assistant" && *role != "developer"))
+        throw bad(at + ".role", "must be \"system\", \"user\" or \"assistant\", got " + (role ? shown(*role) : "none"));
+      const json* content = field(e, "content");
+      std::string text;
+      if (content && content->is_string()) {
+        text = content->get<std::string>();
+      } else if (content && content->is_array()) {  // text parts
+        for (const json& part : *content) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string())
+            throw bad(at + ".content", "parts must be {\"type\": \"text\", \"text\": STRING}, got " + shown(part));
+          text += part["text"].get<std::string>();
+        }
+      } else if (!(content == nullptr && *role == "assistant")) {
+        throw bad(at + ".content", "must be a string, got " + (content ? shown(*content) : "none"));
+      }
+      const std::string r = *role == "developer" ? "system" : role->get<std::string>();
+      msgs.push_back({r, text});
+    }
+    return encode(render_chatml(msgs, true, msgs[0].role == "system" ? "" : default_system_), "messages");
+  }
+
+  Job parse(const std::string& raw, bool chat) const {
+    json body;
+    try {
+      body = json::parse(raw);
+    } catch (const json::parse_error& e) {
+      throw bad("", std::string("the body is not valid JSON: ") + e.what());
+    }
+    if (!body.is_object()) throw bad("", "the body must be a JSON object, got " + shown(body));
+    Job job;
+    job.chat = chat;
+    job.stream = boolean(body, "stream", false);
+    if (const json* so = field(body, "stream_options")) {
+      if (!so->is_object()) throw bad("stream_options", "must be an object, got " + shown(*so));
+      job.include_usage = boolean(*so, "include_usage", false);
+    }
+    if (integer(body, "n", 1, 1, 1) != 1) throw bad("n", "only 1 is supported");
+    if (chat) {
+      if (boolean(body, "logprobs", false)) job.logprobs = int32_t(integer(body, "top_logprobs", 0, 0, kMaxLogprobs));
+      else if (field(body, "top_logprobs")) throw bad("top_logprobs", "needs \"logprobs\": true");
+    } else {
+      job.logprobs = int32_t(integer(body, "logprobs", -1, 0, kMaxLogprobs));
+      if (boolean(body, "echo", false)) throw bad("echo", "true is not supported");
+      if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+        throw bad("suffix", "is not supported");
+      if (integer(body, "best_of", 1, 1, 1) != 1) throw bad("best_of", "only 1 is supported");
+    }
+    if (const json* lb = field(body, "logit_bias"); lb && !lb->empty()) throw bad("logit_bias", "is not supported");
+    if (const json* t = field(body, "tools"); t && !t->empty()) throw bad("tools", "are not supported");
+    if (number(body, "frequency_penalty", 0, -2, 2) != 0)
+      throw bad("frequency_penalty", "is not supported (0 only); presence_penalty and repetition_penalty are");
+    Request base;
+    base.sampling.temperature = float(number(body, "temperature", 1.0, 0, 2));
+    base.sampling.top_p = float(number(body, "top_p", 1.0, 0, 1, true));
+    const int64_t top_k = integer(body, "top_k", 0, -1, INT32_MAX);
+    base.sampling.top_k = int32_t(std::max<int64_t>(top_k, 0));
+    base.sampling.min_p = float(number(body, "min_p", 0, 0, 1));
+    if (base.sampling.min_p >= 1) throw bad("min_p", "must be < 1, got " + shown(body["min_p"]));
+    base.sampling.presence_penalty = float(number(body, "presence_penalty", 0, -2, 2));
+    base.sampling.repetition_penalty = float(number(body, "repetition_penalty", 1, 0, 10, true));
+    if (base.sampling.presence_penalty != 0 && base.sampling.repetition_penalty != 1)
+      throw bad("presence_penalty", "cannot be combined with repetition_penalty (they would see different tokens)");
+    if (field(body, "seed")) {
+      base.seed = uint64_t(integer(body, "seed", 0, INT64_MIN, INT64_MAX));
+    } else {
+      std::random_device rd;
+      base.seed = (uint64_t(rd()) << 32) | rd();
+    }
+    if (const json* st = field(body, "stop")) {
+      auto add = [&](const json& s, const std::string& param) {
+        if (!s.is_string() || s.get<std::string>().empty())
+          throw bad(param, "must be a non-empty string, got " + shown(s));
+        base.stop.push_back(s.get<std::string>());
+      };
+      if (st->is_array()) {
+        if (st->size() > 16) throw bad("stop", "at most 16 strings, got " + std::to_string(st->size()));
+        for (size_t i = 0; i < st->size(); ++i) add((*st)[i], "stop[" + std::to_string(i) + "]");
+      } else {
+        add(*st, "stop");
+      }
+    }
+    base.logprobs = job.logprobs;
+    base.ignore_eos = boolean(body, "ignore_eos", false);  // vLLM's extension
+    const char* mt = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    const bool has_max = field(body, mt) != nullptr;
+    const int64_t max_tokens = integer(body, mt, chat ? 0 : 16, 1, INT64_MAX);
+    std::vector<std::vector<int32_t>> ps;
+    if (chat) ps.push_back(chat_prompt(body));
+    else ps = prompts(body);
+    for (auto& p : ps) {
+      const int64_t np = int64_t(p.size());
+      if (np >= context_)
+        throw bad(chat ? "messages" : "prompt", "the prompt has " + std::to_string(np) +
+                                                    " tokens; the context holds " + std::to_string(context_) +
+                                                    " (prompt + at least 1 new token)");
+      Request r = base;
+      r.max_tokens = has_max || !chat ? max_tokens : context_ - np;
+      if (r.max_tokens > context_ - np)
+        throw bad(mt, "the prompt (" + std::to_string(np) + " tokens) + " + mt + " (" + std::to_string(r.max_tokens) +
+                          ") exceed the context of " + std::to_string(context_) + " tokens");
+      r.prompt = std::move(p);
+      job.reqs.push_back(std::move(r));
+    }
+    return job;
+  }
+
+  // --- responses ---
+  json logprobs_json(bool chat, const std::vector<int32_t>& toks, const std::vector<float>& lps,
+                     const std::vector<std::vector<TokenLogprob>>& top, size_t text_offset) const {
+    auto bytes_of = [](const std::string& s) {
+      json b = json::array();
+      for (unsigned char c : s) b.push_back(int(c));
+      return b;
+    };
+    if (chat) {
+      json content = json::array();
+      for (size_t i = 0; i < toks.size(); ++i) {
+        const std::string s = lm_.tok.token_bytes(toks[i]);
+        json alts = json::array();
+        for (const TokenLogprob& a : top[i]) {
+          const std::string as = lm_.tok.token_bytes(a.token);
+          alts.push_back({{"token", as}, {"logprob", a.logprob}, {"bytes", bytes_of(as)}});
+        }
+        content.push_back({{"token", s}, {"logprob", lps[i]}, {"bytes", bytes_of(s)}, {"top_logprobs", alts}});
+      }
+      return {{"content", content}};
+    }
+    json tokens = json::array(), token_lps = json::array(), tops = json::array(), offs = json::array();
+    for (size_t i = 0; i < toks.size(); ++i) {
+      const std::string s = lm_.tok.token_bytes(toks[i]);
+      tokens.push_back(s);
+      token_lps.push_back(lps[i]);
+      json alt = json::object();
+      for (const TokenLogprob& a : top[i]) alt[lm_.tok.token_bytes(a.token)] = a.logprob;
+      tops.push_back(alt);
+      offs.push_back(text_offset);
+      text_offset += s.size();
+    }
+    return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+  }
+
+  static json usage(int64_t prompt, int64_t cached, int64_t completion) {
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  }
+
+  // Per choice: the stream, its token counts, and the timing the histograms take.
+  struct Choice {
+    std::shared_ptr<RequestStream> st;
+    std::chrono::steady_clock::time_point last;
+    bool first = true, done = false;
+    int64_t generated = 0;
+    size_t text_bytes = 0;
+    std::optional<Output> out;
+  };
+  struct Live {
+    Server* srv;
+    Job job;
+    std::string id;
+    int64_t created;
+    std::vector<Choice> choices;
+    bool sent_role = false, sent_done = false;
+    ~Live() {
+      for (Choice& c : choices)
+        if (!c.done) {  // the client went away: free its blocks
+          srv->ae_.cancel(c.st->id());
+          srv->metrics_.count("cancelled");
+        }
+    }
+  };
+
+  void observe(Choice& c, const std::vector<Event>& evs) {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lk(metrics_.m);
+    for (const Event& e : evs) {
+      if (e.token < 0) continue;
+      const double dt = std::chrono::duration<double>(now - c.last).count();
+      (c.first ? metrics_.ttft : metrics_.tbt).observe(dt);
+      c.first = false;
+      c.last = now;
+    }
+  }
+
+  void finished(Choice& c) {
+    c.done = true;
+    c.out = c.st->output();
+    metrics_.count(c.out ? (c.out->finish == Finish::cancelled ? "cancelled" : finish_reason(c.out->finish))
+                         : "error");
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+    auto live = std::make_shared<Live>();
+    live->srv = this;
+    try {
+      live->job = parse(req.body, chat);
+      for (Request& r : live->job.reqs) {
+        AsyncEngine::Refused why;
+        std::shared_ptr<RequestStream> st = ae_.submit(r, &why);
+        if (!st) {
+          res.set_header("Retry-After", "1");
+          throw HttpError{503,
+                          why == AsyncEngine::Refused::stopped ? "the server is shutting down"
+                                                               : "the request queue is full; retry later",
+                          "server_error", "", why == AsyncEngine::Refused::stopped ? "shutting_down" : "queue_full"};
+        }
+        live->choices.push_back(Choice{st, std::chrono::steady_clock::now()});
+      }
+    } catch (const HttpError& e) {
+      // the ones already accepted are cancelled by ~Live
+      metrics_.count(e.status == 503 ? "queue_full" : "invalid");
+      send_error(res, e);
+      return;
+    } catch (const InvalidArgument& e) {
+      metrics_.count("invalid");
+      send_error(res, bad("", e.what()));
+      return;
+    }
+    live->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_.fetch_add(1));
+    live->created = int64_t(std::time(nullptr));
+    if (live->job.stream) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream", [this, live](size_t, httplib::DataSink& sink) { return stream_some(*live, sink); });
+      return;
+    }
+    json choices = json::array();
+    int64_t prompt = 0, cached = 0, completion = 0;
+    for (size_t i = 0; i < live->choices.size(); ++i) {
+      Choice& c = live->choices[i];
+      while (!c.done) {
+        const std::vector<Event> evs = c.st->wait(std::chrono::milliseconds(1000));
+        observe(c, evs);
+        if (c.st->finished()) finished(c);
+      }
+      const Output& o = *c.out;
+      prompt += o.prompt_tokens;
+      cached += o.cached_tokens;
+      completion += int64_t(o.tokens.size());
+      json ch = {{"index", i}, {"finish_reason", finish_reason(o.finish)}};
+      json lp = live->job.logprobs >= 0 ? logprobs_json(chat, o.tokens, o.logprobs, o.top, 0) : json(nullptr);
+      if (chat) ch["message"] = {{"role", "assistant"}, {"content", o.text}};
+      else ch["text"] = o.text;
+      ch["logprobs"] = lp;
+      choices.push_back(ch);
+    }
+    json body = {{"id", live->id},
+                 {"object", chat ? "chat.completion" : "text_completion"},
+                 {"created", live->created},
+                 {"model", name_},
+                 {"choices", choices},
+                 {"usage", usage(prompt, cached, completion)}};
+    res.set_content(dump(body), "application/json");
+  }
+
+  // Server-sent events: writes what the choices have produced; false ends the response
+  // (the client went away: ~Live cancels what is unfinished).
+  bool stream_some(Live& l, httplib::DataSink& sink) {
+    auto send = [&](const json& chunk) {
+      const std::string s = "data: " + dump(chunk) + "\n\n";
+      return sink.write(s.data(), s.size());
+    };
+    const bool chat = l.job.chat;
+    auto chunk = [&](json choices) {
+      json c = {{"id", l.id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", l.created},
+                {"model", name_},
+                {"choices", std::move(choices)}};
+      if (l.job.include_usage) c["usage"] = nullptr;
+      return c;
+    };
+    if (chat && !l.sent_role) {
+      l.sent_role = true;
+      json d = json::array();
+      for (size_t i = 0; i < l.choices.size(); ++i)
+        d.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                     {"finish_reason", nullptr}});
+      if (!send(chunk(d))) return false;
+    }
+    bool all_done = true, wrote = false;
+    for (size_t i = 0; i < l.choices.size(); ++i) {
+      Choice& c = l.choices[i];
+      if (c.done) continue;
+      const std::vector<Event> evs =
+          c.st->wait(l.choices.size() == 1 ? kKeepAlive : std::chrono::milliseconds(5));
+      observe(c, evs);
+      for (const Event& e : evs) {
+        const bool last = e.finish != Finish::running;
+        if (last) finished(c);
+        if (e.text.empty() && !last && l.job.logprobs < 0) continue;
+        json ch = {{"index", i}, {"finish_reason", last ? json(finish_reason(e.finish)) : json(nullptr)}};
+        json lp = nullptr;
+        if (l.job.logprobs >= 0 && e.token >= 0)
+          lp = logprobs_json(chat, {e.token}, {e.logprob}, {e.top}, c.text_bytes);
+        c.text_bytes += e.text.size();
+        if (chat) ch["delta"] = e.text.empty() ? json::object() : json{{"content", e.text}};
+        else ch["text"] = e.text;
+        ch["logprobs"] = lp;
+        if (!send(chunk(json::array({ch})))) return false;
+        wrote = true;
+      }
+      all_done &= c.done;
+    }
+    if (!all_done) {
+      if (!wrote) {
+        static const char kPing[] = ": keep-alive\n\n";
+        if (!sink.write(kPing, sizeof kPing - 1)) return false;
+      }
+      return true;
+    }
+    if (l.job.include_usage) {
+      int64_t prompt = 0, cached = 0, completion = 0;
+      for (const Choice& c : l.choices) {
+        prompt += c.out ? c.out->prompt_tokens : 0;
+        cached += c.out ? c.out->cached_tokens : 0;
+        completion += c.out ? int64_t(c.out->tokens.size()) : 0;
+      }
+      json u = chunk(json::array());
+      u["usage"] = usage(prompt, cached, completion);
+      if (!send(u)) return false;
+    }
+    static const char kDone[] = "data: [DONE]\n\n";
+    sink.write(kDone, sizeof kDone - 1);
+    sink.done();
+    return true;
+  }
+
+  std::string metrics_text() {
+    const AsyncEngineStatus s = ae_.status();
+    std::string o;
+    auto metric = [&](const char* name, const char* type, const char* help, int64_t v) {
+      o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+    };
+    {
+      std::lock_guard<std::mutex> lk(metrics_.m);
+      o += "# HELP llmk_requests_total Requests by outcome (finish reason, or why they were refused).\n"
+           "# TYPE llmk_requests_total counter\n";
+      for (const auto& [k, v] : metrics_.outcomes)
+        o += "llmk_requests_total{outcome=\"" + k + "\"} " + std::to_string(v) + "\n";
+      metrics_.ttft.print(o, "llmk_time_to_first_token_seconds", "Time from submission to a request's first token.");
+      metrics_.tbt.print(o, "llmk_time_between_tokens_seconds", "Time between a request's consecutive tokens.");
+    }
+    metric("llmk_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", s.stats.prompt_tokens);
+    metric("llmk_cached_prompt_tokens_total", "counter", "Prompt tokens taken from the prefix cache.",
+           s.stats.cached_tokens);
+    metric("llmk_generation_tokens_total", "counter", "Tokens generated.", s.stats.generated_tokens);
+    metric("llmk_preemptions_total", "counter", "Sequences preempted for KV blocks.", s.stats.preemptions);
+    metric("llmk_queue_depth", "gauge", "Accepted requests not yet running.", s.queued);
+    metric("llmk_running_sequences", "gauge", "Sequences holding KV blocks.", s.running);
+    o += "# HELP llmk_kv_blocks KV cache blocks by state (used: held by a sequence; cached: free, kept for prefix "
+         "reuse; free: empty).\n# TYPE llmk_kv_blocks gauge\n";
+    o += "llmk_kv_blocks{state=\"used\"} " + std::to_string(s.kv.blocks_used) + "\n";
+    o += "llmk_kv_blocks{state=\"cached\"} " + std::to_string(s.kv.blocks_cached) + "\n";
+    o += "llmk_kv_blocks{state=\"free\"} " + std::to_string(s.kv.blocks_free) + "\n";
+    return o;
+  }
+
+  LoadedModel& lm_;
+  AsyncEngine ae_;
+  const std::string api_key_, name_;
+  const int64_t context_;
+  const std::string default_system_;
+  const int64_t created_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> next_id_{0};
+  Metrics metrics_;
+};
+
+// 127.0.0.0/8, ::1 or localhost: the server never listens beyond the machine.
+bool loopback(const std::string& h) {
+  if (h == "localhost" || h == "::1") return true;
+  unsigned a, b, c, d;
+  char tail;
+  return std::sscanf(h.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 && c < 256 &&
+         d < 256;
+}
+
+int run_serve(Args& args) {
+  // Before any thread starts: SIGINT / SIGTERM are taken by sigwait() on one thread only.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  args.no_positionals("serve", "use --model PATH");
+  const std::string model = model_arg(args);
+  const std::string host = args.get("host", "127.0.0.1");
+  const int64_t port = args.get_int("port", 8080, 0, 65535);
+  EngineConfig ec;
+  kv_args(args, "f16", ec);
+  ec.max_seqs = args.get_int("max-seqs", 32, 1, 4096);
+  ec.kv_tokens = args.get_int("kv-tokens", 16384, 16, int64_t(1) << 24);
+  ec.prefix_cache = !args.flag("no-prefix-cache");
+  const int64_t max_queue = args.get_int("max-queue", 256, 1, 1 << 20);
+  const std::string api_key = args.get("api-key", "");
+  LLMK_CHECK_ARG(!args.has("api-key") || !api_key.empty(), "serve", "--api-key", "\"\"", "must not be empty");
+  threads_arg(args);
+  args.finish();
+  LLMK_CHECK_ARG(loopback(host), "serve", "--host", host,
+                 "must be a loopback address (127.0.0.0/8, ::1 or localhost); put a proxy in front to serve others");
+
+  const std::string path = model_path(model);
+  LoadedModel lm(path);
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
+  Server srv(lm, ec, max_queue, api_key, name);
+  httplib::Server http;
+  const size_t pool = size_t(ec.max_seqs + std::min<int64_t>(max_queue, 1024) + 8);
+  http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
+  http.set_keep_alive_timeout(1);
+  http.set_read_timeout(10);
+  http.set_write_timeout(10);
+  srv.routes(http);
+  const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, int(port)) ? int(port) : -1);
+  if (bound <= 0) throw RuntimeError("serve: cannot listen on " + host + ":" + std::to_string(port));
+  std::thread sig([&] {
+    int s = 0;
+    sigwait(&sigs, &s);
+    std::fprintf(stderr, "serve: %s: finishing in-flight requests\n", s == SIGINT ? "SIGINT" : "SIGTERM");
+    srv.shut_down();
+    http.stop();
+  });
+  std::printf("llmk serve: %s on http://%s:%d (%s KV, %lld tokens, %lld sequences)\n", name.c_str(), host.c_str(),
+              bound, kv_cli_name(ec).c_str(), (long long)ec.kv_tokens, (long long)ec.max_seqs);
+  std::fflush(stdout);
+  http.listen_after_bind();
+  sig.join();
+  return 0;
+}
+
+}  // namespace
+LLMK_COMMAND("serve", "OpenAI-compatible HTTP server on loopback (/v1/completions, /v1/chat/completions, /metrics)",
+             run_serve, {"kv-rotate", "no-prefix-cache"});
