@@ -39,7 +39,6 @@ int run_chat(Args& args) {
   LoadedModel lm(model_path(model));
   std::vector<ChatMessage> messages;
   if (has_system) messages.push_back({"system", system});
-  const std::string default_system = has_system ? "" : chatml_default_system(lm.tok.chat_template());
   for (int turn = 0;; ++turn) {
     std::string line;
     if (one_shot) {
@@ -53,7 +52,7 @@ int run_chat(Args& args) {
     messages.push_back({"user", line});
     Request r = base;
     r.seed = base.seed + uint64_t(turn);
-    r.prompt = lm.tok.encode(render_chatml(messages, true, default_system), true, lm.tok.add_bos());
+    r.prompt = lm.tok.encode(render_chat(lm.tok, messages), true, lm.tok.add_bos());
     // a -n beyond the cap runs until the reply no longer fits (it overflowed, or asked for a huge cache)
     ec.kv_tokens = int64_t(r.prompt.size()) + std::min(n, kAutoKvTokens) + ec.block_tokens;
     Engine eng(lm.model, &lm.tok, ec);
