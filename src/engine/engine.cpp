@@ -10,11 +10,13 @@
 #include <cmath>
 #include <deque>
 #include <optional>
+#include <unordered_map>
 
 #include "llmk/attention.hpp"
 #include "llmk/error.hpp"
 #include "llmk/kv_cache.hpp"
 #include "llmk/tokenizer.hpp"
+#include "llmk/topk.hpp"
 #include "sample/sample_math.hpp"
 
 namespace llmk {
@@ -26,6 +28,7 @@ const char* finish_name(Finish f) {
     case Finish::length: return "length";
     case Finish::stop: return "stop";
     case Finish::error: return "error";
+    case Finish::cancelled: return "cancelled";
   }
   return "?";
 }
@@ -95,6 +98,8 @@ struct Seq {
   std::optional<StreamDecoder> dec;
   std::string full;     // text so far (cut at a stop string)
   size_t emitted = 0;   // bytes of `full` already sent
+  bool admitted = false;         // admitted at least once (its prompt counted in the stats)
+  bool cancel_requested = false;
   Output out;
 };
 
@@ -108,9 +113,15 @@ struct Engine::Impl {
   int64_t capacity;  // token slots in the cache: the most one sequence can hold
   std::deque<Seq*> waiting;
   std::vector<Seq*> running;  // admission order
-  std::vector<std::unique_ptr<Seq>> all;
+  std::unordered_map<int64_t, std::unique_ptr<Seq>> live;  // submitted, not finished
+  std::vector<int64_t> cancels;  // cancel() calls not yet applied
+  std::vector<Output> done;      // finished, not yet taken
+  int64_t next_id = 0;
   EngineStats stats;
   std::vector<float> logits;
+  std::vector<int32_t> history;
+  std::vector<float> lp_probs;
+  std::vector<int32_t> lp_index;
 
   Impl(Model& m, const Tokenizer* t, const EngineConfig& c)
       : model(m),
@@ -163,8 +174,49 @@ struct Engine::Impl {
     return piece;
   }
 
+  void retire(Seq* s) {
+    ++stats.finished;
+    stats.cancelled += s->out.finish == Finish::cancelled;
+    done.push_back(std::move(s->out));
+    live.erase(s->id);
+  }
+
+  // Applies the pending cancel() calls: each such request ends now, with a last event.
+  void apply_cancels(const std::function<void(const Event&)>& on_event) {
+    std::vector<int64_t> ids;
+    ids.swap(cancels);
+    for (int64_t id : ids) {
+      auto it = live.find(id);
+      if (it == live.end()) continue;
+      Seq* s = it->second.get();
+      if (s->kv >= 0) {
+        kv.cache.free_sequence(s->kv);
+        s->kv = -1;
+        running.erase(std::find(running.begin(), running.end(), s));
+      } else {
+        waiting.erase(std::find(waiting.begin(), waiting.end(), s));
+      }
+      s->out.finish = Finish::cancelled;
+      if (on_event) on_event(Event{s->id, -1, {}, Finish::cancelled});
+      retire(s);
+    }
+  }
+
+  // The sampled token's log-probability and the top `n` alternatives at temperature 1 (engine.hpp).
+  void logprobs_of(const float* row, int64_t V, int32_t t, int32_t n, Event& ev) {
+    const int64_t k = std::max<int64_t>(n, 1);
+    lp_probs.resize(size_t(k));
+    lp_index.resize(size_t(k));
+    float lse = 0;
+    softmax_topk(TensorView::matrix(row, DType::f32, 1, V), k, 1.0f, {lp_probs.data(), lp_index.data(), nullptr, &lse});
+    ev.logprob = row[t] - lse;
+    for (int32_t j = 0; j < n; ++j) ev.top.push_back({lp_index[size_t(j)], row[lp_index[size_t(j)]] - lse});
+  }
+
   bool step(const std::function<void(const Event&)>& on_event) {
-    if (running.empty() && waiting.empty()) return false;
+    if (running.empty() && waiting.empty() && cancels.empty()) return false;
+    apply_cancels(on_event);
+    if (running.empty() && waiting.empty()) return true;
     const auto t0 = std::chrono::steady_clock::now();
     // 1. one slot per decoding sequence, preempting the newest on a shortage
     std::vector<Seq*> groups;
@@ -186,12 +238,17 @@ struct Engine::Impl {
       Seq* s = waiting.front();
       std::vector<int32_t> feed = s->req.prompt;
       feed.insert(feed.end(), s->generated.begin(), s->generated.end());
-      if (prefill > 0 && prefill + int64_t(feed.size()) > cfg.max_batch_tokens) break;
       s->kv = kv.cache.add_sequence();
+      // The last token is always run: its logits give the next token.
+      const int64_t reused =
+          cfg.prefix_cache ? kv.cache.reuse_prefix(s->kv, {feed.data(), feed.size() - 1}) : int64_t(0);
+      const int64_t fresh = int64_t(feed.size()) - reused;
       std::vector<int64_t> sl;
-      if (!reserve(s, feed, sl)) {
+      if ((prefill > 0 && prefill + fresh > cfg.max_batch_tokens) ||
+          !reserve(s, std::span<const int32_t>(feed).subspan(size_t(reused)), sl)) {
         kv.cache.free_sequence(s->kv);
         s->kv = -1;
+        if (prefill > 0 && prefill + fresh > cfg.max_batch_tokens) break;
         // submit() and the cache-full finish keep every feed within `capacity`, so an empty cache takes it.
         if (running.empty() && groups.empty() && prefill == 0)
           throw RuntimeError("Engine::step: request " + std::to_string(s->id) + "'s " + std::to_string(feed.size()) +
@@ -199,10 +256,18 @@ struct Engine::Impl {
         break;
       }
       waiting.pop_front();
+      s->cached = reused;
+      stats.reused_tokens += reused;
+      if (!s->admitted) {
+        s->admitted = true;
+        s->out.cached_tokens = reused;
+        stats.prompt_tokens += int64_t(s->req.prompt.size());
+        stats.cached_tokens += reused;
+      }
       running.push_back(s);
       groups.push_back(s);
       slots.push_back(std::move(sl));
-      prefill += int64_t(feed.size());
+      prefill += fresh;
     }
     if (groups.empty()) return !waiting.empty();
     // 3. the batch, grouped by sequence: its newest tokens at their positions
@@ -236,13 +301,27 @@ struct Engine::Impl {
       s->cached += int64_t(slots[g].size());
       const float* row = logits.data() + int64_t(g) * V;
       int32_t t = -1;
+      Event ev{s->id, -1, {}, Finish::running};
       // An undefined row (a NaN / +inf / all -inf logit) would make sample() throw mid-step, after other
       // sequences took their tokens: s ends with Finish::error instead, and the step goes on (engine.hpp).
       if (!std::isnan(sample_math::defined_max(row, V))) {
-        sample(TensorView::matrix(row, DType::f32, 1, V), &s->req.sampling, nullptr, s->req.seed,
-               uint64_t(s->generated.size()), &t);
+        const SamplingParams& sp = s->req.sampling;
+        TokenHistory h;  // the tokens the penalties see (engine.hpp, Request::sampling)
+        if (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f) {
+          history.clear();
+          if (sp.repetition_penalty != 1.0f) history.assign(s->req.prompt.begin(), s->req.prompt.end());
+          history.insert(history.end(), s->generated.begin(), s->generated.end());
+          h = {history.data(), int64_t(history.size())};
+        }
+        sample(TensorView::matrix(row, DType::f32, 1, V), &sp, &h, s->req.seed, uint64_t(s->generated.size()), &t);
+        if (s->req.logprobs >= 0) {
+          logprobs_of(row, V, t, s->req.logprobs, ev);
+          s->out.logprobs.push_back(ev.logprob);
+          s->out.top.push_back(ev.top);
+        }
         s->generated.push_back(t);
         s->out.tokens.push_back(t);
+        ++stats.generated_tokens;
         if (tok && tok->is_eog(t)) s->out.finish = Finish::eos;
       } else {
         s->out.finish = Finish::error;
@@ -252,11 +331,15 @@ struct Engine::Impl {
       std::string piece = text_of(s, t, s->out.finish != Finish::running || at_max);
       if (s->out.finish == Finish::running && at_max) s->out.finish = Finish::length;
       s->out.text += piece;
-      if (on_event) on_event(Event{s->id, t, std::move(piece), s->out.finish});
+      ev.token = t;
+      ev.text = std::move(piece);
+      ev.finish = s->out.finish;
+      if (on_event) on_event(ev);
       if (s->out.finish != Finish::running) {
         kv.cache.free_sequence(s->kv);
         s->kv = -1;
         running.erase(std::find(running.begin(), running.end(), s));
+        retire(s);
       }
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -291,13 +374,15 @@ Engine::Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& cfg
 }
 Engine::~Engine() = default;
 
-int64_t Engine::submit(Request r) {
+void Engine::check(const Request& r) const {
   const int64_t V = p_->model.config().n_vocab;
   LLMK_CHECK_ARG(!r.prompt.empty(), "Engine::submit", "prompt", "(empty)", "must hold at least one token");
   for (int32_t t : r.prompt) LLMK_CHECK_ARG(t >= 0 && t < V, "Engine::submit", "prompt token", t, "must be in [0, n_vocab)");
   LLMK_CHECK_ARG(r.max_tokens >= 1, "Engine::submit", "max_tokens", r.max_tokens, "must be >= 1");
   LLMK_CHECK_ARG(r.stop.empty() || p_->tok, "Engine::submit", "stop", r.stop.size(), "stop strings need a tokenizer");
   for (const auto& s : r.stop) LLMK_CHECK_ARG(!s.empty(), "Engine::submit", "stop", "\"\"", "must not be empty");
+  LLMK_CHECK_ARG(r.logprobs >= -1 && r.logprobs <= kMaxLogprobs && r.logprobs < V, "Engine::submit", "logprobs",
+                 r.logprobs, "must be in [-1, " + std::to_string(kMaxLogprobs) + "] and < n_vocab");
   // The sampler's own check, here so a bad request is never queued (sample() would throw mid-step, after the
   // model ran).
   sample_math::check_params("Engine::submit", r.sampling, " (request.sampling)");
@@ -310,13 +395,27 @@ int64_t Engine::submit(Request r) {
                  "Engine::submit", "prompt + max_tokens",
                  std::to_string(np) + " + " + std::to_string(r.max_tokens),
                  "exceeds the model's learned positions (n_ctx = " + std::to_string(n_ctx) + ")");
+}
+
+int64_t Engine::submit(Request r) {
+  check(r);
   auto s = std::make_unique<Seq>();
-  s->id = int64_t(p_->all.size());
+  s->id = p_->next_id++;
   s->out.id = s->id;
+  s->out.prompt_tokens = int64_t(r.prompt.size());
   s->req = std::move(r);
   p_->waiting.push_back(s.get());
-  p_->all.push_back(std::move(s));
-  return p_->all.back()->id;
+  p_->live.emplace(s->id, std::move(s));
+  return p_->next_id - 1;
+}
+
+void Engine::cancel(int64_t id) {
+  LLMK_CHECK_ARG(id >= 0 && id < p_->next_id, "Engine::cancel", "id", id,
+                 "was never returned by submit() (ids are 0.." + std::to_string(p_->next_id - 1) + ")");
+  auto it = p_->live.find(id);
+  if (it == p_->live.end() || it->second->cancel_requested) return;
+  it->second->cancel_requested = true;
+  p_->cancels.push_back(id);
 }
 
 bool Engine::step(const std::function<void(const Event&)>& on_event) { return p_->step(on_event); }
@@ -324,12 +423,184 @@ bool Engine::step(const std::function<void(const Event&)>& on_event) { return p_
 std::vector<Output> Engine::run(const std::function<void(const Event&)>& on_event) {
   while (p_->step(on_event)) {
   }
-  std::vector<Output> out;
-  for (const auto& s : p_->all) out.push_back(s->out);
+  std::vector<Output> out = take_finished();
+  std::sort(out.begin(), out.end(), [](const Output& a, const Output& b) { return a.id < b.id; });
   return out;
 }
 
+std::vector<Output> Engine::take_finished() {
+  std::vector<Output> out;
+  out.swap(p_->done);
+  return out;
+}
+KvStats Engine::kv_stats() const { return p_->kv.cache.manager().stats(); }
+int64_t Engine::waiting() const { return int64_t(p_->waiting.size()); }
+int64_t Engine::running() const { return int64_t(p_->running.size()); }
+
 const EngineStats& Engine::stats() const { return p_->stats; }
 const EngineConfig& Engine::config() const { return p_->cfg; }
+
+// --- AsyncEngine (engine.hpp, "Thread model") ---
+
+std::vector<Event> RequestStream::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(m_);
+  cv_.wait_for(lk, timeout, [&] { return !events_.empty() || out_.has_value(); });
+  std::vector<Event> r(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+  return r;
+}
+bool RequestStream::finished() const {
+  std::lock_guard<std::mutex> lk(m_);
+  return out_.has_value();
+}
+std::optional<Output> RequestStream::output() const {
+  std::lock_guard<std::mutex> lk(m_);
+  return out_;
+}
+void RequestStream::push(std::vector<Event>& evs, std::optional<Output> out) {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    for (Event& e : evs) events_.push_back(std::move(e));
+    if (out) out_ = std::move(out);
+  }
+  cv_.notify_all();
+}
+
+AsyncEngine::AsyncEngine(Model& model, const Tokenizer* tokenizer, const EngineConfig& cfg, int64_t max_queue)
+    : engine_(model, tokenizer, cfg), max_queue_(max_queue) {
+  LLMK_CHECK_ARG(max_queue >= 1, "AsyncEngine", "max_queue", max_queue, "must be >= 1");
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() {
+  stop();
+  thread_.join();
+}
+
+std::shared_ptr<RequestStream> AsyncEngine::submit(Request r, Refused* why) {
+  engine_.check(r);
+  std::lock_guard<std::mutex> lk(m_);
+  *why = Refused::none;
+  if (stopping_) {
+    *why = Refused::stopped;
+    return nullptr;
+  }
+  if (in_flight_ - status_.running >= max_queue_) {
+    *why = Refused::queue_full;
+    return nullptr;
+  }
+  std::shared_ptr<RequestStream> st(new RequestStream(next_id_++));
+  cmds_.push_back(Cmd{st, st->id(), std::move(r)});
+  ++in_flight_;
+  wake_.notify_one();
+  return st;
+}
+
+void AsyncEngine::cancel(int64_t id) {
+  std::lock_guard<std::mutex> lk(m_);
+  cmds_.push_back(Cmd{nullptr, id, {}});
+  wake_.notify_one();
+}
+
+void AsyncEngine::stop() {
+  std::lock_guard<std::mutex> lk(m_);
+  stopping_ = true;
+  wake_.notify_one();
+}
+
+void AsyncEngine::wait_idle() {
+  std::unique_lock<std::mutex> lk(m_);
+  idle_.wait(lk, [&] { return in_flight_ == 0; });
+}
+
+AsyncEngineStatus AsyncEngine::status() const {
+  std::lock_guard<std::mutex> lk(m_);
+  AsyncEngineStatus s = status_;
+  s.in_flight = in_flight_;
+  s.queued = std::max<int64_t>(0, in_flight_ - s.running);
+  return s;
+}
+
+// The stepping thread: the only one that touches engine_.
+void AsyncEngine::loop() {
+  std::unordered_map<int64_t, int64_t> engine_id;                       // stream id -> engine id
+  std::unordered_map<int64_t, std::shared_ptr<RequestStream>> streams;  // engine id -> stream
+  for (;;) {
+    std::deque<Cmd> cmds;
+    bool stopping;
+    {
+      std::unique_lock<std::mutex> lk(m_);
+      const bool busy = !streams.empty();
+      wake_.wait(lk, [&] { return busy || stopping_ || !cmds_.empty(); });
+      if (stopping_ && streams.empty() && cmds_.empty()) return;
+      cmds.swap(cmds_);
+      stopping = stopping_;
+    }
+    int64_t ended = 0;  // requests finished outside a step
+    for (Cmd& c : cmds) {
+      if (!c.stream) {
+        auto it = engine_id.find(c.id);
+        if (it != engine_id.end()) engine_.cancel(it->second);
+        continue;
+      }
+      try {
+        const int64_t eid = engine_.submit(std::move(c.req));
+        engine_id[c.stream->id()] = eid;
+        streams[eid] = c.stream;
+      } catch (const std::exception&) {  // check() passed on the caller's thread, so this is not expected
+        std::vector<Event> ev{Event{c.stream->id(), -1, {}, Finish::error}};
+        Output o;
+        o.id = c.stream->id();
+        o.finish = Finish::error;
+        c.stream->push(ev, std::move(o));
+        ++ended;
+      }
+    }
+    if (stopping)
+      for (const auto& kv : streams) engine_.cancel(kv.first);
+    std::unordered_map<int64_t, std::vector<Event>> evs;
+    std::vector<Output> done;
+    try {
+      engine_.step([&](const Event& e) { evs[e.id].push_back(e); });
+      done = engine_.take_finished();
+    } catch (const std::exception&) {
+      // A step that throws leaves the engine unusable: every request ends with an error, and no more are taken.
+      for (auto& kv : streams) {
+        Output o;
+        o.id = kv.first;
+        o.finish = Finish::error;
+        done.push_back(o);
+        evs[kv.first].push_back(Event{kv.first, -1, {}, Finish::error});
+      }
+      std::lock_guard<std::mutex> lk(m_);
+      stopping_ = true;
+    }
+    std::unordered_map<int64_t, Output*> out_of;
+    for (Output& o : done) out_of[o.id] = &o;
+    for (auto& kv : evs) {
+      auto st = streams.find(kv.first);
+      if (st == streams.end()) continue;
+      auto o = out_of.find(kv.first);
+      std::optional<Output> out;
+      if (o != out_of.end()) out = std::move(*o->second);
+      for (Event& e : kv.second) e.id = st->second->id();
+      if (out) out->id = st->second->id();
+      st->second->push(kv.second, std::move(out));
+    }
+    for (const Output& o : done) {
+      auto st = streams.find(o.id);
+      if (st == streams.end()) continue;
+      engine_id.erase(st->second->id());
+      streams.erase(st);
+      ++ended;
+    }
+    std::lock_guard<std::mutex> lk(m_);
+    status_.stats = engine_.stats();
+    status_.kv = engine_.kv_stats();
+    status_.running = engine_.running();
+    in_flight_ -= ended;
+    if (in_flight_ == 0) idle_.notify_all();
+  }
+}
 
 }  // namespace llmk
