@@ -10,19 +10,20 @@ call at the next step and the ``LLM`` stays usable.
 import dataclasses
 import math
 import os
+import time
 
 import numpy as np
 
 from . import _llmk
 from ._args import Text, fail, integer, real
 
-__all__ = ["Completion", "LLM"]
+__all__ = ["Completion", "LLM", "TokenLogprobs"]
 
 _U64 = (1 << 64) - 1
 _KV_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "q8": "int8", "q4": "int4", "int8": "int8", "int4": "int4"}
 _MAX_NEW = 1 << 31       # max_tokens at most this (the CLI's -n bound)
-_AUTO_KV = 1 << 16       # an automatically sized cache holds at most this many tokens (as the CLI's)
-_BLOCK = 16              # the engine's KV block (EngineConfig::block_tokens)
+_MAX_LOGPROBS = 20       # kMaxLogprobs (engine.hpp)
+_WAIT_MS = 100           # a wait for events returns at least this often, so Ctrl-C is seen
 
 
 @dataclasses.dataclass
@@ -39,15 +40,45 @@ class Completion:
         one ended it).
     finish_reason : str
         ``"eos"`` (an end-of-generation token), ``"length"`` (``max_tokens``
-        reached, or the KV cache full), ``"stop"`` (a stop string) or
-        ``"error"`` (the model's logits were undefined, e.g. NaN).
+        reached, or the KV cache full), ``"stop"`` (a stop string),
+        ``"error"`` (the model's logits were undefined, e.g. NaN) or
+        ``"cancelled"``.
     prompt_tokens : int
         Tokens of the prompt as it was encoded.
+    cached_tokens : int
+        Of those, the ones whose KV the engine took from its prefix cache (an
+        earlier call's prompt or reply that starts the same way) instead of
+        computing them; the tokens are the same bits either way.
+    logprobs : list of TokenLogprobs or None
+        With ``logprobs=N``: one entry per generated token. None otherwise.
     """
     text: str
     tokens: list
     finish_reason: str
     prompt_tokens: int
+    cached_tokens: int = 0
+    logprobs: list = None
+
+
+@dataclasses.dataclass
+class TokenLogprobs:
+    """A generated token's log-probability and the most likely alternatives.
+
+    Log-softmax of the model's logits at temperature 1, before penalties and
+    top-k / top-p / min-p (vLLM's default), so they do not depend on the
+    sampling parameters.
+
+    Attributes
+    ----------
+    token : int
+    logprob : float
+    top : list of (int, float)
+        The ``logprobs`` most likely tokens with theirs, descending (ties: the
+        lower id first).
+    """
+    token: int
+    logprob: float
+    top: list
 
 
 def _name(fn):
@@ -87,7 +118,8 @@ def _kv_type(fn, name, v):
     return _KV_NAMES[v]
 
 
-def _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, seed, stop):
+def _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, seed, stop,
+              logprobs=None):
     """The engine's request fields, each checked and named."""
     max_tokens = _int(fn, "max_tokens", max_tokens, 1, _MAX_NEW)
     t = _real(fn, "temperature", temperature)
@@ -123,7 +155,8 @@ def _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penal
         _str(fn, name, s)
         if not s:
             _fail(fn, name, s, "must not be empty")
-    return max_tokens, t, k, p, mp, rp, pp, seed, stops
+    lp = -1 if logprobs is None else _int(fn, "logprobs", logprobs, 0, _MAX_LOGPROBS)
+    return max_tokens, t, k, p, mp, rp, pp, seed, stops, lp
 
 
 class LLM:
@@ -144,13 +177,24 @@ class LLM:
     kv_rotate : bool, default False
         Store K Hadamard-rotated (most useful with ``q4``).
     threads : int, optional
-        Threads for this model's calls (the process's setting is restored after
-        each call). None: the process's setting (``llmk.num_threads()``).
+        Sets llmk's thread count for the whole process (``llmk.set_num_threads``).
+        None: leaves it (``llmk.num_threads()``).
     max_seqs : int, default 64
-        Sequences the engine runs at once; more prompts wait for a slot.
-    kv_tokens : int, optional
-        KV cache capacity in tokens. None: sized per call from the prompts and
-        ``max_tokens`` (at most 65536), as ``llmk generate`` does.
+        Sequences the engine runs at once; more requests wait for a slot.
+    kv_tokens : int, default 8192
+        KV cache capacity in tokens, allocated once. A prompt must fit; a
+        sequence that fills the whole cache ends with ``"length"``; when
+        running sequences need more, the newest is preempted and recomputed
+        later (the same tokens).
+
+    Notes
+    -----
+    The engine runs on its own thread for the LLM's lifetime; calls from any
+    Python thread submit requests to it and are batched together. Its prefix
+    cache keeps the KV of full 16-token blocks of earlier requests, so a
+    prompt that starts as an earlier one did (a chat's previous turns, a
+    shared instruction) computes only the rest. ``last_stats`` holds the
+    engine's counters (tokens, seconds, steps) over the latest call.
 
     Raises
     ------
@@ -171,16 +215,18 @@ class LLM:
     """
 
     def __init__(self, model=None, *, kv_type="f16", kv_v_type=None, kv_rotate=False, threads=None, max_seqs=64,
-                 kv_tokens=None):
+                 kv_tokens=8192):
         kt = _kv_type(None, "kv_type", kv_type)
         kvt = None if kv_v_type is None else _kv_type(None, "kv_v_type", kv_v_type)
         if not isinstance(kv_rotate, (bool, np.bool_)):
             _fail(None, "kv_rotate", kv_rotate, "must be True or False", TypeError)
-        self._threads = 0 if threads is None else _int(None, "threads", threads, 1, 1024)
+        threads = None if threads is None else _int(None, "threads", threads, 1, 1024)
         max_seqs = _int(None, "max_seqs", max_seqs, 1, (1 << 31) - 1)
-        self._kv_tokens = None if kv_tokens is None else _int(None, "kv_tokens", kv_tokens, 1, (1 << 31) - 1)
+        self._kv_tokens = _int(None, "kv_tokens", kv_tokens, 1, (1 << 31) - 1)
         path = self._resolve(model)
-        self._llm = _llmk._LLM(path, kt, kvt, bool(kv_rotate), max_seqs, self._threads)
+        if threads is not None:
+            _llmk.set_num_threads(threads)
+        self._llm = _llmk._LLM(path, kt, kvt, bool(kv_rotate), max_seqs, self._kv_tokens)
         self._path = path
         self._n_vocab = self._llm.config()["n_vocab"]
         self.last_stats = None
@@ -230,8 +276,7 @@ class LLM:
         ``n_head``, ``n_head_kv``, ``d_head``, ``d_ff``, ``rope_dim``,
         ``rope_base``, ``norm_eps``, ``tied_embeddings``, ``weight_types``
         ({GGML type: tensor count}), ``weight_bytes``, ``kv_type``,
-        ``kv_v_type``, ``kv_rotate``, ``max_seqs``, ``kv_tokens`` (None:
-        sized per call), ``threads`` (None: the process's), ``bos_id``,
+        ``kv_v_type``, ``kv_rotate``, ``max_seqs``, ``kv_tokens``, ``bos_id``,
         ``eos_id``, ``add_bos``, ``chat_template`` (the GGUF's Jinja text, ""
         when absent).
 
@@ -240,10 +285,7 @@ class LLM:
         >>> llm.config["n_layer"], llm.config["kv_type"]       # doctest: +SKIP
         (30, 'f16')
         """
-        c = self._llm.config()
-        c["kv_tokens"] = self._kv_tokens
-        c["threads"] = self._threads or None
-        return c
+        return self._llm.config()
 
     # -- tokens ---------------------------------------------------------------------------------
 
@@ -339,31 +381,71 @@ class LLM:
             toks = self._llm.encode(t, True, True)
             if not toks:
                 _fail(fn, name, t, "encodes to no tokens")
-            if self._kv_tokens is not None and len(toks) > self._kv_tokens:
+            if len(toks) > self._kv_tokens:
                 _fail(fn, name, Text(f"{len(toks)} tokens"), f"does not fit in kv_tokens = {self._kv_tokens}")
             ids.append(toks)
         return single, ids
 
-    def _kv_for(self, ids, max_tokens):
-        if self._kv_tokens is not None:
-            return self._kv_tokens
-        need = 0  # as `llmk generate` sizes its cache
-        for p in ids:
-            t = len(p) + min(max_tokens, _AUTO_KV)
-            need = min(need + (t + _BLOCK) // _BLOCK * _BLOCK, _AUTO_KV)
-        return need
+    def _submit(self, ids, params):
+        """One stream per prompt, in order; on any error the ones submitted are cancelled."""
+        max_tokens, t, k, p, mp, rp, pp, seed, stops, lp = params
+        streams = []
+        try:
+            for prompt in ids:
+                streams.append(self._llm.submit(prompt, max_tokens, t, k, p, mp, rp, pp, seed, stops, lp))
+        except BaseException:
+            self._cancel(streams)
+            raise
+        return streams
 
-    def _start(self, fn, ids, params):
-        max_tokens, t, k, p, mp, rp, pp, seed, stops = params
-        return self._llm.start(ids, max_tokens, t, k, p, mp, rp, pp, seed, stops, self._kv_for(ids, max_tokens))
+    def _cancel(self, streams):
+        for st in streams:
+            if not st.finished():
+                self._llm.cancel(st.id)
 
-    def _finish(self, gen, ids):
-        self.last_stats = gen.stats()
-        return [Completion(text.decode("utf-8", "replace"), list(toks), finish, len(p))
-                for (toks, text, finish, _), p in zip(gen.outputs(), ids)]
+    def _events(self, streams):
+        """Yields (index, token, text bytes) of the streams' events until every one has ended.
+        Waits release the GIL; Ctrl-C, a closed generator or any error cancels what is left."""
+        try:
+            for i, st in enumerate(streams):
+                while True:
+                    for token, text, finish, _, _ in st.wait(_WAIT_MS):
+                        yield i, token, text
+                    if st.finished():
+                        break
+        except BaseException:
+            self._cancel(streams)
+            raise
+
+    def _outputs(self, streams, before, want_logprobs):
+        # The engine's status snapshot follows a request's last event by a moment.
+        after, deadline = self._llm.stats(), time.monotonic() + 1.0
+        while after["finished"] < before["finished"] + len(streams) and time.monotonic() < deadline:
+            time.sleep(0.0002)
+            after = self._llm.stats()
+        self.last_stats = {k: after[k] - before[k] for k in after}
+        outs = []
+        for st in streams:
+            toks, text, finish, prompt_tokens, cached, lps, tops = st.output()
+            lp = None
+            if want_logprobs:
+                lp = [TokenLogprobs(t, l, [tuple(x) for x in top]) for t, l, top in zip(toks, lps, tops)]
+            outs.append(Completion(text.decode("utf-8", "replace"), list(toks), finish, prompt_tokens, cached, lp))
+        return outs
+
+    def _run(self, ids, params):
+        before = self._llm.stats()
+        streams = self._submit(ids, params)
+        try:
+            for _ in self._events(streams):
+                pass
+        except BaseException:
+            self._cancel(streams)
+            raise
+        return self._outputs(streams, before, params[-1] >= 0)
 
     def generate(self, prompts, max_tokens=128, *, temperature=0.0, top_k=None, top_p=1.0, min_p=0.0,
-                 repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None):
+                 repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None, logprobs=None):
         """Generates from one prompt or a batch of prompts.
 
         A list runs batched through the engine (continuous batching, up to
@@ -394,6 +476,9 @@ class LLM:
             In [0, 2^64). Draw t of a request uses (seed, t): a run is repeatable.
         stop : str or list of str, optional
             Generation ends where the text contains one; the text is cut before it.
+        logprobs : int, optional
+            In [0, 20]: each generated token's log-probability and the
+            `logprobs` most likely tokens with theirs (``Completion.logprobs``).
 
         Returns
         -------
@@ -405,7 +490,8 @@ class LLM:
         ValueError, TypeError
             A bad argument, named with its value.
         KeyboardInterrupt
-            On Ctrl-C, at the end of the engine step under way; the LLM stays usable.
+            On Ctrl-C; the call's requests are cancelled (at the engine's next
+            step) and the LLM stays usable.
 
         Examples
         --------
@@ -415,15 +501,15 @@ class LLM:
         >>> outs = llm.generate(["1, 2, 3,", "a, b, c,"], max_tokens=6, stop=[","])  # doctest: +SKIP
         >>> [o.text for o in outs]                                         # doctest: +SKIP
         [' 4', ' d']
+        >>> out = llm.generate("2 + 2 =", max_tokens=1, logprobs=3)          # doctest: +SKIP
+        >>> out.logprobs[0].top                                            # doctest: +SKIP
+        [(216, -0.31...), (33, -2.1...), (34, -3.0...)]
         """
         fn = "generate"
         single, ids = self._encode_prompts(fn, prompts)
         params = _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
-                           seed, stop)
-        gen = self._start(fn, ids, params)
-        while gen.step()[0]:
-            pass
-        outs = self._finish(gen, ids)
+                           seed, stop, logprobs)
+        outs = self._run(ids, params)
         return outs[0] if single else outs
 
     def stream(self, prompt, max_tokens=128, *, temperature=0.0, top_k=None, top_p=1.0, min_p=0.0,
@@ -434,8 +520,9 @@ class LLM:
         (a character split across tokens comes with its last token; text that
         may start a stop string is held back until it cannot), and together
         they are the text ``generate`` returns for the same arguments. The
-        arguments are checked when ``stream`` is called, before any step.
-        Breaking out of the loop (or Ctrl-C) ends the generation.
+        arguments are checked and the request submitted when ``stream`` is
+        called. Breaking out of the loop (closing the generator) or Ctrl-C
+        cancels the request.
 
         Yields
         ------
@@ -452,20 +539,18 @@ class LLM:
         _, ids = self._encode_prompts(fn, prompt, "prompt")
         params = _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
                            seed, stop)
-        gen = self._start(fn, ids, params)
-        return self._pieces(gen, ids)
+        before = self._llm.stats()
+        streams = self._submit(ids, params)
+        return self._pieces(streams, before)
 
-    def _pieces(self, gen, ids):
-        more = True
-        while more:
-            more, events = gen.step()
-            for _, _, text, _ in events:
-                if text:
-                    yield text.decode("utf-8", "replace")
-        self._finish(gen, ids)
+    def _pieces(self, streams, before):
+        for _, _, text in self._events(streams):
+            if text:
+                yield text.decode("utf-8", "replace")
+        self._outputs(streams, before, False)
 
     def chat(self, messages, max_tokens=256, *, temperature=0.7, top_k=40, top_p=0.95, min_p=0.0,
-             repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None):
+             repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None, logprobs=None):
         """The assistant's reply to a conversation.
 
         The messages are rendered with the model's chat template as ``llmk chat``
@@ -479,7 +564,7 @@ class LLM:
         messages : list of dict
             Each ``{"role": str, "content": str}``; roles are ``"system"``,
             ``"user"``, ``"assistant"``.
-        max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, seed, stop
+        max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, seed, stop, logprobs
             As in ``generate`` (defaults: 256, 0.7, 40, 0.95, as ``llmk chat``).
 
         Returns
@@ -510,12 +595,9 @@ class LLM:
                 _fail(fn, f"messages[{i}]['role']", m["role"], "must be 'system', 'user' or 'assistant'")
             msgs.append((m["role"], m["content"]))
         params = _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
-                           seed, stop)
+                           seed, stop, logprobs)
         _, ids = self._encode_prompts(fn, self._llm.render_chat(msgs), "messages")
-        gen = self._start(fn, ids, params)
-        while gen.step()[0]:
-            pass
-        return self._finish(gen, ids)[0]
+        return self._run(ids, params)[0]
 
     # -- scoring --------------------------------------------------------------------------------
 

@@ -1,16 +1,17 @@
 // Python bindings of a loaded model and the engine (llmk/engine.hpp): _LLM holds
-// the GGUF file, Model and Tokenizer; _LLM.start() submits requests to a new
-// Engine and returns a _Generation whose step() runs one engine step with the
-// GIL released. python/llmk/llm.py checks the arguments and drives the step
-// loop, so Ctrl-C lands between steps and the _LLM stays usable.
-// One _LLM's model runs one forward at a time (Model scratch): every call that
-// runs it takes the _LLM's mutex after releasing the GIL.
+// the GGUF file, the Model and Tokenizer, and an AsyncEngine whose thread steps
+// the engine; submit() returns a _Stream (RequestStream) whose wait() blocks with
+// the GIL released. python/llmk/llm.py checks the arguments and waits in short
+// slices, so Ctrl-C lands between them and cancels the call's requests.
+// logits() runs a second Model over the same mapped weights (the engine
+// thread's Model has its own scratch), one call at a time under a mutex.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,45 +22,52 @@
 #include "arrays.hpp"
 #include "llmk/engine.hpp"
 #include "llmk/gguf.hpp"
-#include "llmk/parallel.hpp"
 #include "llmk/tokenizer.hpp"
 
 namespace llmk::py {
 namespace {
 
+// Requests wait in the engine's own queue (max_seqs run at once); this bound is never the limit.
+constexpr int64_t kMaxQueue = int64_t(1) << 40;
+
 struct PyLLM {
   gguf::File file;
-  Model model;
+  Model model, scorer;  // the engine's; logits()'
   Tokenizer tok;
   EngineConfig ec;
-  int threads;        // 0: the process's setting
-  std::mutex mu;      // one forward at a time (Model's scratch)
+  std::mutex score_mu, engine_mu;  // scorer's scratch; replacing a stopped engine
+  std::unique_ptr<AsyncEngine> eng;
 
-  PyLLM(const std::string& path, const EngineConfig& c, int t)
-      : file(gguf::File::open(path)), model(Model::from_gguf(file)), tok(Tokenizer::from_gguf(file)), ec(c), threads(t) {}
-};
+  PyLLM(const std::string& path, const EngineConfig& c)
+      : file(gguf::File::open(path)),
+        model(Model::from_gguf(file)),
+        scorer(Model::from_gguf(file)),
+        tok(Tokenizer::from_gguf(file)),
+        ec(c) {}
 
-// Holds the model for one call: the _LLM's mutex and its thread count (the
-// process's setting is restored afterwards). Taken with the GIL released.
-class ModelLock {
- public:
-  explicit ModelLock(PyLLM& l) : lock_(l.mu), saved_(num_threads()) {
-    if (l.threads > 0) set_num_threads(l.threads);
+  // The request's stream. An engine stopped by a failed step (it ended every request
+  // with an error) is replaced, so the LLM stays usable.
+  std::shared_ptr<RequestStream> submit(const Request& r) {
+    std::lock_guard<std::mutex> lk(engine_mu);
+    for (int attempt = 0;; ++attempt) {
+      AsyncEngine::Refused why = AsyncEngine::Refused::none;
+      std::shared_ptr<RequestStream> s = eng->submit(r, &why);
+      if (s) return s;
+      if (attempt > 0 || why != AsyncEngine::Refused::stopped)
+        throw RuntimeError("llmk.LLM: the engine refused a request");
+      eng.reset();  // joins the stopped thread
+      eng = std::make_unique<AsyncEngine>(model, &tok, ec, kMaxQueue);
+    }
   }
-  ~ModelLock() { set_num_threads(saved_); }
-
- private:
-  std::lock_guard<std::mutex> lock_;
-  int saved_;
-};
-
-struct PyGeneration {
-  PyLLM* llm;  // kept alive by keep_alive on start()
-  std::unique_ptr<Engine> eng;
-  bool idle = false;
 };
 
 nb::bytes as_bytes(const std::string& s) { return nb::bytes(s.data(), s.size()); }
+
+nb::list top_list(const std::vector<TokenLogprob>& top) {
+  nb::list l;
+  for (const TokenLogprob& t : top) l.append(nb::make_tuple(t.token, t.logprob));
+  return l;
+}
 
 }  // namespace
 }  // namespace llmk::py
@@ -82,67 +90,60 @@ LLMK_PY_BINDINGS(llm) {
     return out;
   });
 
-  nb::class_<PyGeneration>(m, "_Generation")
-      // Runs one engine step; returns (more, events) with events as (request id, token,
-      // UTF-8 bytes, finish name) tuples. more is False once every request has finished.
-      .def("step",
-           [](PyGeneration& g) {
+  // One request: wait(ms) returns its new events as (token, UTF-8 bytes, finish name,
+  // logprob, [(token, logprob), ...]) tuples, blocking with the GIL released until one comes,
+  // the request ends or `ms` pass; output() is (tokens, UTF-8 bytes, finish name,
+  // prompt_tokens, cached_tokens, logprobs, tops) once it has ended, else None.
+  nb::class_<RequestStream>(m, "_Stream")
+      .def_prop_ro("id", &RequestStream::id)
+      .def("wait",
+           [](RequestStream& s, int64_t ms) {
              std::vector<Event> evs;
-             if (!g.idle) {
+             {
                nb::gil_scoped_release r;
-               ModelLock lock(*g.llm);
-               g.idle = !g.eng->step([&](const Event& e) { evs.push_back(e); });
+               evs = s.wait(std::chrono::milliseconds(ms));
              }
              nb::list out;
              for (const Event& e : evs)
-               out.append(nb::make_tuple(e.id, e.token, as_bytes(e.text), finish_name(e.finish)));
-             return nb::make_tuple(!g.idle, out);
-           })
-      // (tokens, UTF-8 bytes, finish name, preemptions) per request, in submit order.
-      .def("outputs",
-           [](PyGeneration& g) {
-             nb::list out;
-             std::vector<Output> outs;
-             {
-               nb::gil_scoped_release r;
-               ModelLock lock(*g.llm);
-               outs = g.eng->run();  // no step left when idle
-             }
-             for (const Output& o : outs)
-               out.append(nb::make_tuple(o.tokens, as_bytes(o.text), finish_name(o.finish), o.preemptions));
+               out.append(nb::make_tuple(e.token, as_bytes(e.text), finish_name(e.finish), e.logprob, top_list(e.top)));
              return out;
            })
-      .def("stats", [](const PyGeneration& g) {
-        const EngineStats& s = g.eng->stats();
-        nb::dict d;
-        d["prefill_tokens"] = s.prefill_tokens;
-        d["decode_tokens"] = s.decode_tokens;
-        d["prefill_seconds"] = s.prefill_seconds;
-        d["decode_seconds"] = s.decode_seconds;
-        d["preemptions"] = s.preemptions;
-        d["steps"] = s.steps;
-        return d;
+      .def("finished", &RequestStream::finished)
+      .def("output", [](const RequestStream& s) -> nb::object {
+        const std::optional<Output> o = s.output();
+        if (!o) return nb::none();
+        nb::list tops;
+        for (const auto& t : o->top) tops.append(top_list(t));
+        return nb::make_tuple(o->tokens, as_bytes(o->text), finish_name(o->finish), o->prompt_tokens,
+                              o->cached_tokens, o->logprobs, tops);
       });
 
   nb::class_<PyLLM>(m, "_LLM")
       .def(
           "__init__",
           [](PyLLM* self, const std::string& path, const std::string& kv_type, std::optional<std::string> kv_v_type,
-             bool kv_rotate, int64_t max_seqs, int threads) {
+             bool kv_rotate, int64_t max_seqs, int64_t kv_tokens) {
             EngineConfig ec;
             ec.kv_type = parse_kv_type(kv_type, "kv_type");
             if (kv_v_type) ec.kv_v_type = parse_kv_type(*kv_v_type, "kv_v_type");
             ec.kv_rotate = kv_rotate;
             ec.max_seqs = max_seqs;
+            ec.kv_tokens = kv_tokens;
             nb::gil_scoped_release r;
             try {
-              new (self) PyLLM(path, ec, threads);
+              new (self) PyLLM(path, ec);
             } catch (const Error& e) {  // a malformed or unusable file is a bad `model` argument
               throw_invalid_argument("llmk.LLM", "model", path, std::string("is not a usable GGUF model: ") + e.what());
             }
+            try {  // the engine names a bad kv_tokens / max_seqs itself
+              self->eng = std::make_unique<AsyncEngine>(self->model, &self->tok, self->ec, kMaxQueue);
+            } catch (...) {
+              self->~PyLLM();  // nanobind destroys only a constructed instance
+              throw;
+            }
           },
           nb::arg("path"), nb::arg("kv_type"), nb::arg("kv_v_type").none(), nb::arg("kv_rotate"), nb::arg("max_seqs"),
-          nb::arg("threads"))
+          nb::arg("kv_tokens"))
       .def(
           "encode",
           [](const PyLLM& l, const std::string& text, bool parse_special, bool add_bos) {
@@ -161,32 +162,51 @@ LLMK_PY_BINDINGS(llm) {
              for (const auto& [role, content] : msgs) m.push_back({role, content});
              return render_chat(l.tok, m);
            })
-      // requests: (prompt ids, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-      // presence_penalty, seed, stop strings); kv_tokens: the cache's capacity.
+      // One request (prompt ids, max_tokens, sampling, seed, stop strings, logprobs: -1 = off);
+      // InvalidArgument as Engine::submit names it, nothing queued then.
       .def(
-          "start",
-          [](PyLLM& l, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens, float temperature,
-             int32_t top_k, float top_p, float min_p, float repetition_penalty, float presence_penalty, uint64_t seed,
-             const std::vector<std::string>& stop, int64_t kv_tokens) {
-            EngineConfig ec = l.ec;
-            ec.kv_tokens = kv_tokens;
-            auto g = std::make_unique<PyGeneration>();
-            g->llm = &l;
-            g->eng = std::make_unique<Engine>(l.model, &l.tok, ec);
-            for (const auto& p : prompts) {
-              Request r;
-              r.prompt = p;
-              r.max_tokens = max_tokens;
-              r.sampling = SamplingParams{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty};
-              r.seed = seed;
-              r.stop = stop;
-              g->eng->submit(std::move(r));
-            }
-            return g;
+          "submit",
+          [](PyLLM& l, const std::vector<int32_t>& prompt, int64_t max_tokens, float temperature, int32_t top_k,
+             float top_p, float min_p, float repetition_penalty, float presence_penalty, uint64_t seed,
+             const std::vector<std::string>& stop, int32_t logprobs) {
+            Request r;
+            r.prompt = prompt;
+            r.max_tokens = max_tokens;
+            r.sampling = SamplingParams{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty};
+            r.seed = seed;
+            r.stop = stop;
+            r.logprobs = logprobs;
+            return l.submit(r);
           },
-          nb::arg("prompts"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"),
+          nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"),
           nb::arg("min_p"), nb::arg("repetition_penalty"), nb::arg("presence_penalty"), nb::arg("seed"),
-          nb::arg("stop"), nb::arg("kv_tokens"), nb::keep_alive<0, 1>())
+          nb::arg("stop"), nb::arg("logprobs"))
+      // Ends request `id` with finish "cancelled" at the engine's next step (a finished one: nothing).
+      .def("cancel", [](PyLLM& l, int64_t id) {
+        std::lock_guard<std::mutex> lk(l.engine_mu);
+        l.eng->cancel(id);
+      })
+      .def("stats",
+           [](PyLLM& l) {
+             EngineStats s;
+             {
+               std::lock_guard<std::mutex> lk(l.engine_mu);
+               s = l.eng->status().stats;
+             }
+             nb::dict d;
+             d["prefill_tokens"] = s.prefill_tokens;
+             d["decode_tokens"] = s.decode_tokens;
+             d["prefill_seconds"] = s.prefill_seconds;
+             d["decode_seconds"] = s.decode_seconds;
+             d["preemptions"] = s.preemptions;
+             d["steps"] = s.steps;
+             d["prompt_tokens"] = s.prompt_tokens;
+             d["cached_tokens"] = s.cached_tokens;
+             d["generated_tokens"] = s.generated_tokens;
+             d["finished"] = s.finished;
+             d["cancelled"] = s.cancelled;
+             return d;
+           })
       // Logits [T, n_vocab] of `ids` at positions 0..T-1 into `out` (float32, C-contiguous).
       .def(
           "logits_out",
@@ -204,8 +224,8 @@ LLMK_PY_BINDINGS(llm) {
                            fn, "out", v.describe(), "must be float32 [T, n_vocab], C-contiguous, on the CPU");
             float* dst = v.ptr<float>();
             nb::gil_scoped_release r;
-            ModelLock lock(l);
-            forward_sequence(l.model, l.ec, ids, dst);
+            std::lock_guard<std::mutex> lk(l.score_mu);
+            forward_sequence(l.scorer, l.ec, ids, dst);
           },
           nb::arg("ids"), nb::arg("out"))
       .def("config", [](const PyLLM& l) {
@@ -236,6 +256,7 @@ LLMK_PY_BINDINGS(llm) {
         d["kv_v_type"] = kv_type_name(l.ec.kv_v_type.value_or(l.ec.kv_type));
         d["kv_rotate"] = l.ec.kv_rotate;
         d["max_seqs"] = l.ec.max_seqs;
+        d["kv_tokens"] = l.ec.kv_tokens;
         d["bos_id"] = l.tok.bos_id();
         d["eos_id"] = l.tok.eos_id();
         d["add_bos"] = l.tok.add_bos();

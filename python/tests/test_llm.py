@@ -39,7 +39,8 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def llm():
-    return llmk.LLM(str(MODEL), threads=2)
+    llmk.set_num_threads(2)
+    return llmk.LLM(str(MODEL))
 
 
 def cli(*args):
@@ -140,7 +141,7 @@ def test_stream_checks_its_arguments_before_the_first_step(llm):
         llm.stream("Hi", max_tokens=0)
     g = llm.stream("Hi", max_tokens=3)
     assert isinstance(next(g), str)
-    g.close()  # ending a stream early leaves the LLM usable
+    g.close()  # ending a stream early cancels it and leaves the LLM usable
     assert llm.generate("Hi", max_tokens=3).tokens == llm.generate("Hi", max_tokens=3).tokens
 
 
@@ -204,14 +205,62 @@ def test_config_agrees_with_the_gguf_package(llm):
         types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
     assert c["weight_types"] == types
     assert "<|im_start|>" in c["chat_template"]
-    assert c["kv_type"] == "f16" and c["threads"] == 2 and c["kv_tokens"] is None
+    assert c["kv_type"] == "f16" and c["kv_tokens"] == 8192 and c["max_seqs"] == 64
 
 
-def test_threads_apply_per_call_and_the_process_setting_is_restored(llm):
-    before = llmk.num_threads()
-    one = llmk.LLM(str(MODEL), threads=1)
-    assert one.generate("Hi", max_tokens=4).tokens == llm.generate("Hi", max_tokens=4).tokens
-    assert llmk.num_threads() == before
+def test_threads_set_the_process_count_and_do_not_change_tokens(llm):
+    want = llm.generate("Hi", max_tokens=6).tokens
+    try:
+        one = llmk.LLM(str(MODEL), threads=1)
+        assert llmk.num_threads() == 1
+        assert one.generate("Hi", max_tokens=6).tokens == want
+    finally:
+        llmk.set_num_threads(2)
+
+
+def log_softmax(z):
+    z = np.asarray(z, np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(temperature=0.9, seed=4, top_k=20)])
+def test_logprobs_are_the_log_softmax_of_the_logits(llm, kw):
+    # Temperature-1 log-softmax of the sequence's logits (the same bits through logits():
+    # the kernels are batch-invariant), whatever the sampling parameters.
+    p = "The capital of France is"
+    o = llm.generate(p, max_tokens=12, logprobs=5, **kw)
+    assert len(o.logprobs) == len(o.tokens)
+    ids = llm.tokenize(p)
+    ref = log_softmax(llm.logits(ids + o.tokens)[len(ids) - 1:-1])
+    for i, (lp, tok) in enumerate(zip(o.logprobs, o.tokens)):
+        assert lp.token == tok and len(lp.top) == 5
+        assert abs(lp.logprob - ref[i, tok]) < 1e-4, (i, lp.logprob, ref[i, tok])
+        order = np.argsort(-ref[i], kind="stable")[:5]
+        assert [t for t, _ in lp.top] == order.tolist(), i
+        assert np.allclose([l for _, l in lp.top], ref[i, order], atol=1e-4)
+    assert llm.generate(p, max_tokens=12, **kw).logprobs is None
+    assert llm.generate(p, max_tokens=12, logprobs=0, **kw).logprobs[0].top == []
+
+
+def test_a_repeated_prompt_reuses_the_prefix_cache_with_the_same_tokens(llm):
+    msgs = [{"role": "user", "content": "Name three colors."}]
+    a = llm.chat(msgs, max_tokens=16, seed=2)
+    b = llm.chat(msgs, max_tokens=16, seed=2)
+    assert b.tokens == a.tokens
+    assert b.cached_tokens >= 16 and b.cached_tokens < b.prompt_tokens
+
+
+def test_closing_a_stream_cancels_its_request(llm):
+    import time
+    before = llm._llm.stats()["cancelled"]
+    g = llm.stream("1, 2, 3, 4,", max_tokens=4000)
+    next(g)
+    g.close()
+    deadline = time.time() + 120
+    while llm._llm.stats()["cancelled"] == before and time.time() < deadline:
+        time.sleep(0.01)
+    assert llm._llm.stats()["cancelled"] == before + 1
 
 
 def test_generation_releases_the_gil(llm):

@@ -20,7 +20,7 @@ def path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llm(path):
-    return llmk.LLM(path, threads=1)
+    return llmk.LLM(path)
 
 
 def raises(exc, text, f, *a, **kw):
@@ -50,6 +50,7 @@ def test_constructor_arguments_are_named(path, tmp_path):
     raises(TypeError, "argument 'threads' = True: must be an integer", L, path, threads=True)
     raises(ValueError, "argument 'max_seqs' = 0", L, path, max_seqs=0)
     raises(ValueError, "argument 'kv_tokens' = -5", L, path, kv_tokens=-5)
+    raises(TypeError, "argument 'kv_tokens' = None", L, path, kv_tokens=None)
     raises(TypeError, "argument 'kv_tokens' = '8'", L, path, kv_tokens="8")
     raises(TypeError, "unexpected keyword argument 'kv'", L, path, kv="f16")
 
@@ -82,6 +83,9 @@ def test_generate_arguments_are_named(llm):
     raises(ValueError, "argument 'stop[1]' = ''", g, "hi", stop=["a", ""])
     raises(TypeError, "argument 'stop[0]' = int: must be a str", g, "hi", stop=[1])
     raises(TypeError, "argument 'stop' = dict", g, "hi", stop={"a": 1})
+    raises(ValueError, "argument 'logprobs' = 21: must be in [0, 20]", g, "hi", logprobs=21)
+    raises(ValueError, "argument 'logprobs' = -1", g, "hi", logprobs=-1)
+    raises(TypeError, "argument 'logprobs' = True", g, "hi", logprobs=True)
     raises(TypeError, "unexpected keyword argument 'n'", g, "hi", n=3)
 
 
@@ -134,9 +138,10 @@ FUZZ = textwrap.dedent("""
               object(), np.int64(2), np.float32(math.nan), np.array([1, 2]), np.zeros((2, 2))]
     calls = {
         "generate": (llm.generate, dict(prompts="hi", max_tokens=2, temperature=0.5, top_k=3, top_p=0.9,
-                                        min_p=0.1, repetition_penalty=1.1, presence_penalty=0.1, seed=1, stop="x")),
+                                        min_p=0.1, repetition_penalty=1.1, presence_penalty=0.1, seed=1, stop="x",
+                                        logprobs=2)),
         "stream": (lambda **k: list(llm.stream(**k)), dict(prompt="hi", max_tokens=2, temperature=0.5, seed=1)),
-        "chat": (llm.chat, dict(messages=[{"role": "user", "content": "hi"}], max_tokens=2, seed=1)),
+        "chat": (llm.chat, dict(messages=[{"role": "user", "content": "hi"}], max_tokens=2, seed=1, logprobs=1)),
         "tokenize": (llm.tokenize, dict(text="hi", add_bos=True, special=True)),
         "detokenize": (llm.detokenize, dict(ids=[1, 2], skip_special=False)),
         "logits": (llm.logits, dict(ids=[1, 2])),
