@@ -208,7 +208,7 @@ class LLM:
     >>> import llmk
     >>> llm = llmk.LLM()                                   # doctest: +SKIP
     >>> llm.generate("The capital of France is", max_tokens=8).text   # doctest: +SKIP
-    ' Paris. It is the largest city in'
+    ' Paris.\n\nThe United States has'
     >>> outs = llm.generate(["def f(x):", "1, 2, 3,"], max_tokens=16)  # batched  # doctest: +SKIP
     >>> for piece in llm.stream("Once upon a time", max_tokens=32):    # doctest: +SKIP
     ...     print(piece, end="", flush=True)
@@ -497,13 +497,13 @@ class LLM:
         --------
         >>> out = llm.generate("The capital of France is", max_tokens=8)   # doctest: +SKIP
         >>> out.text, out.finish_reason                                    # doctest: +SKIP
-        (' Paris. It is the largest city in', 'length')
+        (' Paris.\n\nThe United States has', 'length')
         >>> outs = llm.generate(["1, 2, 3,", "a, b, c,"], max_tokens=6, stop=[","])  # doctest: +SKIP
         >>> [o.text for o in outs]                                         # doctest: +SKIP
         [' 4', ' d']
         >>> out = llm.generate("2 + 2 =", max_tokens=1, logprobs=3)          # doctest: +SKIP
         >>> out.logprobs[0].top                                            # doctest: +SKIP
-        [(216, -0.31...), (33, -2.1...), (34, -3.0...)]
+        [(216, -0.1494...), (731, -3.531...), (365, -4.518...)]
         """
         fn = "generate"
         single, ids = self._encode_prompts(fn, prompts)
@@ -573,8 +573,9 @@ class LLM:
 
         Examples
         --------
-        >>> llm.chat([{"role": "user", "content": "What is 12 times 7?"}], temperature=0).text  # doctest: +SKIP
-        '12 times 7 is 84.'
+        >>> msgs = [{"role": "user", "content": "What is 12 times 7?"}]
+        >>> llm.chat(msgs, temperature=0, max_tokens=16).text                 # doctest: +SKIP
+        '12 times 7 is a classic problem that involves multiplication and division. In'
         """
         fn = "chat"
         if not isinstance(messages, (list, tuple)):
@@ -650,7 +651,7 @@ class LLM:
         Examples
         --------
         >>> llm.perplexity(open("/usr/share/common-licenses/GPL-3").read(), chunks=2)  # doctest: +SKIP
-        7.43
+        17.72315380188228
         """
         fn = "perplexity"
         _str(fn, "text", text)
