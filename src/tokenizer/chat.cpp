@@ -33,4 +33,8 @@ std::string chatml_default_system(std::string_view tpl) {
   return "";
 }
 
+std::string render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages) {
+  return render_chatml(messages, true, chatml_default_system(tok.chat_template()));
+}
+
 }  // namespace llmk

@@ -5,6 +5,7 @@
 // so every offset in them is known.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -372,6 +373,20 @@ TEST(Gguf, TypeTables) {
     EXPECT_TRUE(ggml_type_supported(t));
   EXPECT_FALSE(ggml_type_supported(GgmlType::Q5_0));
   EXPECT_STREQ(value_type_name(ValueType::boolean), "bool");
+}
+
+// Model names: "" and the short names of known_models() resolve to files in the cache (the
+// default: default_model_path()); anything else is returned as given, for the caller to open.
+TEST(GgufModelNames, ResolveNamesAndPassPathsThrough) {
+  ASSERT_FALSE(known_models().empty());
+  EXPECT_STREQ(known_models()[0].file, kDefaultModelName);
+  for (const KnownModel& m : known_models()) EXPECT_EQ(resolve_model(std::string("x/") + m.name), std::string("x/") + m.name);
+  EXPECT_EQ(resolve_model("some/file.gguf"), "some/file.gguf");
+  EXPECT_EQ(resolve_model("SMOLLM2-135M"), "SMOLLM2-135M");  // names are exact
+  const std::string path = default_model_path();
+  if (path.empty()) GTEST_SKIP() << "skipped: default model not found (run scripts/fetch-model or set LLMK_MODEL)";
+  EXPECT_EQ(resolve_model(""), path);
+  if (!std::getenv("LLMK_MODEL")) EXPECT_EQ(resolve_model(known_models()[0].name), path);
 }
 
 // The real default model, when it is here: its shape and tokenizer metadata as published.

@@ -254,6 +254,11 @@ TEST_F(SmolLM2Tokenizer, KnownSequencesFromLlamaCpp) {
   EXPECT_TRUE(t.is_eog(2) && t.is_eog(0) && !t.is_eog(1));
   EXPECT_EQ(t.pre(), PreTokenizer::digits_then_gpt2);
   EXPECT_EQ(chatml_default_system(t.chat_template()), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  // render_chat (`llmk chat`, llmk.LLM.chat): the template's default system prompt unless one is given
+  const std::vector<ChatMessage> user{{"user", "Hi"}}, sys{{"system", "S"}, {"user", "Hi"}};
+  EXPECT_EQ(render_chat(t, user), "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                                  "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(t, sys), render_chatml(sys, true, ""));
 }
 
 TEST_F(SmolLM2Tokenizer, RoundTripsALongText) {

@@ -43,7 +43,6 @@ int run_chat(Args& args) {
   LoadedModel lm(model_path(model));
   std::vector<ChatMessage> messages;
   if (has_system) messages.push_back({"system", system});
-  const std::string default_system = has_system ? "" : chatml_default_system(lm.tok.chat_template());
   Engine eng(lm.model, &lm.tok, ec);
   for (int turn = 0;; ++turn) {
     std::string line;
@@ -58,7 +57,7 @@ int run_chat(Args& args) {
     messages.push_back({"user", line});
     Request r = base;
     r.seed = base.seed + uint64_t(turn);
-    r.prompt = lm.tok.encode(render_chatml(messages, true, default_system), true, lm.tok.add_bos());
+    r.prompt = lm.tok.encode(render_chat(lm.tok, messages), true, lm.tok.add_bos());
     // A reply ends when the conversation fills the cache (Finish::length).
     const EngineStats before = eng.stats();
     eng.submit(r);

@@ -92,7 +92,7 @@ int run_tokenize(llmk::cli::Args& args) {
   const llmk::Tokenizer tok = llmk::Tokenizer::from_gguf(gguf);
   if (chat) {
     const llmk::ChatMessage msg{"user", text};
-    text = llmk::render_chatml({&msg, 1}, true, llmk::chatml_default_system(tok.chat_template()));
+    text = llmk::render_chat(tok, {&msg, 1});
   }
   auto encode = [&](const std::string& t) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -26,7 +26,7 @@ struct LoadedModel {
       : file(gguf::File::open(path)), model(Model::from_gguf(file)), tok(Tokenizer::from_gguf(file)) {}
 };
 
-// --model PATH, or "" for the default model. The default is fetched (a download when it
+// --model PATH|NAME, or "" for the default model. A model is fetched (a download when it
 // is missing) by model_path() only once every option has been checked: a typo used to
 // start the download and be reported after it.
 inline std::string model_arg(Args& a) {
@@ -35,10 +35,11 @@ inline std::string model_arg(Args& a) {
                  "needs a path (leave it out for the default model)");
   return m;
 }
+// Names resolve through gguf::resolve_model, as in Python (llmk.LLM).
 inline std::string model_path(const std::string& model_arg) {
-  if (model_arg.empty()) return gguf::fetch_default_model();
-  check_file("cli", "--model", model_arg);
-  return model_arg;
+  const std::string path = gguf::resolve_model(model_arg);
+  if (path == model_arg) check_file("cli", "--model", model_arg);
+  return path;
 }
 
 // A KV type named f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types; int8 and

@@ -1,0 +1,266 @@
+// Python bindings of a loaded model and the engine (llmk/engine.hpp): _LLM holds
+// the GGUF file, the Model and Tokenizer, and an AsyncEngine whose thread steps
+// the engine; submit() returns a _Stream (RequestStream) whose wait() blocks with
+// the GIL released. python/llmk/llm.py checks the arguments and waits in short
+// slices, so Ctrl-C lands between them and cancels the call's requests.
+// logits() runs a second Model over the same mapped weights (the engine
+// thread's Model has its own scratch), one call at a time under a mutex.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "llmk/engine.hpp"
+#include "llmk/gguf.hpp"
+#include "llmk/tokenizer.hpp"
+
+namespace llmk::py {
+namespace {
+
+// Requests wait in the engine's own queue (max_seqs run at once); this bound is never the limit.
+constexpr int64_t kMaxQueue = int64_t(1) << 40;
+
+struct PyLLM {
+  gguf::File file;
+  Model model, scorer;  // the engine's; logits()'
+  Tokenizer tok;
+  EngineConfig ec;
+  std::mutex score_mu, engine_mu;  // scorer's scratch; replacing a stopped engine
+  std::unique_ptr<AsyncEngine> eng;
+
+  PyLLM(const std::string& path, const EngineConfig& c)
+      : file(gguf::File::open(path)),
+        model(Model::from_gguf(file)),
+        scorer(Model::from_gguf(file)),
+        tok(Tokenizer::from_gguf(file)),
+        ec(c) {}
+
+  // The request's stream. An engine stopped by a failed step (it ended every request
+  // with an error) is replaced, so the LLM stays usable.
+  std::shared_ptr<RequestStream> submit(const Request& r) {
+    std::lock_guard<std::mutex> lk(engine_mu);
+    for (int attempt = 0;; ++attempt) {
+      AsyncEngine::Refused why = AsyncEngine::Refused::none;
+      std::shared_ptr<RequestStream> s = eng->submit(r, &why);
+      if (s) return s;
+      if (attempt > 0 || why != AsyncEngine::Refused::stopped)
+        throw RuntimeError("llmk.LLM: the engine refused a request");
+      eng.reset();  // joins the stopped thread
+      eng = std::make_unique<AsyncEngine>(model, &tok, ec, kMaxQueue);
+    }
+  }
+};
+
+nb::bytes as_bytes(const std::string& s) { return nb::bytes(s.data(), s.size()); }
+
+nb::list top_list(const std::vector<TokenLogprob>& top) {
+  nb::list l;
+  for (const TokenLogprob& t : top) l.append(nb::make_tuple(t.token, t.logprob));
+  return l;
+}
+
+}  // namespace
+}  // namespace llmk::py
+
+LLMK_PY_BINDINGS(llm) {
+  using namespace llmk;
+  using namespace llmk::py;
+  namespace nb = nanobind;
+  m.def("default_model_path", &gguf::default_model_path);
+  m.def(
+      "resolve_model",
+      [](const std::string& spec) {
+        nb::gil_scoped_release r;  // a model may be downloaded
+        return gguf::resolve_model(spec);
+      },
+      nb::arg("spec"));
+  m.def("known_models", [] {
+    nb::list out;
+    for (const gguf::KnownModel& k : gguf::known_models()) out.append(nb::make_tuple(k.name, k.file));
+    return out;
+  });
+
+  // One request: wait(ms) returns its new events as (token, UTF-8 bytes, finish name,
+  // logprob, [(token, logprob), ...]) tuples, blocking with the GIL released until one comes,
+  // the request ends or `ms` pass; output() is (tokens, UTF-8 bytes, finish name,
+  // prompt_tokens, cached_tokens, logprobs, tops) once it has ended, else None.
+  nb::class_<RequestStream>(m, "_Stream")
+      .def_prop_ro("id", &RequestStream::id)
+      .def("wait",
+           [](RequestStream& s, int64_t ms) {
+             std::vector<Event> evs;
+             {
+               nb::gil_scoped_release r;
+               evs = s.wait(std::chrono::milliseconds(ms));
+             }
+             nb::list out;
+             for (const Event& e : evs)
+               out.append(nb::make_tuple(e.token, as_bytes(e.text), finish_name(e.finish), e.logprob, top_list(e.top)));
+             return out;
+           })
+      .def("finished", &RequestStream::finished)
+      .def("output", [](const RequestStream& s) -> nb::object {
+        const std::optional<Output> o = s.output();
+        if (!o) return nb::none();
+        nb::list tops;
+        for (const auto& t : o->top) tops.append(top_list(t));
+        return nb::make_tuple(o->tokens, as_bytes(o->text), finish_name(o->finish), o->prompt_tokens,
+                              o->cached_tokens, o->logprobs, tops);
+      });
+
+  nb::class_<PyLLM>(m, "_LLM")
+      .def(
+          "__init__",
+          [](PyLLM* self, const std::string& path, const std::string& kv_type, std::optional<std::string> kv_v_type,
+             bool kv_rotate, int64_t max_seqs, int64_t kv_tokens) {
+            EngineConfig ec;
+            ec.kv_type = parse_kv_type(kv_type, "kv_type");
+            if (kv_v_type) ec.kv_v_type = parse_kv_type(*kv_v_type, "kv_v_type");
+            ec.kv_rotate = kv_rotate;
+            ec.max_seqs = max_seqs;
+            ec.kv_tokens = kv_tokens;
+            nb::gil_scoped_release r;
+            try {
+              new (self) PyLLM(path, ec);
+            } catch (const Error& e) {  // a malformed or unusable file is a bad `model` argument
+              throw_invalid_argument("llmk.LLM", "model", path, std::string("is not a usable GGUF model: ") + e.what());
+            }
+            try {  // the engine names a bad kv_tokens / max_seqs itself
+              self->eng = std::make_unique<AsyncEngine>(self->model, &self->tok, self->ec, kMaxQueue);
+            } catch (...) {
+              self->~PyLLM();  // nanobind destroys only a constructed instance
+              throw;
+            }
+          },
+          nb::arg("path"), nb::arg("kv_type"), nb::arg("kv_v_type").none(), nb::arg("kv_rotate"), nb::arg("max_seqs"),
+          nb::arg("kv_tokens"))
+      .def(
+          "encode",
+          [](const PyLLM& l, const std::string& text, bool parse_special, bool add_bos) {
+            return l.tok.encode(text, parse_special, add_bos && l.tok.add_bos());
+          },
+          nb::arg("text"), nb::arg("parse_special"), nb::arg("add_bos"))
+      .def(
+          "decode",
+          [](const PyLLM& l, const std::vector<int32_t>& ids, bool skip_special) {
+            return as_bytes(l.tok.decode(ids, skip_special));
+          },
+          nb::arg("ids"), nb::arg("skip_special"))
+      .def("render_chat",
+           [](const PyLLM& l, const std::vector<std::pair<std::string, std::string>>& msgs) {
+             std::vector<ChatMessage> m;
+             for (const auto& [role, content] : msgs) m.push_back({role, content});
+             return render_chat(l.tok, m);
+           })
+      // One request (prompt ids, max_tokens, sampling, seed, stop strings, logprobs: -1 = off);
+      // InvalidArgument as Engine::submit names it, nothing queued then.
+      .def(
+          "submit",
+          [](PyLLM& l, const std::vector<int32_t>& prompt, int64_t max_tokens, float temperature, int32_t top_k,
+             float top_p, float min_p, float repetition_penalty, float presence_penalty, uint64_t seed,
+             const std::vector<std::string>& stop, int32_t logprobs) {
+            Request r;
+            r.prompt = prompt;
+            r.max_tokens = max_tokens;
+            r.sampling = SamplingParams{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty};
+            r.seed = seed;
+            r.stop = stop;
+            r.logprobs = logprobs;
+            return l.submit(r);
+          },
+          nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"),
+          nb::arg("min_p"), nb::arg("repetition_penalty"), nb::arg("presence_penalty"), nb::arg("seed"),
+          nb::arg("stop"), nb::arg("logprobs"))
+      // Ends request `id` with finish "cancelled" at the engine's next step (a finished one: nothing).
+      .def("cancel", [](PyLLM& l, int64_t id) {
+        std::lock_guard<std::mutex> lk(l.engine_mu);
+        l.eng->cancel(id);
+      })
+      .def("stats",
+           [](PyLLM& l) {
+             EngineStats s;
+             {
+               std::lock_guard<std::mutex> lk(l.engine_mu);
+               s = l.eng->status().stats;
+             }
+             nb::dict d;
+             d["prefill_tokens"] = s.prefill_tokens;
+             d["decode_tokens"] = s.decode_tokens;
+             d["prefill_seconds"] = s.prefill_seconds;
+             d["decode_seconds"] = s.decode_seconds;
+             d["preemptions"] = s.preemptions;
+             d["steps"] = s.steps;
+             d["prompt_tokens"] = s.prompt_tokens;
+             d["cached_tokens"] = s.cached_tokens;
+             d["generated_tokens"] = s.generated_tokens;
+             d["finished"] = s.finished;
+             d["cancelled"] = s.cancelled;
+             return d;
+           })
+      // Logits [T, n_vocab] of `ids` at positions 0..T-1 into `out` (float32, C-contiguous).
+      .def(
+          "logits_out",
+          [](PyLLM& l, const std::vector<int32_t>& ids, nb::handle out) {
+            const char* fn = "llmk.LLM.logits";
+            const int64_t V = l.model.config().n_vocab;
+            LLMK_CHECK_ARG(!ids.empty(), fn, "ids", "[]", "must hold at least one token");
+            for (size_t i = 0; i < ids.size(); ++i)
+              LLMK_CHECK_ARG(ids[i] >= 0 && ids[i] < V, fn, "ids[" + std::to_string(i) + "]", ids[i],
+                             "must be in [0, n_vocab = " + std::to_string(V) + ")");
+            const MutArray a = as_mut_array(out, fn, "out");
+            const TensorView v = view(a, fn, "out");
+            LLMK_CHECK_ARG(v.dtype == DType::f32 && v.device == Device::cpu && v.rows() == int64_t(ids.size()) &&
+                               v.cols() == V && (v.rows() <= 1 || v.row_stride() == V),
+                           fn, "out", v.describe(), "must be float32 [T, n_vocab], C-contiguous, on the CPU");
+            float* dst = v.ptr<float>();
+            nb::gil_scoped_release r;
+            std::lock_guard<std::mutex> lk(l.score_mu);
+            forward_sequence(l.scorer, l.ec, ids, dst);
+          },
+          nb::arg("ids"), nb::arg("out"))
+      .def("config", [](const PyLLM& l) {
+        const ModelConfig& c = l.model.config();
+        nb::dict d;
+        d["path"] = l.file.path();
+        d["architecture"] = c.arch == Arch::gpt2 ? "gpt2" : "llama";
+        d["name"] = l.file.get_string_or("general.name", "");
+        d["n_vocab"] = c.n_vocab;
+        d["n_ctx"] = c.n_ctx;
+        d["d_model"] = c.d_model;
+        d["n_layer"] = c.n_layer;
+        d["n_head"] = c.n_head;
+        d["n_head_kv"] = c.n_head_kv;
+        d["d_head"] = c.d_head();
+        d["d_ff"] = c.d_ff;
+        d["rope_dim"] = c.rope_dim;
+        d["rope_base"] = c.rope_base;
+        d["norm_eps"] = c.norm_eps;
+        d["tied_embeddings"] = c.tied;
+        std::map<std::string, int64_t> types;
+        for (const gguf::TensorInfo& t : l.file.tensors()) ++types[gguf::ggml_type_name(t.type)];
+        nb::dict td;
+        for (const auto& [k, n] : types) td[nb::str(k.c_str())] = n;
+        d["weight_types"] = td;
+        d["weight_bytes"] = l.model.weight_bytes();
+        d["kv_type"] = kv_type_name(l.ec.kv_type);
+        d["kv_v_type"] = kv_type_name(l.ec.kv_v_type.value_or(l.ec.kv_type));
+        d["kv_rotate"] = l.ec.kv_rotate;
+        d["max_seqs"] = l.ec.max_seqs;
+        d["kv_tokens"] = l.ec.kv_tokens;
+        d["bos_id"] = l.tok.bos_id();
+        d["eos_id"] = l.tok.eos_id();
+        d["add_bos"] = l.tok.add_bos();
+        d["chat_template"] = l.tok.chat_template();
+        return d;
+      });
+}
