@@ -11,8 +11,8 @@
 // overflow-safe arithmetic before it is used; a malformed file throws gguf::FormatError whose
 // message names the file, the byte offset and the key or tensor concerned, never crashes.
 // Parsing accepts any tensor type whose size ggml defines (so the file can be inspected);
-// File::tensor() rejects, by name, a tensor whose type llmk cannot compute with (supported:
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1).
+// File::tensor() rejects, by name, a tensor whose type llmk cannot compute with (those
+// outside the storage-type traits table of llmk/ggml_quants.hpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -45,17 +45,20 @@ enum class GgmlType : uint32_t {
 const char* ggml_type_name(GgmlType t);
 // True for the types whose block size is known (every name above).
 bool ggml_type_known(GgmlType t);
-// True for F32, F16, BF16, Q8_0, Q4_0, Q4_1: the types llmk computes with.
+// True for the types llmk computes with: those of the storage-type traits table
+// (llmk/ggml_quants.hpp).
 bool ggml_type_supported(GgmlType t);
-// Elements per block (1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1) and bytes per block;
+// Their ggml names, comma-separated, for error messages: "F32, F16, ..., Q6_K".
+std::string supported_types_list();
+// Elements per block (1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1, 256 for K-quants) and bytes per block;
 // InvalidArgument for an unknown type.
 int64_t ggml_block_elems(GgmlType t);
 int64_t ggml_block_bytes(GgmlType t);
 
-// Row of n elements (n a multiple of the type's block) stored as `t` -> f32 (overwritten):
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1; InvalidArgument naming the type otherwise. A scalar
-// reference over the *_ref dequantizers of ggml_quants.hpp, for tests (called only by
-// tests/gguf/test_ggml_quants.cpp); the model's embedding lookups use
+// Row of n elements (n a multiple of the type's block) stored as `t` -> f32 (overwritten),
+// for every supported type; InvalidArgument naming the type otherwise. The traits table's
+// reference dequantizer (ggml_quants.hpp), for tests and the Python module's
+// llmk.dequantize; the model's embedding lookups use
 // llmk::dequantize_row(WeightView, ...) (matmul.hpp).
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 

@@ -37,7 +37,8 @@ Model::~Model() = default;
 
 namespace {
 // Random [N, K] weights of type t with standard deviation about `sd`:
-// float types N(0, sd); block types random codes under per-block scales.
+// float types N(0, sd); Q8_0 / Q4_x random codes under per-block scales; the other
+// block types N(0, sd) quantized by the traits table's reference quantizer.
 WeightView random_weight(std::vector<std::vector<uint8_t>>& blobs, WType t, int64_t N, int64_t K, double sd,
                          std::mt19937_64& g) {
   const int64_t rb = wtype_row_bytes(t, K);
@@ -52,7 +53,13 @@ WeightView random_weight(std::vector<std::vector<uint8_t>>& blobs, WType t, int6
       if (t == WType::f16) reinterpret_cast<f16*>(r)[k] = from_f32<f16>(nd(g));
       if (t == WType::bf16) reinterpret_cast<bf16*>(r)[k] = from_f32<bf16>(nd(g));
     }
-    for (int64_t b = 0; b < K / kQuantBlock && wtype_is_quantized(t); ++b) {
+    const bool legacy = t == WType::q8_0 || t == WType::q4_0 || t == WType::q4_1;
+    if (wtype_is_quantized(t) && !legacy) {  // the other block types: N(0, sd) through the reference quantizer
+      std::vector<float> v(static_cast<size_t>(K));
+      for (float& x : v) x = nd(g);
+      wtype_traits(t).from_float(v.data(), r, K);
+    }
+    for (int64_t b = 0; b < K / kQuantBlock && legacy; ++b) {
       // uniform codes: sd of q8 codes is 127/sqrt(3), of nibbles 16/sqrt(12)
       if (t == WType::q8_0) {
         auto& q = reinterpret_cast<BlockQ8_0*>(r)[b];

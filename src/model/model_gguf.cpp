@@ -14,17 +14,9 @@ using gguf::FormatError;
 using gguf::GgmlType;
 
 WType wtype_of(const gguf::TensorInfo& t, const std::string& file) {
-  switch (t.type) {
-    case GgmlType::F32: return WType::f32;
-    case GgmlType::F16: return WType::f16;
-    case GgmlType::BF16: return WType::bf16;
-    case GgmlType::Q8_0: return WType::q8_0;
-    case GgmlType::Q4_0: return WType::q4_0;
-    case GgmlType::Q4_1: return WType::q4_1;
-    default: break;
-  }
+  if (const WTypeTraits* tr = wtype_traits_for_ggml(uint32_t(t.type))) return tr->type;
   throw FormatError(file + ": tensor '" + t.name + "' has type " + gguf::ggml_type_name(t.type) +
-                    " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                    " (supported: " + gguf::supported_types_list() + ")");
 }
 
 std::string dims(const gguf::TensorInfo& t) {
@@ -128,17 +120,7 @@ Model Model::from_gguf(const gguf::File& f) {
 
 namespace llmk {
 namespace {
-GgmlType ggml_of(WType t) {
-  switch (t) {
-    case WType::f32: return GgmlType::F32;
-    case WType::f16: return GgmlType::F16;
-    case WType::bf16: return GgmlType::BF16;
-    case WType::q8_0: return GgmlType::Q8_0;
-    case WType::q4_0: return GgmlType::Q4_0;
-    case WType::q4_1: return GgmlType::Q4_1;
-  }
-  return GgmlType::F32;
-}
+GgmlType ggml_of(WType t) { return GgmlType(wtype_traits(t).ggml_type); }
 }  // namespace
 
 void Model::add_to_gguf(gguf::Writer& w) const {

@@ -1,5 +1,6 @@
 // The decoder against its double oracle (forward_ref) on small random models of
-// both families and every weight type, and its internal consistency: a token's
+// both families and every 32-value weight type (d_model 64 leaves no room for a
+// 256-value K-quant block; tests/model/test_matmul.cpp covers those), and its internal consistency: a token's
 // logits are the same bits whether its sequence is prefilled in one batch or
 // fed token by token (cached vs uncached), and whether it shares the batch
 // with other sequences of other lengths (batched vs one by one).
@@ -86,7 +87,7 @@ TEST_P(ForwardTypes, MatchesDoubleOracle) {
 INSTANTIATE_TEST_SUITE_P(All, ForwardTypes,
                          ::testing::Combine(::testing::Values(Arch::llama, Arch::gpt2),
                                             ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0,
-                                                              WType::q4_0, WType::q4_1)),
+                                                              WType::q4_0, WType::q4_1, WType::q5_0, WType::q5_1)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) == Arch::llama ? "llama_" : "gpt2_") +
                                   wtype_name(std::get<1>(info.param));
