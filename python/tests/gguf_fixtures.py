@@ -190,3 +190,21 @@ def gemma_model() -> Path | None:
         if r.returncode == 0 and Path(r.stdout.strip()).is_file():
             return Path(r.stdout.strip())
     return None
+
+
+def llamacpp_vocab(name: str):
+    """(gguf path, [(input text, expected ids)]) of llama.cpp's ggml-vocab-<name>.gguf test
+    vectors (.inp texts separated by '\\n__ggml_vocab_test__\\n', .out one line of ids each),
+    fetched from the llama-cpp-python sdist by scripts/fetch-llamacpp-vocab; None when they
+    cannot be had."""
+    r = subprocess.run([str(ROOT / "scripts" / "fetch-llamacpp-vocab")], capture_output=True, text=True, timeout=1200)
+    if r.returncode != 0:
+        return None
+    d = Path(r.stdout.strip())
+    model = d / f"ggml-vocab-{name}.gguf"
+    raw = (d / f"ggml-vocab-{name}.gguf.inp").read_bytes().decode()
+    texts = raw.split("\n__ggml_vocab_test__\n")
+    if texts and texts[-1] == "":  # the file ends with a separator
+        texts.pop()
+    outs = [[int(x) for x in l.split()] for l in (d / f"ggml-vocab-{name}.gguf.out").read_text().split("\n")[: len(texts)]]
+    return model, list(zip(texts, outs))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gguf_fixtures import byte_level_vocab, default_model, gemma_model, write_gpt2, write_llama
+from gguf_fixtures import byte_level_vocab, default_model, gemma_model, llamacpp_vocab, write_gpt2, write_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
@@ -232,3 +232,22 @@ def test_gemma_long_text_matches_llamacpp(gemma):
         pytest.skip(f"{path} not found")
     text = path.read_text()
     assert llmk_ids(model, text) == ref.tokenize(text.encode(), add_bos=False, special=True)
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3"])
+def test_llamacpp_vocab_test_vectors(name):
+    """llama.cpp's own SentencePiece test vectors (test-tokenizer-0: no BOS, special tokens as
+    text): llmk gives the .out ids, and so does llama.cpp on the same file."""
+    got = llamacpp_vocab(name)
+    if got is None:
+        pytest.skip("skipped: llama.cpp's vocab files could not be fetched (scripts/fetch-llamacpp-vocab)")
+    model, cases = got
+    ref = vocab_only(model)
+    assert len(cases) > 20
+    bad = []
+    for text, want in cases:
+        ids = llmk_ids(model, text, "--no-special")
+        if ids != want or ref.tokenize(text.encode(), add_bos=False, special=False) != want:
+            bad.append((text, want, ids))
+    print(f"\n{name}: {len(cases) - len(bad)}/{len(cases)} test vectors identical")
+    assert not bad, "\n".join(f"{t!r}:\n  expected {w}\n  llmk     {g}" for t, w, g in bad[:5])

@@ -349,7 +349,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     int32_t id;  // -1: text
     size_t start, len;
   };
-  std::vector<Frag> frags{{-1, 0, text.size()}};
+  std::vector<Frag> frags;  // none for an empty text (no SPM space prefix either, as llama.cpp)
+  if (!text.empty()) frags.push_back({-1, 0, text.size()});
   for (int32_t sid : special_) {
     if (types_[size_t(sid)] != TokenType::user_defined && !parse_special) continue;
     const std::string& s = tokens_[size_t(sid)];

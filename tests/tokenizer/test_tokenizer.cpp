@@ -220,6 +220,7 @@ TEST(Tokenizer, SentencePieceMergesByScoreWithByteFallback) {
   EXPECT_EQ(t.encode("abd"), (V{264, 3 + 0x64}));  // "▁ab", then d as a byte
   EXPECT_EQ(t.encode("a\xff"), (V{263, 3 + 0xff}));
   EXPECT_EQ(t.encode("<s>b"), (V{1, 259, 261}));  // the prefix space again after a special token
+  EXPECT_EQ(t.encode(""), V{});                     // no fragment, so no prefix space
   EXPECT_EQ(t.decode(V{264, 259, 265, 3 + 0x64}), " ab cd");
   const Tokenizer no_prefix = Tokenizer::sentencepiece(tokens, scores, types, false);
   EXPECT_EQ(no_prefix.encode("ab c"), (V{262, 259, 265}));
