@@ -112,8 +112,9 @@ inline __m256i shifted_bits(const uint8_t* p, int shift, int mask) {
 
 // The 32 codes of chunk c of block blk, one per byte (element order), as the kernel
 // dots them: unsigned codes, or signed ones for the types with Decode<B>::kSigned.
-template <class B>
-inline __m256i codes_avx2(const B& blk, int c) {
+// S (the ISA struct) only names the instantiation after its path (tests/core/check_isa_leaks.py).
+template <class S, class B>
+inline __m256i codes_of(const B& blk, int c) {
   if constexpr (std::is_same_v<B, BlockQ8_0>) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
   } else if constexpr (std::is_same_v<B, BlockQ4_0> || std::is_same_v<B, BlockQ4_1>) {
@@ -144,7 +145,7 @@ inline __m256i codes_avx2(const B& blk, int c) {
 // int8 activation (8 int32 lanes: lanes 0..3 the chunk's first 16 values, 4..7 the
 // others), converted to f32 and scaled by [fw0 x4, fw1 x4] * d_x; the offset fo * s_x and
 // (Q2_K) the mins' dots on the side. Decode<B> (matmul_decode.hpp) holds the scales.
-template <int R, class B>
+template <class S, int R, class B>
 inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
   using D = Decode<B>;
   constexpr int C = D::kChunks;
@@ -159,7 +160,7 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
   // index kept acc in memory: a load and a store a chunk and row).
   const auto chunk = [&](int64_t b, int c, auto uc) __attribute__((always_inline)) {
     constexpr int u = decltype(uc)::value;
-    const __m256i w = codes_avx2(wb[b], c);
+    const __m256i w = codes_of<S>(wb[b], c);
     const __m256i wabs = D::kSigned ? _mm256_sign_epi8(w, w) : w;
     const __m256 fw = _mm256_setr_m128(_mm_set1_ps(sc.fw[c][0]), _mm_set1_ps(sc.fw[c][1]));
     __m256i mins = _mm256_setzero_si256();
@@ -225,19 +226,19 @@ void float_rows(const Args& a, int64_t n0, int64_t n1) {
     by_rows(r, [&](auto R) { float_tile<S, decltype(R)::value, T>(a, m0, n); });
   });
 }
-template <class B>
+template <class S, class B>
 void quant_rows(const Args& a, int64_t n0, int64_t n1) {
   sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) {
-    by_rows(r, [&](auto R) { quant_tile<decltype(R)::value, B>(a, m0, n); });
+    by_rows(r, [&](auto R) { quant_tile<S, decltype(R)::value, B>(a, m0, n); });
   });
 }
 // The kernels of every storage type, in WType order (the CPU side of the traits table).
 template <class S>
-constexpr RowsFn kRows[] = {float_rows<S, float>, float_rows<S, f16>, float_rows<S, bf16>,
-                            quant_rows<BlockQ8_0>, quant_rows<BlockQ4_0>, quant_rows<BlockQ4_1>,
-                            quant_rows<BlockQ5_0>, quant_rows<BlockQ5_1>, quant_rows<BlockQ2_K>,
-                            quant_rows<BlockQ3_K>, quant_rows<BlockQ4_K>, quant_rows<BlockQ5_K>,
-                            quant_rows<BlockQ6_K>};
+constexpr RowsFn kRows[] = {float_rows<S, float>,         float_rows<S, f16>,           float_rows<S, bf16>,
+                            quant_rows<S, BlockQ8_0>,     quant_rows<S, BlockQ4_0>,     quant_rows<S, BlockQ4_1>,
+                            quant_rows<S, BlockQ5_0>,     quant_rows<S, BlockQ5_1>,     quant_rows<S, BlockQ2_K>,
+                            quant_rows<S, BlockQ3_K>,     quant_rows<S, BlockQ4_K>,     quant_rows<S, BlockQ5_K>,
+                            quant_rows<S, BlockQ6_K>};
 template <class S>
 void rows(const Args& a, int64_t n0, int64_t n1) {
   static_assert(std::size(kRows<S>) == size_t(kWTypeCount), "one kernel per WType");
