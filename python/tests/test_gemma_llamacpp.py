@@ -1,7 +1,8 @@
 """llmk's gemma3 decoder against llama.cpp (llama-cpp-python) on the real Gemma-3-270M Q4_K_M
 file (scripts/fetch-model gemma-3-270m), as test_model_llamacpp.py does for SmolLM2:
 - next-token logits after each of 8 prompts: the same argmax and KL(llama.cpp || llmk) < 2e-2
-  (the issue's 1e-2 is an xfail: measured 1.06e-2 on the chat prompt, max |dlogit| 1.07);
+  (the issue's 1e-2 is an xfail: measured 1.06e-2 on the chat prompt and 1.66e-2 on
+  "import numpy", under 1e-2 on the other 6; max |dlogit| 0.8 .. 1.5);
 - greedy continuations of 32 tokens: any parting only at a near-tie (llama.cpp's top two
   logits closer than NEAR_TIE) where llmk picks llama.cpp's second choice.
 Both sides: BOS added (the file's add_bos), f16 KV, 2 threads; prompts shorter than the
@@ -36,8 +37,8 @@ PROMPTS = [
     "import numpy as np\n\n",
 ]
 N = 32
-# Logit noise between the two on these prompts: max |dlogit| of test_next_token_logits_close
-# (printed with -s); a near-tie is a llama.cpp top-2 margin under twice it.
+# A near-tie: a llama.cpp top-2 margin under 2.0 (the logit noise between the two, max
+# |dlogit| of test_next_token_logits_close, printed with -s, is 0.8 .. 1.5 on these prompts).
 NEAR_TIE = 2.0
 
 
@@ -90,7 +91,7 @@ def kl_per_prompt(both):
 # llmk quantizes activations to 32-value int8 blocks with f16 scales for every weight type;
 # llama.cpp uses Q8_K (one f32 scale a 256-block) against its K-quants: the logits differ by
 # up to ~1 (of |z| up to ~40) after 18 layers.
-@pytest.mark.xfail(reason="KL 1.06e-2 on the chat prompt against the 1e-2 target (activation "
+@pytest.mark.xfail(reason="KL 1.06e-2 and 1.66e-2 on 2 of 8 prompts against the 1e-2 target (activation "
                           "rounding differs from llama.cpp's Q8_K)", strict=False)
 def test_next_token_kl_under_issue_target(both):
     for p, kl, mad, ta, tb in kl_per_prompt(both):
