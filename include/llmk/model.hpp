@@ -1,7 +1,12 @@
 // Decoder-only transformers on weights kept in their stored type: Llama
 // (RMSNorm, RoPE on adjacent pairs as in llama-arch GGUF, GQA, SwiGLU, optional
-// tied embeddings and q/k/v biases) and GPT-2 (LayerNorm, learned positions,
-// fused QKV with biases, GELU MLP).
+// tied embeddings and q/k/v biases), GPT-2 (LayerNorm, learned positions,
+// fused QKV with biases, GELU MLP) and Gemma-3 (embeddings scaled by sqrt(d),
+// RMSNorm before and after attention and the FFN, RMSNorm on each head's q and k,
+// NEOX RoPE with a local base on the sliding-window layers and a global one on the
+// others, GeGLU with the tanh GELU, tied output). Gemma-3's sliding window is not
+// applied: forward() refuses a position at or past it (attention would still see
+// the positions before the window).
 //
 // A Model views its weights (mmap'd GGUF, or buffers of a random model it owns)
 // and runs forward() on a Batch: any tokens of any sequences, each with its own
@@ -29,7 +34,7 @@ class File;
 class Writer;
 }
 
-enum class Arch : uint8_t { llama, gpt2 };
+enum class Arch : uint8_t { llama, gpt2, gemma3 };
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -38,7 +43,13 @@ struct ModelConfig {
   int64_t rope_dim = 0;  // llama: rotated dims per head (0 = d_head)
   float norm_eps = 1e-5f, rope_base = 10000.0f;
   bool tied = true;  // output projection = token embedding
-  int64_t d_head() const { return d_model / n_head; }
+  int64_t head_dim = 0;  // values per head; 0: d_model / n_head
+  // gemma3: layer l is a sliding-window layer when swa_period > 0 and l % swa_period <
+  // swa_period - 1; those rotate with rope_base_local and see sliding_window positions.
+  int64_t sliding_window = 0, swa_period = 0;
+  float rope_base_local = 10000.0f;
+  int64_t d_head() const { return head_dim > 0 ? head_dim : d_model / n_head; }
+  bool is_local(int64_t l) const { return swa_period > 0 && l % swa_period < swa_period - 1; }
   int64_t d_kv() const { return n_head_kv * d_head(); }  // K (or V) values per token per layer
   void validate() const;  // InvalidArgument naming the field
 };
@@ -54,8 +65,10 @@ struct LayerWeights {
   const float* bo = nullptr;           // [d] (gpt2)
   const float* ffn_norm = nullptr;     // [d]
   const float* ffn_norm_b = nullptr;   // [d] (gpt2)
-  WeightView w_gate, w_up, w_down;     // [d_ff, d] (gate: llama), [d_ff, d], [d, d_ff]
+  WeightView w_gate, w_up, w_down;     // [d_ff, d] (gate: llama, gemma3), [d_ff, d], [d, d_ff]
   const float *b_up = nullptr, *b_down = nullptr;  // [d_ff], [d] (gpt2)
+  const float *q_norm = nullptr, *k_norm = nullptr;  // [d_head] (gemma3)
+  const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] (gemma3)
 };
 
 struct Batch {
@@ -125,6 +138,7 @@ class Model {
 
  private:
   Model();
+  int64_t forward_gemma3(const Batch& b, KvStore& kv, float* logits);
   ModelConfig cfg_;
   WeightView tok_embd_, pos_embd_, output_;  // [V, d], [n_ctx, d] (gpt2), [V, d] (= tok_embd_ when tied)
   const float *out_norm_ = nullptr, *out_norm_b_ = nullptr;  // [d]

@@ -1,6 +1,17 @@
-// Byte-level BPE tokenizer (GPT-2 style), built from a GGUF file's tokenizer.ggml.* metadata,
-// plus the ChatML chat template of SmolLM2-Instruct and a streaming decoder.
+// Tokenizers built from a GGUF file's tokenizer.ggml.* metadata: byte-level BPE (GPT-2 style,
+// tokenizer.ggml.model "gpt2") and SentencePiece BPE ("llama"), plus the ChatML chat template
+// of SmolLM2-Instruct and a streaming decoder.
 //
+// SentencePiece (SPM, as llama.cpp's llm_tokenizer_spm): special tokens are cut out as below;
+// each text run gets a leading space when add_space_prefix and it starts the text or follows
+// a special token, spaces become U+2581 ("▁"), the run is split into UTF-8 characters (a byte
+// that starts no valid sequence is one symbol), and adjacent symbols whose concatenation is a
+// token merge, highest score first (leftmost on ties), until none does; a symbol that is no
+// token is re-split into the pieces it was merged from, and what is still no token becomes
+// byte tokens <0xNN>. add_bos / add_eos from tokenizer.ggml.add_{bos,eos}_token. Decode:
+// U+2581 back to a space, <0xNN> to its byte.
+//
+// Byte-level BPE:
 // encode(text): 1. special tokens (types CONTROL and USER_DEFINED) are cut out of the text,
 // longest first (CONTROL ones only when parse_special); 2. each remaining run is split into
 // words by the pre-tokenizer named by tokenizer.ggml.pre ("gpt2": GPT-2's regex;
@@ -31,19 +42,26 @@ enum class TokenType : int32_t {
 };
 
 enum class PreTokenizer { gpt2, digits_then_gpt2 };
+enum class TokenizerKind { bpe, spm };
 
 class Tokenizer {
  public:
-  // Needs tokenizer.ggml.model == "gpt2", tokens, merges; token_type, pre, bos/eos ids,
-  // add_bos_token and chat_template are optional. FormatError naming the key otherwise.
+  // Needs tokenizer.ggml.model == "gpt2" (tokens, merges) or "llama" (tokens, scores);
+  // token_type, pre, bos/eos ids, add_bos_token, add_eos_token, add_space_prefix and
+  // chat_template are optional. FormatError naming the key otherwise.
   static Tokenizer from_gguf(const gguf::File& file);
   // From parts (tests): tokens in byte-level form, merges as "a b", types (empty: all normal).
   Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges,
             std::vector<TokenType> types, PreTokenizer pre);
+  // A SentencePiece vocabulary: tokens with U+2581 for spaces, one score each.
+  static Tokenizer sentencepiece(std::vector<std::string> tokens, std::vector<float> scores,
+                                 std::vector<TokenType> types, bool add_space_prefix);
 
   // text -> token ids. parse_special: recognize CONTROL tokens (e.g. <|im_start|>) written
-  // in the text; add_bos: prepend bos_id() (when the vocabulary has one).
-  std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_bos = false) const;
+  // in the text; add_bos: prepend bos_id() (when the vocabulary has one); add_eos: append
+  // eos_id() (likewise).
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_bos = false,
+                              bool add_eos = false) const;
   // ids -> text bytes (may end inside a UTF-8 character if the ids do).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
   // One token's bytes (empty for CONTROL tokens when skip_special).
@@ -59,6 +77,8 @@ class Tokenizer {
   // (<|im_end|>, <|endoftext|> where present).
   bool is_eog(int32_t id) const;
   bool add_bos() const { return add_bos_; }    // tokenizer.ggml.add_bos_token
+  bool add_eos() const { return add_eos_; }    // tokenizer.ggml.add_eos_token
+  TokenizerKind kind() const { return kind_; }
   PreTokenizer pre() const { return pre_; }
   const std::string& chat_template() const { return chat_template_; }  // "" when absent
 
@@ -80,6 +100,8 @@ class Tokenizer {
   struct Scratch;
   void bpe_word(std::string_view raw, Scratch& s, std::vector<int32_t>& out) const;
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_spm(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
+  int32_t byte_token(uint8_t b) const;
 
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
@@ -89,8 +111,11 @@ class Tokenizer {
   std::vector<int32_t> special_;  // CONTROL / USER_DEFINED ids, longest text first
   std::vector<int32_t> eog_;
   PreTokenizer pre_ = PreTokenizer::gpt2;
+  TokenizerKind kind_ = TokenizerKind::bpe;
+  std::vector<float> scores_;     // SPM: one per token
+  bool add_space_prefix_ = false;  // SPM
   int32_t bos_ = -1, eos_ = -1;
-  bool add_bos_ = false;
+  bool add_bos_ = false, add_eos_ = false;
   std::string chat_template_;
 };
 

@@ -10,11 +10,13 @@ are allocated with the caller's library, on the caller's device.
 from . import _llmk
 from .kv import KvCache, kv_decode, kv_prefill
 from .llm import LLM, Completion, TokenLogprobs
+from .quants import dequantize, quantize
 from .norm import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from .topk import sample, softmax_topk, uniform01
 from ._llmk import (cuda_compiled, cuda_device_count, num_threads, set_num_threads, set_simd_limit,
                     simd_level)
 
-__all__ = ["Completion", "KvCache", "LLM", "TokenLogprobs", "cuda_compiled", "cuda_device_count", "kv_decode", "kv_prefill", "layer_norm",
-           "layer_norm_backward", "num_threads", "rms_norm", "rms_norm_backward", "sample", "set_num_threads",
+__all__ = ["Completion", "KvCache", "LLM", "TokenLogprobs", "cuda_compiled", "cuda_device_count", "dequantize",
+           "kv_decode", "kv_prefill", "layer_norm", "layer_norm_backward", "num_threads", "quantize", "rms_norm",
+           "rms_norm_backward", "sample", "set_num_threads",
            "set_simd_limit", "simd_level", "softmax_topk", "uniform01"]

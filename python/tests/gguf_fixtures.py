@@ -5,7 +5,8 @@ writer: llmk's own C++ writer is tested against its reader, this one against lla
   ChatML control tokens), small enough for random models;
 - write_llama(path, ...): llama-arch model (RMSNorm, RoPE, GQA, SwiGLU), tied or untied;
 - write_gpt2(path, ...): gpt2-arch model (LayerNorm, GELU, learned positions, fused QKV);
-- DEFAULT_MODEL / default_model(): the real SmolLM2 GGUF, or None (tests then skip).
+- DEFAULT_MODEL / default_model(): the real SmolLM2 GGUF, or None (tests then skip);
+- gemma_model(): the real Gemma-3-270M Q4_K_M GGUF, or None.
 
 Weights are normal(0, scale) in f32, stored as `ggml_type` ("F32", "F16", "BF16", "Q8_0",
 "Q4_0", "Q4_1"; norms and biases stay F32, as llama.cpp's converter keeps them). numpy
@@ -175,3 +176,35 @@ def default_model() -> Path | None:
         if r.returncode == 0 and Path(r.stdout.strip()).is_file():
             return Path(r.stdout.strip())
     return None
+
+
+def gemma_model() -> Path | None:
+    """The real Gemma-3-270M Q4_K_M GGUF from the cache, fetched by `scripts/fetch-model
+    gemma-3-270m` when LLMK_FETCH_MODEL=1; None when it cannot be had."""
+    cache = Path(os.environ.get("LLMK_CACHE", Path.home() / ".cache" / "llmk"))
+    p = cache / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if p.is_file():
+        return p
+    if os.environ.get("LLMK_FETCH_MODEL") == "1":
+        r = subprocess.run([str(ROOT / "scripts" / "fetch-model"), "gemma-3-270m"], capture_output=True, text=True)
+        if r.returncode == 0 and Path(r.stdout.strip()).is_file():
+            return Path(r.stdout.strip())
+    return None
+
+
+def llamacpp_vocab(name: str):
+    """(gguf path, [(input text, expected ids)]) of llama.cpp's ggml-vocab-<name>.gguf test
+    vectors (.inp texts separated by '\\n__ggml_vocab_test__\\n', .out one line of ids each),
+    fetched from the llama-cpp-python sdist by scripts/fetch-llamacpp-vocab; None when they
+    cannot be had."""
+    r = subprocess.run([str(ROOT / "scripts" / "fetch-llamacpp-vocab")], capture_output=True, text=True, timeout=1200)
+    if r.returncode != 0:
+        return None
+    d = Path(r.stdout.strip())
+    model = d / f"ggml-vocab-{name}.gguf"
+    raw = (d / f"ggml-vocab-{name}.gguf.inp").read_bytes().decode()
+    texts = raw.split("\n__ggml_vocab_test__\n")
+    if texts and texts[-1] == "":  # the file ends with a separator
+        texts.pop()
+    outs = [[int(x) for x in l.split()] for l in (d / f"ggml-vocab-{name}.gguf.out").read_text().split("\n")[: len(texts)]]
+    return model, list(zip(texts, outs))

@@ -83,3 +83,19 @@ def test_every_command_prints_its_usage_for_help(opt):
         assert help_lines[name] in p.stdout.splitlines(), p.stdout
     # The flags a command lists are named in its usage.
     assert "options that take no value: --json --kv-rotate" in run("generate", opt).stdout
+
+
+@pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
+def test_model_short_names():
+    """--model takes a known model's short name (fetched into the cache) or a path; anything
+    else is named with the known names."""
+    p = run("tokenize", "--model", "no-such-model", "hi", check=False)
+    assert p.returncode == 2 and "neither a file nor a known model (smollm2-135m, gemma-3-270m)" in p.stderr, p.stderr
+    from gguf_fixtures import gemma_model
+
+    path = gemma_model()
+    if path is None:
+        pytest.skip("skipped: gemma-3-270m not cached (scripts/fetch-model gemma-3-270m)")
+    by_name = json.loads(run("tokenize", "--model", "gemma-3-270m", "--json", "Hello world").stdout)
+    by_path = json.loads(run("tokenize", "--model", str(path), "--json", "Hello world").stdout)
+    assert by_name == by_path and by_name["ids"] == [9259, 1902]

@@ -3,8 +3,10 @@ identical token ids for a text set with Unicode (accents, CJK, emoji, combining 
 scripts and number systems), digits, runs of whitespace and newlines, code, and special tokens;
 for 2000 random strings; for the ChatML prompt rendered by the GGUF's own Jinja template; and
 on a small random vocabulary written with the gguf package (fixtures); and checks that the
-fixtures' random models load and run in llama.cpp. llmk runs through
-`llmk tokenize --json`. Skips, saying why, when llama_cpp, the CLI or the model is missing.
+fixtures' random models load and run in llama.cpp. The SentencePiece tokenizer the same way on
+Gemma-3-270M's vocabulary (the text set, 2000 random strings with invalid UTF-8, a long text,
+add_bos). llmk runs through `llmk tokenize --json`. Skips, saying why, when llama_cpp, the CLI
+or a model is missing.
 """
 import json
 import os
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gguf_fixtures import byte_level_vocab, default_model, write_gpt2, write_llama
+from gguf_fixtures import byte_level_vocab, default_model, gemma_model, llamacpp_vocab, write_gpt2, write_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
@@ -72,9 +74,10 @@ def llmk_ids(model, text, *flags):
 
 
 def llmk_ids_lines(model, texts):
-    assert not any("\n" in t for t in texts)
+    raw = [t if isinstance(t, bytes) else t.encode() for t in texts]
+    assert not any(b"\n" in t for t in raw)
     p = subprocess.run([str(LLMK), "tokenize", "--model", str(model), "--json", "--lines", "--file", "-"],
-                       input="".join(t + "\n" for t in texts).encode(), capture_output=True, check=True, timeout=300)
+                       input=b"".join(t + b"\n" for t in raw), capture_output=True, check=True, timeout=300)
     return [json.loads(l)["ids"] for l in p.stdout.decode().split("\n") if l]
 
 
@@ -174,3 +177,77 @@ def test_fixture_models_run_in_llamacpp(tmp_path, arch, ggml_type):
     logits = np.array(llm.scores[:4])
     assert logits.shape == (4, len(byte_level_vocab()[0]))
     assert np.isfinite(logits).all() and np.abs(logits).max() > 0
+
+
+# ---- SentencePiece: Gemma-3-270M's vocabulary (262144 tokens, add_bos, no space prefix) ----
+
+@pytest.fixture(scope="module")
+def gemma():
+    model = gemma_model()
+    if model is None:
+        pytest.skip("gemma-3-270m not cached (run scripts/fetch-model gemma-3-270m)")
+    return model, vocab_only(model)
+
+
+def test_gemma_text_set_matches_llamacpp(gemma):
+    model, ref = gemma
+    bad = []
+    for t in TEXTS + ["<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n", "<bos>x<eos><pad>"]:
+        want = ref.tokenize(t.encode(), add_bos=False, special=True)
+        got = llmk_ids(model, t)
+        if got != want:
+            bad.append((t, want, got))
+    print(f"\nllama.cpp agreement (Gemma): {len(TEXTS) + 2 - len(bad)}/{len(TEXTS) + 2} texts identical")
+    assert not bad, "\n".join(f"{t!r}:\n  llama.cpp {w}\n  llmk      {g}" for t, w, g in bad[:5])
+
+
+def test_gemma_bos_and_no_special_match_llamacpp(gemma):
+    model, ref = gemma
+    for t in ["Hello", " leading space", "<start_of_turn>user\nhi<end_of_turn>"]:
+        assert llmk_ids(model, t, "--bos") == ref.tokenize(t.encode(), add_bos=True, special=True), t
+        assert llmk_ids(model, t, "--no-special") == ref.tokenize(t.encode(), add_bos=False, special=False), t
+
+
+def test_gemma_random_strings_match_llamacpp(gemma):
+    """2000 random strings of characters, spaces, special-token text and stray bytes (invalid
+    UTF-8: lone continuation bytes, truncated sequences, 0xC0, 0xFF), which become byte tokens."""
+    model, ref = gemma
+    rng = random.Random(1)
+    pool = ([c.encode() for c in "aeiouxyzAEZ      .,;:!?'\"-_()[]{}<>|/\\#@$%&*+=~`^0123456789\t\r"]
+            + [c.encode() for c in ["é", "ß", "日", "本", "한", "ф", "Ω", "🙂", "👍🏽", "\u0301", "\u00a0", "\u3000",
+                                    "\u200b", "▁", "<start_of_turn>", "<end_of_turn>", "<bos>", "<0x41>", "\ufffd"]]
+            + [b"\x80", b"\xbf", b"\xc0", b"\xff", b"\xe6\x97", b"\xf0\x9f", b"\xc3", b"\xed\xa0\x80"])
+    texts = [b"".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(2000)]
+    got = llmk_ids_lines(model, texts)
+    assert len(got) == len(texts)
+    bad = [(t, w, g) for t, g in zip(texts, got) if g != (w := ref.tokenize(t, add_bos=False, special=True))]
+    print(f"\nllama.cpp agreement on random strings (Gemma): {len(texts) - len(bad)}/{len(texts)} identical")
+    assert not bad, "\n".join(f"{t!r}:\n  llama.cpp {w}\n  llmk      {g}" for t, w, g in bad[:5])
+
+
+def test_gemma_long_text_matches_llamacpp(gemma):
+    model, ref = gemma
+    path = Path("/usr/share/common-licenses/GPL-3")
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    text = path.read_text()
+    assert llmk_ids(model, text) == ref.tokenize(text.encode(), add_bos=False, special=True)
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3"])
+def test_llamacpp_vocab_test_vectors(name):
+    """llama.cpp's own SentencePiece test vectors (test-tokenizer-0: no BOS, special tokens as
+    text): llmk gives the .out ids, and so does llama.cpp on the same file."""
+    got = llamacpp_vocab(name)
+    if got is None:
+        pytest.skip("skipped: llama.cpp's vocab files could not be fetched (scripts/fetch-llamacpp-vocab)")
+    model, cases = got
+    ref = vocab_only(model)
+    assert len(cases) > 20
+    bad = []
+    for text, want in cases:
+        ids = llmk_ids(model, text, "--no-special")
+        if ids != want or ref.tokenize(text.encode(), add_bos=False, special=False) != want:
+            bad.append((text, want, ids))
+    print(f"\n{name}: {len(cases) - len(bad)}/{len(cases)} test vectors identical")
+    assert not bad, "\n".join(f"{t!r}:\n  expected {w}\n  llmk     {g}" for t, w, g in bad[:5])

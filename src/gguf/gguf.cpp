@@ -280,7 +280,7 @@ const TensorInfo& File::tensor(std::string_view name) const {
   if (!ggml_type_supported(t->type))
     throw FormatError("gguf: " + name_ + ": tensor '" + t->name + "' has ggml type " + ggml_type_name(t->type) + " (" +
                       std::to_string(uint32_t(t->type)) +
-                      "), which llmk does not compute with (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                      "), which llmk does not compute with (supported: " + supported_types_list() + ")");
   return *t;
 }
 

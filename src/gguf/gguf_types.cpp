@@ -1,10 +1,12 @@
 // GGUF type tables (ggml tensor types, metadata value types), Value builders and the typed
 // metadata accessors of gguf::File. Accessor errors name the file, the key and both types.
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "gguf/gguf_internal.hpp"
+#include "llmk/ggml_quants.hpp"
 #include "llmk/gguf.hpp"
 
 namespace llmk::gguf {
@@ -51,12 +53,16 @@ const char* ggml_type_name(GgmlType t) {
   return i ? i->name : "unknown";
 }
 bool ggml_type_known(GgmlType t) { return type_info(t) != nullptr; }
-bool ggml_type_supported(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: return true;
-    default: return false;
+bool ggml_type_supported(GgmlType t) { return wtype_traits_for_ggml(uint32_t(t)) != nullptr; }
+
+std::string supported_types_list() {
+  std::string s;
+  for (int i = 0; i < kWTypeCount; ++i) {
+    std::string n = wtype_traits(WType(i)).name;
+    for (char& c : n) c = char(std::toupper(static_cast<unsigned char>(c)));
+    s += (i ? ", " : "") + n;
   }
+  return s;
 }
 int64_t ggml_block_elems(GgmlType t) { return checked_type_info(t, "gguf::ggml_block_elems").block_elems; }
 int64_t ggml_block_bytes(GgmlType t) { return checked_type_info(t, "gguf::ggml_block_bytes").block_bytes; }

@@ -64,6 +64,20 @@ float gelu(float x) {  // GPT-2's tanh approximation
   return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
+// NEOX RoPE (gemma3): rotates the pairs (i, i + dh/2) of each head by the angles of cs
+// (rope_table with rope_dim = dh).
+void rope_row_neox(float* x, int64_t heads, int64_t dh, const float* cs) {
+  const int64_t half = dh / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      float* p = x + h * dh;
+      const float a = p[i], b = p[i + half];
+      p[i] = a * c - b * s;
+      p[i + half] = a * s + b * c;
+    }
+}
+
 }  // namespace
 
 int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
@@ -83,6 +97,7 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     LLMK_CHECK_ARG(b.seq[t] >= 0, fn, "batch.seq[" + std::to_string(t) + "]", b.seq[t], "must be >= 0");
   }
   if (T == 0) return 0;
+  if (c.arch == Arch::gemma3) return forward_gemma3(b, kv, logits);
   const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
   const int64_t ff = c.d_ff;
   Owned& s = *owned_;
@@ -171,6 +186,91 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     if (b.want.empty() || b.want[t]) std::copy_n(x + t * d, d, h + n++ * d);
   if (n) {
     normalize(gpt2, h, out_norm_, out_norm_b_, c.norm_eps, n, d, x, s.stats);
+    matmul(x, d, output_, logits, c.n_vocab, n);
+  }
+  return n;
+}
+
+// The gemma3 family (model.hpp): the batch is checked by forward(). Per layer:
+//   x += RMSNorm_post(Wo attn(RoPE(RMSNorm_q(Wq h)), RoPE(RMSNorm_k(Wk h)), Wv h)), h = RMSNorm(x)
+//   x += RMSNorm_post(W_down (GELU_tanh(W_gate h) * W_up h)),                    h = RMSNorm(x)
+int64_t Model::forward_gemma3(const Batch& b, KvStore& kv, float* logits) {
+  const ModelConfig& c = cfg_;
+  const int64_t T = int64_t(b.tokens.size());
+  bool local = false;
+  for (int64_t l = 0; l < c.n_layer; ++l) local |= c.is_local(l);
+  for (int64_t t = 0; t < T && local && c.sliding_window > 0; ++t)
+    LLMK_CHECK_ARG(b.pos[t] < c.sliding_window, "Model::forward", "batch.pos[" + std::to_string(t) + "]", b.pos[t],
+                   "must be < the sliding window (" + std::to_string(c.sliding_window) +
+                       "): llmk's attention does not apply gemma3's window yet");
+  const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
+  const int64_t ff = c.d_ff;
+  Owned& s = *owned_;
+  s.x.resize(size_t(T * d));
+  s.h.resize(size_t(T * d));
+  s.q.resize(size_t(T * dq));
+  s.k.resize(size_t(T * dkv));
+  s.v.resize(size_t(T * dkv));
+  s.att.resize(size_t(T * dq));
+  s.tmp.resize(size_t(T * std::max(dq, d)));
+  s.ff.resize(size_t(T * ff));
+  s.ff2.resize(size_t(T * ff));
+  float *x = s.x.data(), *h = s.h.data(), *tmp = s.tmp.data();
+  const int threads = num_threads();
+  const bool par = T >= 4;
+  const float scale = float(std::sqrt(double(d)));  // embeddings * sqrt(d), rounded to f32 once
+
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+  for (int64_t t = 0; t < T; ++t) {
+    dequantize_row(tok_embd_, b.tokens[t], x + t * d);
+    for (int64_t i = 0; i < d; ++i) x[t * d + i] *= scale;
+  }
+  s.rope.resize(size_t(T * dh));
+  s.rope_local.resize(size_t(T * dh));
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+  for (int64_t t = 0; t < T; ++t) {
+    rope_table(dh, c.rope_base, b.pos[t], s.rope.data() + t * dh);
+    rope_table(dh, c.rope_base_local, b.pos[t], s.rope_local.data() + t * dh);
+  }
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = layers_[size_t(l)];
+    const float* cs = c.is_local(l) ? s.rope_local.data() : s.rope.data();
+    normalize(false, x, L.attn_norm, nullptr, c.norm_eps, T, d, h, s.stats);
+    float *q = s.q.data(), *k = s.k.data(), *v = s.v.data();
+    matmul(h, d, L.wq, tmp, dq, T);
+    normalize(false, tmp, L.q_norm, nullptr, c.norm_eps, T * nh, dh, q, s.stats);  // each head's row
+    matmul(h, d, L.wk, tmp, dkv, T);
+    normalize(false, tmp, L.k_norm, nullptr, c.norm_eps, T * nkv, dh, k, s.stats);
+    matmul(h, d, L.wv, v, dkv, T);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (int64_t t = 0; t < T; ++t) {
+      rope_row_neox(q + t * dq, nh, dh, cs + t * dh);
+      rope_row_neox(k + t * dkv, nkv, dh, cs + t * dh);
+    }
+    float* att = s.att.data();
+    kv.store(l, b, k, v);
+    kv.attend(l, b, q, att);  // softmax(q.k / sqrt(d_head)): gemma3's scale
+    matmul(att, dq, L.wo, tmp, d, T);
+    normalize(false, tmp, L.post_attn_norm, nullptr, c.norm_eps, T, d, h, s.stats);
+    for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
+
+    normalize(false, x, L.ffn_norm, nullptr, c.norm_eps, T, d, h, s.stats);
+    float *u = s.ff.data(), *g = s.ff2.data();
+    matmul(h, d, L.w_up, u, ff, T);
+    matmul(h, d, L.w_gate, g, ff, T);
+#pragma omp parallel for num_threads(threads) schedule(static) if (T * ff >= 1024)
+    for (int64_t i = 0; i < T * ff; ++i) u[i] *= gelu(g[i]);
+    matmul(u, ff, L.w_down, tmp, d, T);
+    normalize(false, tmp, L.post_ffn_norm, nullptr, c.norm_eps, T, d, h, s.stats);
+    for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
+  }
+
+  int64_t n = 0;
+  for (int64_t t = 0; t < T; ++t)
+    if (b.want.empty() || b.want[t]) std::copy_n(x + t * d, d, h + n++ * d);
+  if (n) {
+    normalize(false, h, out_norm_, nullptr, c.norm_eps, n, d, x, s.stats);
     matmul(x, d, output_, logits, c.n_vocab, n);
   }
   return n;

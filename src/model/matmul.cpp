@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "llmk/cpu_features.hpp"
@@ -15,40 +17,24 @@
 
 namespace llmk {
 
-const char* wtype_name(WType t) {
-  switch (t) {
-    case WType::f32: return "f32";
-    case WType::f16: return "f16";
-    case WType::bf16: return "bf16";
-    case WType::q8_0: return "q8_0";
-    case WType::q4_0: return "q4_0";
-    case WType::q4_1: return "q4_1";
-  }
-  return "?";
-}
+const char* wtype_name(WType t) { return wtype_traits(t).name; }
 
 WType parse_wtype(std::string_view name, std::string_view arg) {
-  for (WType t : {WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0, WType::q4_1})
-    if (name == wtype_name(t)) return t;
-  LLMK_CHECK_ARG(false, "parse_wtype", arg, name, "must be f32|f16|bf16|q8_0|q4_0|q4_1");
+  if (const WTypeTraits* t = wtype_traits_named(name)) return t->type;
+  std::string names;
+  for (int i = 0; i < kWTypeCount; ++i) names += std::string(i ? "|" : "") + wtype_traits(WType(i)).name;
+  LLMK_CHECK_ARG(false, "parse_wtype", arg, name, "must be " + names);
   return WType::f32;
 }
 
-bool wtype_is_quantized(WType t) { return t == WType::q8_0 || t == WType::q4_0 || t == WType::q4_1; }
+bool wtype_is_quantized(WType t) { return wtype_traits(t).quantized(); }
 
 int64_t wtype_row_bytes(WType t, int64_t k) {
+  const WTypeTraits& tr = wtype_traits(t);
   LLMK_CHECK_ARG(k >= 0, "wtype_row_bytes", "k", k, "must be >= 0");
-  if (wtype_is_quantized(t))
-    LLMK_CHECK_ARG(k % kQBlock == 0, "wtype_row_bytes", "k", k, std::string("must be a multiple of 32 for ") + wtype_name(t));
-  switch (t) {
-    case WType::f32: return 4 * k;
-    case WType::f16:
-    case WType::bf16: return 2 * k;
-    case WType::q8_0: return k / kQBlock * int64_t(sizeof(BlockQ8_0));
-    case WType::q4_0: return k / kQBlock * int64_t(sizeof(BlockQ4_0));
-    case WType::q4_1: return k / kQBlock * int64_t(sizeof(BlockQ4_1));
-  }
-  return 0;
+  LLMK_CHECK_ARG(k % tr.block_elems == 0, "wtype_row_bytes", "k", k,
+                 "must be a multiple of " + std::to_string(tr.block_elems) + " for " + tr.name);
+  return k / tr.block_elems * tr.block_bytes;
 }
 
 void check_weight(const char* fn, const WeightView& w) {
@@ -56,8 +42,9 @@ void check_weight(const char* fn, const WeightView& w) {
                  "must be >= 0");
   LLMK_CHECK_ARG(w.data || w.rows == 0, fn, "w.data", w.data, "must not be null");
   // Named here: wtype_row_bytes would name itself and its 'k'.
-  LLMK_CHECK_ARG(!wtype_is_quantized(w.type) || w.cols % kQBlock == 0, fn, "w.cols", w.cols,
-                 std::string("must be a multiple of 32 for ") + wtype_name(w.type));
+  const WTypeTraits& tr = wtype_traits(w.type);
+  LLMK_CHECK_ARG(w.cols % tr.block_elems == 0, fn, "w.cols", w.cols,
+                 "must be a multiple of " + std::to_string(tr.block_elems) + " for " + tr.name);
   LLMK_CHECK_ARG(w.row_bytes >= wtype_row_bytes(w.type, w.cols), fn, "w.row_bytes", w.row_bytes,
                  "must be >= " + std::to_string(wtype_row_bytes(w.type, w.cols)) + " for " + wtype_name(w.type));
 }
@@ -77,21 +64,26 @@ void check(const char* fn, const float* x, int64_t ldx, const WeightView& w, con
   LLMK_CHECK_ARG(!ranges_overlap(y, ybytes, w.data, w.rows * w.row_bytes), fn, "y", y, "must not overlap w.data");
 }
 
+// The block dot of matmul_decode.hpp in plain loops: per chunk and half, an int dot.
 template <class B>
-float quant_dot(const B* wb, const ActQ8* xq, int64_t nb) {
+float quant_dot(const B* wb, const ActQ8* xq, int64_t nbx) {
+  using D = mm::Decode<B>;
+  typename D::Scales sc;
+  int8_t q[32];
   float acc = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    int dot = 0;
-    if constexpr (std::is_same_v<B, BlockQ8_0>) {
-      for (int j = 0; j < kQBlock; ++j) dot += wb[b].qs[j] * xq[b].qs[j];
-    } else {
-      for (int j = 0; j < kQBlock / 2; ++j)
-        dot += (wb[b].qs[j] & 0x0f) * xq[b].qs[j] + (wb[b].qs[j] >> 4) * xq[b].qs[j + 16];
+  for (int64_t b = 0; b < nbx / D::kChunks; ++b) {
+    D::scales(wb[b], sc);
+    for (int c = 0; c < D::kChunks; ++c) {
+      const ActQ8& xa = xq[b * D::kChunks + c];
+      D::codes(wb[b], c, q);
+      for (int h = 0; h < 2; ++h) {
+        int dot = 0, xs = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l) dot += q[l] * xa.qs[l], xs += xa.qs[l];
+        acc += sc.fw[c][h] * xa.d * float(dot);
+        if constexpr (D::kMins) acc += sc.fm * float(sc.m[c][h]) * xa.d * float(xs);
+      }
+      if constexpr (D::kOffset) acc += sc.fo[c] * xa.s;
     }
-    const float dw = f16_bits_to_f32(wb[b].d);
-    acc += float(dot) * dw * xq[b].d;
-    if constexpr (std::is_same_v<B, BlockQ4_0>) acc -= 8.0f * dw * xq[b].s;
-    if constexpr (std::is_same_v<B, BlockQ4_1>) acc += f16_bits_to_f32(wb[b].m) * xq[b].s;
   }
   return acc;
 }
@@ -136,25 +128,32 @@ void quantize_act_scalar(const float* x, int64_t nb, ActQ8* out) {
   }
 }
 
-void rows_scalar(const Args& a, int64_t n0, int64_t n1) {
-  const int64_t nb = a.w.cols / kQBlock;
+namespace {
+template <class T>
+void float_rows_scalar(const Args& a, int64_t n0, int64_t n1) {
   sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) {
-    const void* wr = static_cast<const char*>(a.w.data) + n * a.w.row_bytes;
-    for (int i = 0; i < r; ++i) {
-      const int64_t m = m0 + i;
-      float v = 0;
-      switch (a.w.type) {
-        case WType::f32: v = float_dot(static_cast<const float*>(wr), a.x + m * a.ldx, a.w.cols); break;
-        case WType::f16: v = float_dot(static_cast<const f16*>(wr), a.x + m * a.ldx, a.w.cols); break;
-        case WType::bf16: v = float_dot(static_cast<const bf16*>(wr), a.x + m * a.ldx, a.w.cols); break;
-        case WType::q8_0: v = quant_dot(static_cast<const BlockQ8_0*>(wr), a.xq + m * nb, nb); break;
-        case WType::q4_0: v = quant_dot(static_cast<const BlockQ4_0*>(wr), a.xq + m * nb, nb); break;
-        case WType::q4_1: v = quant_dot(static_cast<const BlockQ4_1*>(wr), a.xq + m * nb, nb); break;
-      }
-      a.y[m * a.ldy + n] = v;
-    }
+    const T* wr = reinterpret_cast<const T*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
+    for (int i = 0; i < r; ++i) a.y[(m0 + i) * a.ldy + n] = float_dot(wr, a.x + (m0 + i) * a.ldx, a.w.cols);
   });
 }
+template <class B>
+void quant_rows_scalar(const Args& a, int64_t n0, int64_t n1) {
+  const int64_t nbx = a.w.cols / kQBlock;
+  sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) {
+    const B* wr = reinterpret_cast<const B*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
+    for (int i = 0; i < r; ++i) a.y[(m0 + i) * a.ldy + n] = quant_dot(wr, a.xq + (m0 + i) * nbx, nbx);
+  });
+}
+// In WType order, as kRows of matmul_kernels.hpp.
+constexpr RowsFn kRowsScalar[] = {
+    float_rows_scalar<float>, float_rows_scalar<f16>, float_rows_scalar<bf16>, quant_rows_scalar<BlockQ8_0>,
+    quant_rows_scalar<BlockQ4_0>, quant_rows_scalar<BlockQ4_1>, quant_rows_scalar<BlockQ5_0>,
+    quant_rows_scalar<BlockQ5_1>, quant_rows_scalar<BlockQ2_K>, quant_rows_scalar<BlockQ3_K>,
+    quant_rows_scalar<BlockQ4_K>, quant_rows_scalar<BlockQ5_K>, quant_rows_scalar<BlockQ6_K>};
+static_assert(std::size(kRowsScalar) == size_t(kWTypeCount), "one kernel per WType");
+}  // namespace
+
+void rows_scalar(const Args& a, int64_t n0, int64_t n1) { kRowsScalar[int(a.w.type)](a, n0, n1); }
 }  // namespace mm
 
 void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t ldy, int64_t M) {
@@ -195,36 +194,7 @@ void dequantize_row(const WeightView& w, int64_t n, float* out) {
   // out is written while row n is read; over another row it would change W itself.
   LLMK_CHECK_ARG(!ranges_overlap(out, w.cols * 4, w.data, w.rows * w.row_bytes), fn, "out", out,
                  "must not overlap w.data");
-  const char* r = static_cast<const char*>(w.data) + n * w.row_bytes;
-  const int64_t K = w.cols;
-  switch (w.type) {
-    case WType::f32: std::copy_n(reinterpret_cast<const float*>(r), K, out); return;
-    case WType::f16:
-      for (int64_t k = 0; k < K; ++k) out[k] = to_f32(reinterpret_cast<const f16*>(r)[k]);
-      return;
-    case WType::bf16:
-      for (int64_t k = 0; k < K; ++k) out[k] = to_f32(reinterpret_cast<const bf16*>(r)[k]);
-      return;
-    case WType::q8_0:
-      for (int64_t b = 0; b < K / kQBlock; ++b) {
-        const auto& blk = reinterpret_cast<const BlockQ8_0*>(r)[b];
-        for (int j = 0; j < kQBlock; ++j) out[b * kQBlock + j] = blk.qs[j] * f16_bits_to_f32(blk.d);
-      }
-      return;
-    case WType::q4_0:
-    case WType::q4_1:
-      for (int64_t b = 0; b < K / kQBlock; ++b) {
-        const bool one = w.type == WType::q4_1;
-        const uint8_t* qs = one ? reinterpret_cast<const BlockQ4_1*>(r)[b].qs : reinterpret_cast<const BlockQ4_0*>(r)[b].qs;
-        const float d = f16_bits_to_f32(one ? reinterpret_cast<const BlockQ4_1*>(r)[b].d : reinterpret_cast<const BlockQ4_0*>(r)[b].d);
-        const float m = one ? f16_bits_to_f32(reinterpret_cast<const BlockQ4_1*>(r)[b].m) : -8.0f * d;
-        for (int j = 0; j < kQBlock / 2; ++j) {
-          out[b * kQBlock + j] = float(qs[j] & 0x0f) * d + m;
-          out[b * kQBlock + j + 16] = float(qs[j] >> 4) * d + m;
-        }
-      }
-      return;
-  }
+  wtype_traits(w.type).to_float(static_cast<const char*>(w.data) + n * w.row_bytes, out, w.cols);
 }
 
 }  // namespace llmk

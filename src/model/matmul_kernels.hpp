@@ -14,8 +14,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <type_traits>
 
 #include "llmk/matmul.hpp"
+#include "model/matmul_decode.hpp"
 #include "model/quant_blocks.hpp"
 #include "core/simd.hpp"
 
@@ -92,67 +95,117 @@ inline __m256i unpack_q4(const uint8_t* qs) {
   const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
 }
+// Byte j = 0x10 where bit j of the 32 bits at p is set, else 0 (Q5 fifth bits).
+inline __m256i bits_to_0x10(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(v)), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+// Bytes of 32 consecutive values >> shift (shift < 8), each masked to `mask`.
+inline __m256i shifted_bits(const uint8_t* p, int shift, int mask) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(char(mask)));
+}
 
-template <int R, class B>
-inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
-  constexpr int U = 2;  // alternate two accumulators across blocks, for every R (see the note above sweep)
-  constexpr bool kQ8 = std::is_same_v<B, BlockQ8_0>, kQ41 = std::is_same_v<B, BlockQ4_1>;
-  const int64_t nb = a.w.cols / kQBlock;
-  const B* wb = reinterpret_cast<const B*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
-  const ActQ8* xq = a.xq + m0 * nb;
-  __m256 acc[R][U];
-  __m128 mterm[R];  // Q4_1: lane 1 sums m_w * s_x over the blocks (lane 0 is unused)
-  float bias[R] = {};  // Q4_0: -8 d_w s_x summed
-  for (int r = 0; r < R; ++r) {
-    for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
-    mterm[r] = _mm_setzero_ps();
+// The 32 codes of chunk c of block blk, one per byte (element order), as the kernel
+// dots them: unsigned codes, or signed ones for the types with Decode<B>::kSigned.
+// S (the ISA struct) only names the instantiation after its path (tests/core/check_isa_leaks.py).
+template <class S, class B>
+inline __m256i codes_of(const B& blk, int c) {
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+  } else if constexpr (std::is_same_v<B, BlockQ4_0> || std::is_same_v<B, BlockQ4_1>) {
+    return unpack_q4(blk.qs);
+  } else if constexpr (std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>) {
+    return _mm256_or_si256(unpack_q4(blk.qs), bits_to_0x10(blk.qh));
+  } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
+    return shifted_bits(blk.qs + 32 * (c / 4), 2 * (c % 4), 3);
+  } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
+    const __m256i lo = shifted_bits(blk.qs + 32 * (c / 4), 2 * (c % 4), 3);
+    const __m256i hi = shifted_bits(blk.hmask, 4 * (c / 4) + c % 4, 1);  // 1: no offset
+    return _mm256_sub_epi8(lo, _mm256_andnot_si256(_mm256_slli_epi16(hi, 2), _mm256_set1_epi8(4)));
+  } else if constexpr (std::is_same_v<B, BlockQ4_K>) {
+    return shifted_bits(blk.qs + 32 * (c / 2), 4 * (c & 1), 15);
+  } else if constexpr (std::is_same_v<B, BlockQ5_K>) {
+    const __m256i hi = shifted_bits(blk.qh, c, 1);
+    return _mm256_or_si256(shifted_bits(blk.qs + 32 * (c / 2), 4 * (c & 1), 15), _mm256_slli_epi16(hi, 4));
+  } else {
+    static_assert(std::is_same_v<B, BlockQ6_K>);
+    const int h = c / 4, j = c % 4;
+    const __m256i lo = shifted_bits(blk.ql + 64 * h + 32 * (j & 1), 4 * (j >> 1), 15);
+    const __m256i hi = shifted_bits(blk.qh + 32 * h, 2 * j, 3);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
   }
-  // Block b goes to accumulator u = b % U, u a constant in each call (a runtime
-  // index kept acc in memory: a load and a store a block and row).
-  const auto block = [&](int64_t b, auto uc) __attribute__((always_inline)) {
+}
+
+// The tile for block types: per 32-value chunk, lane-wise int dots of the codes with the
+// int8 activation (8 int32 lanes: lanes 0..3 the chunk's first 16 values, 4..7 the
+// others), converted to f32 and scaled by [fw0 x4, fw1 x4] * d_x; the offset fo * s_x and
+// (Q2_K) the mins' dots on the side. Decode<B> (matmul_decode.hpp) holds the scales.
+template <class S, int R, class B>
+inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
+  using D = Decode<B>;
+  constexpr int C = D::kChunks;
+  const int64_t nbx = a.w.cols / kQBlock, nblk = nbx / C;
+  const B* wb = reinterpret_cast<const B*>(static_cast<const char*>(a.w.data) + n * a.w.row_bytes);
+  const ActQ8* xq = a.xq + m0 * nbx;
+  __m256 acc[R][2];
+  float bias[R] = {};
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  typename D::Scales sc;
+  // Chunk g = b * C + c goes to accumulator g % 2, a constant in each call (a runtime
+  // index kept acc in memory: a load and a store a chunk and row).
+  const auto chunk = [&](int64_t b, int c, auto uc) __attribute__((always_inline)) {
     constexpr int u = decltype(uc)::value;
-    // The block's f16 scales as f32 lanes in one conversion (F16C): [d_w, m_w, 0, 0]
-    // for Q4_1 (d and m are adjacent), [d_w, 0, 0, 0] otherwise.
-    uint32_t bits = wb[b].d;
-    if constexpr (kQ41) std::memcpy(&bits, &wb[b].d, 4);
-    const __m128 ws = _mm_cvtph_ps(_mm_cvtsi32_si128(int(bits)));
-    __m256i wv;
-    if constexpr (kQ8) {
-      wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs));
-    } else {
-      wv = unpack_q4(wb[b].qs);
-    }
-    const __m256i wabs = kQ8 ? _mm256_sign_epi8(wv, wv) : wv;
+    const __m256i w = codes_of<S>(wb[b], c);
+    const __m256i wabs = D::kSigned ? _mm256_sign_epi8(w, w) : w;
+    const __m256 fw = _mm256_setr_m128(_mm_set1_ps(sc.fw[c][0]), _mm_set1_ps(sc.fw[c][1]));
+    __m256i mins = _mm256_setzero_si256();
+    if constexpr (D::kMins)
+      mins = _mm256_setr_m128i(_mm_set1_epi8(char(sc.m[c][0])), _mm_set1_epi8(char(sc.m[c][1])));
     for (int r = 0; r < R; ++r) {
-      const ActQ8& xa = xq[r * nb + b];
+      const ActQ8& xa = xq[r * nbx + b * C + c];
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.qs));
-      if constexpr (kQ8) xv = _mm256_sign_epi8(xv, wv);  // move w's sign onto x
-      const __m256 d = _mm256_cvtepi32_ps(simd::dot_u8s8(wabs, xv));
-      if constexpr (kQ41) {
-        // [d_w d_x, m_w s_x, 0, 0] in one multiply: x's d and s are adjacent too
-        const __m128 p = _mm_mul_ps(ws, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&xa.d))));
-        acc[r][u] = _mm256_fmadd_ps(d, _mm256_broadcastss_ps(p), acc[r][u]);
-        mterm[r] = _mm_add_ps(mterm[r], p);
-      } else {
-        const float dw = _mm_cvtss_f32(ws);
-        acc[r][u] = _mm256_fmadd_ps(d, _mm256_set1_ps(dw * xa.d), acc[r][u]);
-        if constexpr (std::is_same_v<B, BlockQ4_0>) bias[r] -= 8.0f * dw * xa.s;
-      }
+      if constexpr (D::kMins)
+        acc[r][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(simd::dot_u8s8(mins, xv)), _mm256_set1_ps(sc.fm * xa.d), acc[r][u]);
+      if constexpr (D::kSigned) xv = _mm256_sign_epi8(xv, w);  // move w's sign onto x
+      const __m256 dot = _mm256_cvtepi32_ps(simd::dot_u8s8(wabs, xv));
+      acc[r][u] = _mm256_fmadd_ps(dot, _mm256_mul_ps(fw, _mm256_set1_ps(xa.d)), acc[r][u]);
+      if constexpr (D::kOffset) bias[r] += sc.fo[c] * xa.s;
     }
   };
-  static_assert(U == 2, "the loop below alternates two accumulators");
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    block(b, std::integral_constant<int, 0>{});
-    block(b + 1, std::integral_constant<int, 1>{});
+  using Z = std::integral_constant<int, 0>;
+  using O = std::integral_constant<int, 1>;
+  if constexpr (C == 1) {
+    int64_t b = 0;
+    for (; b + 2 <= nblk; b += 2) {
+      D::scales(wb[b], sc);
+      chunk(b, 0, Z{});
+      D::scales(wb[b + 1], sc);
+      chunk(b + 1, 0, O{});
+    }
+    if (b < nblk) {
+      D::scales(wb[b], sc);
+      chunk(b, 0, Z{});
+    }
+  } else {
+    static_assert(C % 2 == 0, "chunks alternate between two accumulators");
+    for (int64_t b = 0; b < nblk; ++b) {
+      D::scales(wb[b], sc);
+      for (int c = 0; c < C; c += 2) {
+        chunk(b, c, Z{});
+        chunk(b, c + 1, O{});
+      }
+    }
   }
-  if (b < nb) block(b, std::integral_constant<int, 0>{});
   for (int r = 0; r < R; ++r) {
-    for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r][0]), _mm256_extractf128_ps(acc[r][0], 1));
+    const __m256 t = _mm256_add_ps(acc[r][0], acc[r][1]);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    if constexpr (kQ41) bias[r] = _mm_cvtss_f32(_mm_movehdup_ps(mterm[r]));
     a.y[(m0 + r) * a.ldy + n] = _mm_cvtss_f32(s) + bias[r];
   }
 }
@@ -167,19 +220,29 @@ inline void by_rows(int r, Fn&& fn) {
   }
 }
 
+template <class S, class T>
+void float_rows(const Args& a, int64_t n0, int64_t n1) {
+  sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) {
+    by_rows(r, [&](auto R) { float_tile<S, decltype(R)::value, T>(a, m0, n); });
+  });
+}
+template <class S, class B>
+void quant_rows(const Args& a, int64_t n0, int64_t n1) {
+  sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) {
+    by_rows(r, [&](auto R) { quant_tile<S, decltype(R)::value, B>(a, m0, n); });
+  });
+}
+// The kernels of every storage type, in WType order (the CPU side of the traits table).
+template <class S>
+constexpr RowsFn kRows[] = {float_rows<S, float>,         float_rows<S, f16>,           float_rows<S, bf16>,
+                            quant_rows<S, BlockQ8_0>,     quant_rows<S, BlockQ4_0>,     quant_rows<S, BlockQ4_1>,
+                            quant_rows<S, BlockQ5_0>,     quant_rows<S, BlockQ5_1>,     quant_rows<S, BlockQ2_K>,
+                            quant_rows<S, BlockQ3_K>,     quant_rows<S, BlockQ4_K>,     quant_rows<S, BlockQ5_K>,
+                            quant_rows<S, BlockQ6_K>};
 template <class S>
 void rows(const Args& a, int64_t n0, int64_t n1) {
-  auto run = [&](auto tile_of) {
-    sweep(a, n0, n1, [&](int r, int64_t m0, int64_t n) { by_rows(r, [&](auto R) { tile_of(R, m0, n); }); });
-  };
-  switch (a.w.type) {
-    case WType::f32: run([&](auto R, int64_t m0, int64_t n) { float_tile<S, decltype(R)::value, float>(a, m0, n); }); break;
-    case WType::f16: run([&](auto R, int64_t m0, int64_t n) { float_tile<S, decltype(R)::value, f16>(a, m0, n); }); break;
-    case WType::bf16: run([&](auto R, int64_t m0, int64_t n) { float_tile<S, decltype(R)::value, bf16>(a, m0, n); }); break;
-    case WType::q8_0: run([&](auto R, int64_t m0, int64_t n) { quant_tile<decltype(R)::value, BlockQ8_0>(a, m0, n); }); break;
-    case WType::q4_0: run([&](auto R, int64_t m0, int64_t n) { quant_tile<decltype(R)::value, BlockQ4_0>(a, m0, n); }); break;
-    case WType::q4_1: run([&](auto R, int64_t m0, int64_t n) { quant_tile<decltype(R)::value, BlockQ4_1>(a, m0, n); }); break;
-  }
+  static_assert(std::size(kRows<S>) == size_t(kWTypeCount), "one kernel per WType");
+  kRows<S>[int(a.w.type)](a, n0, n1);
 }
 #endif
 

@@ -18,7 +18,14 @@ void ModelConfig::validate() const {
   LLMK_CHECK_ARG(n_vocab > 0, fn, "n_vocab", n_vocab, "must be > 0");
   LLMK_CHECK_ARG(n_ctx > 0, fn, "n_ctx", n_ctx, "must be > 0");
   LLMK_CHECK_ARG(n_layer > 0, fn, "n_layer", n_layer, "must be > 0");
-  LLMK_CHECK_ARG(n_head > 0 && d_model % n_head == 0, fn, "n_head", n_head, "must be > 0 and divide d_model");
+  LLMK_CHECK_ARG(head_dim >= 0 && (arch == Arch::gemma3 || head_dim == 0), fn, "head_dim", head_dim,
+                 "must be >= 0, and 0 (d_model / n_head) but for gemma3");
+  LLMK_CHECK_ARG(n_head > 0 && (head_dim > 0 || d_model % n_head == 0), fn, "n_head", n_head,
+                 "must be > 0 and divide d_model (unless head_dim is set)");
+  LLMK_CHECK_ARG(sliding_window >= 0 && swa_period >= 0 && (arch == Arch::gemma3 || swa_period == 0), fn, "swa_period",
+                 swa_period, "must be >= 0, and 0 but for gemma3");
+  LLMK_CHECK_ARG(rope_base_local > 0 && std::isfinite(rope_base_local), fn, "rope_base_local", rope_base_local,
+                 "must be finite and > 0");
   LLMK_CHECK_ARG(n_head_kv > 0 && n_head % n_head_kv == 0, fn, "n_head_kv", n_head_kv, "must be > 0 and divide n_head");
   LLMK_CHECK_ARG(d_model > 0 && d_model % 32 == 0, fn, "d_model", d_model, "must be a positive multiple of 32");
   LLMK_CHECK_ARG(d_ff > 0 && d_ff % 32 == 0, fn, "d_ff", d_ff, "must be a positive multiple of 32");
@@ -27,7 +34,9 @@ void ModelConfig::validate() const {
                  "must be even and <= d_head");
   LLMK_CHECK_ARG(norm_eps > 0 && std::isfinite(norm_eps), fn, "norm_eps", norm_eps, "must be finite and > 0");
   LLMK_CHECK_ARG(rope_base > 0 && std::isfinite(rope_base), fn, "rope_base", rope_base, "must be finite and > 0");
-  LLMK_CHECK_ARG(arch == Arch::llama || n_head_kv == n_head, fn, "n_head_kv", n_head_kv, "must equal n_head for gpt2");
+  LLMK_CHECK_ARG(arch != Arch::gpt2 || n_head_kv == n_head, fn, "n_head_kv", n_head_kv, "must equal n_head for gpt2");
+  LLMK_CHECK_ARG(arch != Arch::gemma3 || rope_dim == 0 || rope_dim == d_head(), fn, "rope_dim", rope_dim,
+                 "must be d_head (or 0) for gemma3: NEOX RoPE over the whole head");
 }
 
 Model::Model() : owned_(std::make_unique<Owned>()) {}
@@ -37,7 +46,8 @@ Model::~Model() = default;
 
 namespace {
 // Random [N, K] weights of type t with standard deviation about `sd`:
-// float types N(0, sd); block types random codes under per-block scales.
+// float types N(0, sd); Q8_0 / Q4_x random codes under per-block scales; the other
+// block types N(0, sd) quantized by the traits table's reference quantizer.
 WeightView random_weight(std::vector<std::vector<uint8_t>>& blobs, WType t, int64_t N, int64_t K, double sd,
                          std::mt19937_64& g) {
   const int64_t rb = wtype_row_bytes(t, K);
@@ -52,7 +62,13 @@ WeightView random_weight(std::vector<std::vector<uint8_t>>& blobs, WType t, int6
       if (t == WType::f16) reinterpret_cast<f16*>(r)[k] = from_f32<f16>(nd(g));
       if (t == WType::bf16) reinterpret_cast<bf16*>(r)[k] = from_f32<bf16>(nd(g));
     }
-    for (int64_t b = 0; b < K / kQuantBlock && wtype_is_quantized(t); ++b) {
+    const bool legacy = t == WType::q8_0 || t == WType::q4_0 || t == WType::q4_1;
+    if (wtype_is_quantized(t) && !legacy) {  // the other block types: N(0, sd) through the reference quantizer
+      std::vector<float> v(static_cast<size_t>(K));
+      for (float& x : v) x = nd(g);
+      wtype_traits(t).from_float(v.data(), r, K);
+    }
+    for (int64_t b = 0; b < K / kQuantBlock && legacy; ++b) {
       // uniform codes: sd of q8 codes is 127/sqrt(3), of nibbles 16/sqrt(12)
       if (t == WType::q8_0) {
         auto& q = reinterpret_cast<BlockQ8_0*>(r)[b];
@@ -110,6 +126,12 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
       L.b_up = random_vec(V, c.d_ff, 0.0f, 0.1f, g);
       L.b_down = random_vec(V, d, 0.0f, 0.1f, g);
     } else {
+      if (c.arch == Arch::gemma3) {
+        L.q_norm = random_vec(V, dh, 1.0f, 0.1f, g);
+        L.k_norm = random_vec(V, dh, 1.0f, 0.1f, g);
+        L.post_attn_norm = random_vec(V, d, 1.0f, 0.1f, g);
+        L.post_ffn_norm = random_vec(V, d, 1.0f, 0.1f, g);
+      }
       L.wq = random_weight(B, t, dq, d, sd_in, g);
       L.wk = random_weight(B, t, dkv, d, sd_in, g);
       L.wv = random_weight(B, t, dkv, d, sd_in, g);

@@ -14,17 +14,9 @@ using gguf::FormatError;
 using gguf::GgmlType;
 
 WType wtype_of(const gguf::TensorInfo& t, const std::string& file) {
-  switch (t.type) {
-    case GgmlType::F32: return WType::f32;
-    case GgmlType::F16: return WType::f16;
-    case GgmlType::BF16: return WType::bf16;
-    case GgmlType::Q8_0: return WType::q8_0;
-    case GgmlType::Q4_0: return WType::q4_0;
-    case GgmlType::Q4_1: return WType::q4_1;
-    default: break;
-  }
+  if (const WTypeTraits* tr = wtype_traits_for_ggml(uint32_t(t.type))) return tr->type;
   throw FormatError(file + ": tensor '" + t.name + "' has type " + gguf::ggml_type_name(t.type) +
-                    " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                    " (supported: " + gguf::supported_types_list() + ")");
 }
 
 std::string dims(const gguf::TensorInfo& t) {
@@ -63,7 +55,9 @@ Model Model::from_gguf(const gguf::File& f) {
   const std::string arch(f.get_string("general.architecture"));
   if (arch == "llama") c.arch = Arch::llama;
   else if (arch == "gpt2") c.arch = Arch::gpt2;
-  else throw FormatError(f.path() + ": general.architecture = '" + arch + "' (supported: llama, gpt2)");
+  else if (arch == "gemma3") c.arch = Arch::gemma3;
+  else throw FormatError(f.path() + ": general.architecture = '" + arch + "' (supported: llama, gpt2, gemma3)");
+  const bool gemma3 = c.arch == Arch::gemma3;
   const bool gpt2 = c.arch == Arch::gpt2;
   const std::string p = arch + ".";
   c.n_ctx = f.get_int(p + "context_length");
@@ -78,6 +72,23 @@ Model Model::from_gguf(const gguf::File& f) {
     c.norm_eps = f.get_f32(p + "attention.layer_norm_rms_epsilon");
     c.rope_base = f.get_f32_or(p + "rope.freq_base", 10000.0f);
     c.rope_dim = f.get_int_or(p + "rope.dimension_count", c.n_head > 0 ? c.d_model / c.n_head : 0);
+  }
+  if (gemma3) {
+    // llama.cpp's reading (src/models/gemma3.cpp): head_dim from key_length (= value_length),
+    // global RoPE base rope.freq_base, local base rope.freq_base_swa (10000 when absent),
+    // window attention.sliding_window on l % 6 < 5 (pattern 6 when absent).
+    c.head_dim = f.get_int(p + "attention.key_length");
+    if (f.get_int_or(p + "attention.value_length", c.head_dim) != c.head_dim)
+      throw FormatError(f.path() + ": " + p + "attention.value_length differs from key_length (unsupported)");
+    c.rope_dim = c.head_dim;
+    c.rope_base = f.get_f32_or(p + "rope.freq_base", 1e6f);
+    c.rope_base_local = f.get_f32_or(p + "rope.freq_base_swa", 10000.0f);
+    c.sliding_window = f.get_int_or(p + "attention.sliding_window", 0);
+    if (f.has(p + "attention.sliding_window_pattern") && f.get(p + "attention.sliding_window_pattern").type == gguf::ValueType::array)
+      throw FormatError(f.path() + ": " + p + "attention.sliding_window_pattern as a per-layer array is not supported");
+    c.swa_period = c.sliding_window > 0 ? f.get_int_or(p + "attention.sliding_window_pattern", 6) : 0;
+    if (f.get_f32_or(p + "final_logit_softcapping", 0.0f) != 0.0f)
+      throw FormatError(f.path() + ": " + p + "final_logit_softcapping is not supported");
   }
   const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
   c.n_vocab = emb.ne[1];
@@ -118,6 +129,12 @@ Model Model::from_gguf(const gguf::File& f) {
       L.bk = vec(f, b + "attn_k.bias", dkv, V, true);
       L.bv = vec(f, b + "attn_v.bias", dkv, V, true);
       L.w_gate = matrix(f, b + "ffn_gate.weight", d, c.d_ff);
+      if (gemma3) {
+        L.q_norm = vec(f, b + "attn_q_norm.weight", c.d_head(), V);
+        L.k_norm = vec(f, b + "attn_k_norm.weight", c.d_head(), V);
+        L.post_attn_norm = vec(f, b + "post_attention_norm.weight", d, V);
+        L.post_ffn_norm = vec(f, b + "post_ffw_norm.weight", d, V);
+      }
     }
     m.layers_.push_back(L);
   }
@@ -128,23 +145,14 @@ Model Model::from_gguf(const gguf::File& f) {
 
 namespace llmk {
 namespace {
-GgmlType ggml_of(WType t) {
-  switch (t) {
-    case WType::f32: return GgmlType::F32;
-    case WType::f16: return GgmlType::F16;
-    case WType::bf16: return GgmlType::BF16;
-    case WType::q8_0: return GgmlType::Q8_0;
-    case WType::q4_0: return GgmlType::Q4_0;
-    case WType::q4_1: return GgmlType::Q4_1;
-  }
-  return GgmlType::F32;
-}
+GgmlType ggml_of(WType t) { return GgmlType(wtype_traits(t).ggml_type); }
 }  // namespace
 
 void Model::add_to_gguf(gguf::Writer& w) const {
   using gguf::Value;
   const ModelConfig& c = cfg_;
   const bool gpt2 = c.arch == Arch::gpt2;
+  LLMK_CHECK_ARG(c.arch != Arch::gemma3, "Model::add_to_gguf", "config.arch", "gemma3", "is not written (llama and gpt2 are)");
   const std::string arch = gpt2 ? "gpt2" : "llama", p = arch + ".";
   w.set("general.architecture", Value::string(arch));
   w.set(p + "context_length", Value::of(uint32_t(c.n_ctx)));

@@ -1,6 +1,7 @@
 // forward_ref: the decoder's oracle. One sequence, positions 0..T-1, every
 // activation in double, each weight row dequantized in double when used, K/V
 // in a dense [layer, pos, d_kv] cache, attention written out in full.
+#include <algorithm>
 #include <cmath>
 
 #include "llmk/error.hpp"
@@ -32,6 +33,27 @@ Vec norm(const Vec& x, const float* w, const float* b, bool layer_norm, double e
   return y;
 }
 
+// NEOX pairs (i, i + dh/2) over the whole head (gemma3).
+void rope_neox(double* x, int64_t heads, int64_t dh, double base, int64_t pos) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < dh / 2; ++i) {
+      const double th = double(pos) * std::pow(base, -2.0 * double(i) / double(dh));
+      double* p = x + h * dh;
+      const double a = p[i], b = p[i + dh / 2];
+      p[i] = a * std::cos(th) - b * std::sin(th);
+      p[i + dh / 2] = a * std::sin(th) + b * std::cos(th);
+    }
+}
+
+// RMSNorm of each dh-value head of x (gemma3's q / k norm).
+void head_norm(Vec& x, int64_t dh, const float* w, double eps) {
+  for (size_t h0 = 0; h0 < x.size(); h0 += size_t(dh)) {
+    const Vec part(x.begin() + long(h0), x.begin() + long(h0) + dh);
+    const Vec y = norm(part, w, nullptr, false, eps);
+    std::copy(y.begin(), y.end(), x.begin() + long(h0));
+  }
+}
+
 void rope(double* x, int64_t heads, int64_t dh, int64_t rope_dim, double base, int64_t pos) {
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < rope_dim / 2; ++i) {
@@ -46,7 +68,7 @@ void rope(double* x, int64_t heads, int64_t dh, int64_t rope_dim, double base, i
 
 std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens) {
   const ModelConfig& c = m.cfg_;
-  const bool gpt2 = c.arch == Arch::gpt2;
+  const bool gpt2 = c.arch == Arch::gpt2, gemma3 = c.arch == Arch::gemma3;
   const int64_t T = int64_t(tokens.size()), d = c.d_model, dh = c.d_head(), nh = c.n_head, dkv = c.d_kv();
   const int64_t G = c.n_head / c.n_head_kv;
   std::vector<Vec> kc(size_t(c.n_layer)), vc(size_t(c.n_layer));  // [layer][pos * dkv]
@@ -55,6 +77,8 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
     LLMK_CHECK_ARG(tokens[t] >= 0 && tokens[t] < c.n_vocab, "forward_ref", "tokens[t]", tokens[t], "out of vocabulary");
     Vec x(static_cast<size_t>(d));
     dequantize_row_f64(m.tok_embd_, tokens[t], x.data());
+    if (gemma3)
+      for (auto& e : x) e *= std::sqrt(double(d));
     if (gpt2) {
       Vec p(static_cast<size_t>(d));
       dequantize_row_f64(m.pos_embd_, t, p.data());
@@ -73,8 +97,18 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
         q = matvec(L.wq, h, L.bq);
         k = matvec(L.wk, h, L.bk);
         v = matvec(L.wv, h, L.bv);
-        rope(q.data(), nh, dh, c.rope_dim, c.rope_base, t);
-        rope(k.data(), c.n_head_kv, dh, c.rope_dim, c.rope_base, t);
+        if (gemma3) {
+          LLMK_CHECK_ARG(!c.is_local(l) || c.sliding_window == 0 || t < c.sliding_window, "forward_ref", "tokens.size()",
+                         T, "must be <= the sliding window (not applied)");
+          head_norm(q, dh, L.q_norm, c.norm_eps);
+          head_norm(k, dh, L.k_norm, c.norm_eps);
+          const double base = c.is_local(l) ? c.rope_base_local : c.rope_base;
+          rope_neox(q.data(), nh, dh, base, t);
+          rope_neox(k.data(), c.n_head_kv, dh, base, t);
+        } else {
+          rope(q.data(), nh, dh, c.rope_dim, c.rope_base, t);
+          rope(k.data(), c.n_head_kv, dh, c.rope_dim, c.rope_base, t);
+        }
       }
       auto& K = kc[size_t(l)];
       auto& V = vc[size_t(l)];
@@ -95,17 +129,23 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
           for (int64_t i = 0; i < dh; ++i)
             att[size_t(hd * dh + i)] += p[size_t(j)] / sum * V[size_t(j * dkv + kvh * dh + i)];
       }
-      const Vec o = matvec(L.wo, att, L.bo);
+      Vec o = matvec(L.wo, att, L.bo);
+      if (gemma3) o = norm(o, L.post_attn_norm, nullptr, false, c.norm_eps);
       for (int64_t i = 0; i < d; ++i) x[size_t(i)] += o[size_t(i)];
       const Vec h2 = norm(x, L.ffn_norm, L.ffn_norm_b, gpt2, c.norm_eps);
       Vec u = matvec(L.w_up, h2, L.b_up);
       if (gpt2) {
         for (auto& e : u) e = 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (e + 0.044715 * e * e * e)));
+      } else if (gemma3) {
+        const Vec g = matvec(L.w_gate, h2, nullptr);
+        for (size_t i = 0; i < u.size(); ++i)
+          u[i] *= 0.5 * g[i] * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i])));
       } else {
         const Vec g = matvec(L.w_gate, h2, nullptr);
         for (size_t i = 0; i < u.size(); ++i) u[i] *= g[i] / (1.0 + std::exp(-g[i]));
       }
-      const Vec dn = matvec(L.w_down, u, L.b_down);
+      Vec dn = matvec(L.w_down, u, L.b_down);
+      if (gemma3) dn = norm(dn, L.post_ffn_norm, nullptr, false, c.norm_eps);
       for (int64_t i = 0; i < d; ++i) x[size_t(i)] += dn[size_t(i)];
     }
     const Vec out = matvec(m.output_, norm(x, m.out_norm_, m.out_norm_b_, gpt2, c.norm_eps), nullptr);

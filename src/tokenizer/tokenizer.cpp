@@ -1,11 +1,14 @@
-// Byte-level BPE (see include/llmk/tokenizer.hpp): vocabulary from GGUF metadata, special
-// token partition, pre-tokenizer split, BPE merges by rank with a priority queue (as
-// llama.cpp and Hugging Face's tokenizers do: lowest rank first, leftmost on ties), decode.
+// Byte-level BPE and SentencePiece BPE (see include/llmk/tokenizer.hpp): vocabulary from GGUF
+// metadata, special token partition, pre-tokenizer split, BPE merges by rank with a priority
+// queue (as llama.cpp and Hugging Face's tokenizers do: lowest rank first, leftmost on ties),
+// SentencePiece merges by score (llama.cpp's llm_tokenizer_spm), decode.
 #include "llmk/tokenizer.hpp"
 
 #include <algorithm>
 #include <array>
 #include <queue>
+#include <string>
+#include <unordered_map>
 
 #include "tokenizer/unicode.hpp"
 
@@ -91,13 +94,27 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
     if (int32_t id = find(t); id >= 0 && types_[id] == TokenType::control) eog_.push_back(id);
 }
 
+Tokenizer Tokenizer::sentencepiece(std::vector<std::string> tokens, std::vector<float> scores,
+                                   std::vector<TokenType> types, bool add_space_prefix) {
+  const char* fn = "Tokenizer::sentencepiece";
+  LLMK_CHECK_ARG(scores.size() == tokens.size(), fn, "scores.size()", scores.size(),
+                 "must equal tokens.size() = " + std::to_string(tokens.size()));
+  Tokenizer t(std::move(tokens), {}, std::move(types), PreTokenizer::gpt2);
+  t.kind_ = TokenizerKind::spm;
+  t.scores_ = std::move(scores);
+  t.add_space_prefix_ = add_space_prefix;
+  return t;
+}
+
 Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
   const std::string model(f.get_string("tokenizer.ggml.model"));
-  if (model != "gpt2")
+  if (model != "gpt2" && model != "llama")
     throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.model' = '" + model +
-                            "' is not supported (llmk reads byte-level BPE, 'gpt2')");
+                            "' is not supported (llmk reads byte-level BPE, 'gpt2', and SentencePiece, 'llama')");
+  const bool spm = model == "llama";
   std::vector<std::string> tokens = f.get_strings("tokenizer.ggml.tokens");
-  const std::vector<std::string>& merges = f.get_strings("tokenizer.ggml.merges");
+  static const std::vector<std::string> kNoMerges;
+  const std::vector<std::string>& merges = spm ? kNoMerges : f.get_strings("tokenizer.ggml.merges");
   std::vector<TokenType> types;
   if (f.has("tokenizer.ggml.token_type")) {
     const std::vector<int64_t> t = f.get_ints("tokenizer.ggml.token_type");
@@ -107,7 +124,17 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
     for (int64_t x : t) types.push_back(x >= 0 && x <= 6 ? TokenType(x) : TokenType::undefined);
   }
   const int64_t n = int64_t(tokens.size());
-  Tokenizer tok(std::move(tokens), merges, std::move(types), pre_from_name(f.get_string_or("tokenizer.ggml.pre", "")));
+  std::vector<float> scores;
+  if (spm) {
+    scores = f.get_f32s("tokenizer.ggml.scores");
+    if (scores.size() != tokens.size())
+      throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.scores' has " + std::to_string(scores.size()) +
+                              " entries for " + std::to_string(tokens.size()) + " tokens");
+  }
+  Tokenizer tok = spm ? sentencepiece(std::move(tokens), std::move(scores), std::move(types),
+                                      f.get_bool_or("tokenizer.ggml.add_space_prefix", true))
+                      : Tokenizer(std::move(tokens), merges, std::move(types),
+                                  pre_from_name(f.get_string_or("tokenizer.ggml.pre", "")));
   auto id_or = [&](const char* key) -> int32_t {
     if (!f.has(key)) return -1;
     const int64_t id = f.get_int(key);
@@ -118,7 +145,8 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
   };
   tok.bos_ = id_or("tokenizer.ggml.bos_token_id");
   tok.eos_ = id_or("tokenizer.ggml.eos_token_id");
-  tok.add_bos_ = f.get_bool_or("tokenizer.ggml.add_bos_token", false) && tok.bos_ >= 0;
+  tok.add_bos_ = f.get_bool_or("tokenizer.ggml.add_bos_token", spm) && tok.bos_ >= 0;
+  tok.add_eos_ = f.get_bool_or("tokenizer.ggml.add_eos_token", false) && tok.eos_ >= 0;
   tok.chat_template_ = f.get_string_or("tokenizer.chat_template", "");
   return tok;
 }
@@ -228,7 +256,92 @@ void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) c
   }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, bool add_bos) const {
+// A byte's token: <0xNN>, else the byte itself as a token (llama.cpp's byte_to_token); -1
+// when neither exists.
+int32_t Tokenizer::byte_token(uint8_t b) const {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  const char name[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+  const int32_t id = find(std::string_view(name, 6));
+  return id >= 0 ? id : find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+}
+
+void Tokenizer::encode_spm(std::string_view raw, bool space_prefix, std::vector<int32_t>& out) const {
+  std::string text;
+  if (space_prefix) text = "\xE2\x96\x81";
+  for (char c : raw) {
+    if (c == ' ') text += "\xE2\x96\x81";
+    else text += c;
+  }
+  // Symbols: UTF-8 characters by their first byte's length (a stray byte is one symbol),
+  // linked as a list; merged symbols grow in place.
+  struct Sym {
+    size_t start, n;
+    int prev, next;
+  };
+  static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  std::vector<Sym> sym;
+  for (size_t off = 0; off < text.size();) {
+    const size_t n = std::min<size_t>(kLen[uint8_t(text[off]) >> 4], text.size() - off);
+    sym.push_back({off, n, int(sym.size()) - 1, off + n == text.size() ? -1 : int(sym.size()) + 1});
+    off += n;
+  }
+  struct Bigram {
+    int left, right;
+    float score;
+    size_t size;
+  };
+  // Highest score first, then the leftmost.
+  const auto worse = [](const Bigram& a, const Bigram& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
+  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+  std::unordered_map<std::string, std::pair<int, int>> rev_merge;
+  const std::string_view tv = text;
+  const auto try_add = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    const std::string_view s = tv.substr(sym[size_t(l)].start, sym[size_t(l)].n + sym[size_t(r)].n);
+    const int32_t id = find(s);
+    if (id < 0) return;
+    queue.push({l, r, scores_[size_t(id)], s.size()});
+    rev_merge[std::string(s)] = {l, r};
+  };
+  for (int i = 1; i < int(sym.size()); ++i) try_add(i - 1, i);
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Sym &l = sym[size_t(b.left)], &r = sym[size_t(b.right)];
+    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // a part was merged since
+    l.n += r.n;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[size_t(r.next)].prev = b.left;
+    try_add(l.prev, b.left);
+    try_add(b.left, l.next);
+  }
+  const auto resegment = [&](auto&& self, const Sym& s) -> void {
+    const std::string_view piece = tv.substr(s.start, s.n);
+    if (const int32_t id = find(piece); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+    const auto it = rev_merge.find(std::string(piece));
+    if (it == rev_merge.end()) {
+      for (char c : piece) {
+        const int32_t id = byte_token(uint8_t(c));
+        if (id < 0)
+          throw InvalidArgument("Tokenizer::encode: byte " + std::to_string(uint8_t(c)) +
+                                " has no token (<0xNN> or the byte) in this SentencePiece vocabulary");
+        out.push_back(id);
+      }
+      return;
+    }
+    self(self, sym[size_t(it->second.first)]);
+    self(self, sym[size_t(it->second.second)]);
+  };
+  for (int i = sym.empty() ? -1 : 0; i != -1; i = sym[size_t(i)].next) resegment(resegment, sym[size_t(i)]);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, bool add_bos, bool add_eos) const {
   std::vector<int32_t> out;
   if (add_bos && bos_ >= 0) out.push_back(bos_);
   // Fragments: either a special token id, or a span of text still to be tokenized.
@@ -236,7 +349,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     int32_t id;  // -1: text
     size_t start, len;
   };
-  std::vector<Frag> frags{{-1, 0, text.size()}};
+  std::vector<Frag> frags;  // none for an empty text (no SPM space prefix either, as llama.cpp)
+  if (!text.empty()) frags.push_back({-1, 0, text.size()});
   for (int32_t sid : special_) {
     if (types_[size_t(sid)] != TokenType::user_defined && !parse_special) continue;
     const std::string& s = tokens_[size_t(sid)];
@@ -259,10 +373,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     }
     frags = std::move(next);
   }
+  bool prev_special = true;  // SPM: a run at the start or after a special token gets the space prefix
   for (const Frag& f : frags) {
     if (f.id >= 0) out.push_back(f.id);
+    else if (kind_ == TokenizerKind::spm) encode_spm(text.substr(f.start, f.len), add_space_prefix_ && prev_special, out);
     else encode_plain(text.substr(f.start, f.len), out);
+    prev_special = f.id >= 0;
   }
+  if (add_eos && eos_ >= 0) out.push_back(eos_);
   return out;
 }
 
@@ -274,6 +392,20 @@ std::string Tokenizer::token_bytes(int32_t id, bool skip_special) const {
     case TokenType::unknown: return skip_special ? std::string() : t;
     case TokenType::user_defined: return t;
     default: break;
+  }
+  if (kind_ == TokenizerKind::spm) {  // U+2581 -> space; <0xNN> -> the byte
+    if (types_[size_t(id)] == TokenType::byte && t.size() == 6 && t.compare(0, 3, "<0x") == 0)
+      return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
+    std::string out;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+        out += ' ';
+        i += 2;
+      } else {
+        out += t[i];
+      }
+    }
+    return out;
   }
   // Byte-level text back to bytes; a code point outside GPT-2's map passes through as UTF-8.
   const ByteMap& bm = byte_map();

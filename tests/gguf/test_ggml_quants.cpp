@@ -2,7 +2,9 @@
 // implementation (the PyPI gguf package's numpy port of ggml's *_ref quantizers), the
 // dequantizers read the documented layout (nibble order: qs[j] = element j low, j+16 high),
 // and quantize->dequantize errors stay within the derived bound of each format.
+#include <cctype>
 #include <cmath>
+#include <string>
 
 #include "llmk/ggml_quants.hpp"
 #include "llmk/gguf.hpp"
@@ -37,6 +39,15 @@ const std::vector<uint8_t> kGoldenQ4_1 = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 57, 0, 0, 64, 80, 80, 96, 96, 112, 129, 129, 145, 161, 178, 178, 194,
     211, 227, 244};
 
+const std::vector<uint8_t> kGoldenQ5_0 = {
+    216, 48, 204, 102, 54, 147, 224, 121, 242, 139, 19, 173, 38, 191, 87, 224, 105, 241, 138, 3, 157, 37, 0, 170,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 206, 184, 63, 0, 0, 0, 192, 176, 176, 160, 144,
+    144, 143, 127, 111, 111, 94, 78, 62, 45, 29, 12};
+const std::vector<uint8_t> kGoldenQ5_1 = {
+    0, 49, 216, 192, 204, 100, 54, 147, 208, 105, 242, 139, 19, 156, 37, 190, 71, 223, 104, 225, 122, 3, 156, 36,
+    0, 0, 0, 58, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 246, 52, 0, 0, 0, 0, 192, 255, 128,
+    144, 160, 192, 209, 225, 1, 18, 50, 67, 99, 132, 149, 181, 214, 247};
+
 template <class Block, class Quantize>
 void expect_golden(Quantize q, const std::vector<uint8_t>& golden) {
   const std::vector<float> x = golden_input();
@@ -51,6 +62,32 @@ TEST(GgmlQuants, QuantizersMatchGgufPackageBytes) {
   expect_golden<BlockQ8_0>(quantize_row_q8_0_ref, kGoldenQ8_0);
   expect_golden<BlockQ4_0>(quantize_row_q4_0_ref, kGoldenQ4_0);
   expect_golden<BlockQ4_1>(quantize_row_q4_1_ref, kGoldenQ4_1);
+  expect_golden<BlockQ5_0>(quantize_row_q5_0_ref, kGoldenQ5_0);
+  expect_golden<BlockQ5_1>(quantize_row_q5_1_ref, kGoldenQ5_1);
+}
+
+// The traits table: one row per WType in enum order, its block sizes those the GGUF parser
+// knows for the ggml id (gguf_types.cpp), names that round-trip, and ggml's type names.
+TEST(GgmlQuants, TraitsTableAgreesWithTheGgufTypes) {
+  for (int i = 0; i < kWTypeCount; ++i) {
+    const WTypeTraits& t = wtype_traits(WType(i));
+    EXPECT_EQ(int(t.type), i);
+    const auto g = gguf::GgmlType(t.ggml_type);
+    EXPECT_TRUE(gguf::ggml_type_supported(g)) << t.name;
+    EXPECT_EQ(gguf::ggml_block_elems(g), t.block_elems) << t.name;
+    EXPECT_EQ(gguf::ggml_block_bytes(g), t.block_bytes) << t.name;
+    std::string upper = t.name;
+    for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(upper, gguf::ggml_type_name(g));
+    EXPECT_EQ(wtype_traits_named(t.name), &t);
+    EXPECT_EQ(wtype_traits_for_ggml(t.ggml_type), &t);
+  }
+  for (auto g : {gguf::GgmlType::Q8_1, gguf::GgmlType::Q8_K, gguf::GgmlType::IQ4_XS, gguf::GgmlType::TQ2_0}) {
+    EXPECT_FALSE(gguf::ggml_type_supported(g)) << gguf::ggml_type_name(g);
+    EXPECT_EQ(wtype_traits_for_ggml(uint32_t(g)), nullptr);
+  }
+  EXPECT_EQ(wtype_traits_named("q7_0"), nullptr);
+  EXPECT_EQ(gguf::supported_types_list(), "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K");
 }
 
 TEST(GgmlQuants, DequantizersReadTheDocumentedLayout) {
@@ -157,7 +194,8 @@ TEST(GgmlQuants, DequantizeRowEveryType) {
   check(gguf::GgmlType::Q4_0, q40.data());
   dequantize_row_q4_1_ref(q41.data(), want.data(), n);
   check(gguf::GgmlType::Q4_1, q41.data());
-  EXPECT_THROW(gguf::dequantize_row(gguf::GgmlType::Q4_K, q8.data(), got.data(), 256), InvalidArgument);
+  EXPECT_THROW(gguf::dequantize_row(gguf::GgmlType::IQ4_XS, q8.data(), got.data(), 256), InvalidArgument);
+  EXPECT_THROW(gguf::dequantize_row(gguf::GgmlType::Q4_K, q8.data(), got.data(), 32), InvalidArgument);
   EXPECT_THROW(gguf::dequantize_row(gguf::GgmlType::Q8_0, q8.data(), got.data(), 33), InvalidArgument);
 }
 

@@ -64,7 +64,8 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   return v;
 }
 
-// A writer holding one of every metadata kind and one tensor of each supported type.
+// A writer holding one of every metadata kind, one tensor of several supported types and one of
+// an unsupported type (IQ4_XS).
 Writer full_writer(uint32_t version, uint32_t alignment) {
   Writer w(version);
   if (alignment != 32) w.set("general.alignment", Value::of<uint32_t>(alignment));
@@ -107,6 +108,7 @@ Writer full_writer(uint32_t version, uint32_t alignment) {
   add("q4_0", GgmlType::Q4_0, {32, 1, 1, 3}, 5);
   add("q4_1", GgmlType::Q4_1, {96, 2}, 6);
   add("q4_k", GgmlType::Q4_K, {256}, 7);
+  add("iq4_xs", GgmlType::IQ4_XS, {256}, 8);
   return w;
 }
 
@@ -147,9 +149,9 @@ TEST_P(GgufRoundTrip, EveryMetadataAndTensorType) {
   // Metadata keeps file order.
   EXPECT_EQ(f.metadata()[alignment != 32 ? 1 : 0].first, "u8");
 
-  const char* names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k"};
-  ASSERT_EQ(f.tensors().size(), 7u);
-  for (size_t k = 0; k < 7; ++k) {
+  const char* names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "iq4_xs"};
+  ASSERT_EQ(f.tensors().size(), 8u);
+  for (size_t k = 0; k < 8; ++k) {
     const TensorInfo& t = f.tensors()[k];
     EXPECT_EQ(t.name, names[k]);
     EXPECT_EQ(t.offset % alignment, 0u) << t.name;
@@ -168,12 +170,14 @@ TEST_P(GgufRoundTrip, EveryMetadataAndTensorType) {
   EXPECT_EQ(f.tensor("bf16").ne, (std::array<int64_t, 4>{7, 1, 2, 1}));
   EXPECT_EQ(f.find_tensor("nope"), nullptr);
   // A known but unsupported type parses, and is refused by name when used.
-  ASSERT_NE(f.find_tensor("q4_k"), nullptr);
+  EXPECT_EQ(f.tensor("q4_k").n_bytes, 144);
+  ASSERT_NE(f.find_tensor("iq4_xs"), nullptr);
   try {
-    f.tensor("q4_k");
-    ADD_FAILURE() << "Q4_K accepted";
+    f.tensor("iq4_xs");
+    ADD_FAILURE() << "IQ4_XS accepted";
   } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("'q4_k' has ggml type Q4_K (12)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'iq4_xs' has ggml type IQ4_XS (23)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Q4_K, Q5_K, Q6_K"), std::string::npos) << e.what();
   }
 }
 
@@ -369,9 +373,12 @@ TEST(Gguf, TypeTables) {
   EXPECT_EQ(ggml_block_elems(GgmlType::Q6_K), 256);
   EXPECT_EQ(ggml_block_bytes(GgmlType::Q6_K), 210);
   EXPECT_THROW(ggml_block_bytes(GgmlType(99)), InvalidArgument);
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1})
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K})
     EXPECT_TRUE(ggml_type_supported(t));
-  EXPECT_FALSE(ggml_type_supported(GgmlType::Q5_0));
+  EXPECT_FALSE(ggml_type_supported(GgmlType::IQ4_XS));
+  EXPECT_FALSE(ggml_type_supported(GgmlType::Q8_K));
   EXPECT_STREQ(value_type_name(ValueType::boolean), "bool");
 }
 

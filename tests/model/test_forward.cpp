@@ -1,5 +1,6 @@
 // The decoder against its double oracle (forward_ref) on small random models of
-// both families and every weight type, and its internal consistency: a token's
+// both families and every 32-value weight type (d_model 64 leaves no room for a
+// 256-value K-quant block; tests/model/test_matmul.cpp covers those), and its internal consistency: a token's
 // logits are the same bits whether its sequence is prefilled in one batch or
 // fed token by token (cached vs uncached), and whether it shares the batch
 // with other sequences of other lengths (batched vs one by one).
@@ -28,6 +29,15 @@ ModelConfig tiny(Arch a) {
   c.d_ff = 96;
   c.tied = a == Arch::gpt2;
   c.rope_base = 10000.0f;
+  if (a == Arch::gemma3) {  // head_dim 32 (n_head * head_dim = 128 != d_model), layer 0 local, 1 global
+    c.n_head_kv = 1;
+    c.head_dim = 32;
+    c.tied = true;
+    c.rope_base = 1e6f;
+    c.rope_base_local = 10000.0f;
+    c.sliding_window = 64;
+    c.swa_period = 2;
+  }
   return c;
 }
 
@@ -84,13 +94,29 @@ TEST_P(ForwardTypes, MatchesDoubleOracle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ForwardTypes,
-                         ::testing::Combine(::testing::Values(Arch::llama, Arch::gpt2),
+                         ::testing::Combine(::testing::Values(Arch::llama, Arch::gpt2, Arch::gemma3),
                                             ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0,
-                                                              WType::q4_0, WType::q4_1)),
+                                                              WType::q4_0, WType::q4_1, WType::q5_0, WType::q5_1)),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param) == Arch::llama ? "llama_" : "gpt2_") +
+                           const Arch a = std::get<0>(info.param);
+                           return std::string(a == Arch::llama ? "llama_" : a == Arch::gpt2 ? "gpt2_" : "gemma3_") +
                                   wtype_name(std::get<1>(info.param));
                          });
+
+// gemma3's sliding window is not applied, so a position at or past it is refused, naming it.
+TEST(Forward, Gemma3RefusesPositionsPastTheWindow) {
+  ModelConfig c = tiny(Arch::gemma3);
+  c.sliding_window = 8;
+  Model m = Model::random(c, WType::f32, 5);
+  DenseKv kv(m.config(), 1, 64);
+  const std::vector<int32_t> toks = {1, 2};
+  const std::vector<int64_t> pos = {7, 8};
+  const std::vector<int32_t> seq = {0, 0};
+  std::vector<float> logits(size_t(2 * c.n_vocab));
+  const std::string msg = test::invalid_argument_message([&] { m.forward({toks, pos, seq, {}}, kv, logits.data()); });
+  EXPECT_NE(msg.find("'batch.pos[1]' = 8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sliding window (8)"), std::string::npos) << msg;
+}
 
 // Cached vs uncached: token-by-token decoding through the cache gives the same
 // bits as recomputing the whole prefix in one batch.

@@ -18,6 +18,7 @@
 // also checked against a tight oracle: the double product of the test's own
 // quantization of x (same rule) with W, within the rounding bound alone.
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -27,20 +28,36 @@
 #include "llmk/cpu_features.hpp"
 #include "llmk/matmul.hpp"
 #include "llmk/parallel.hpp"
+#include "model/matmul_decode.hpp"
 #include "model/quant_blocks.hpp"
 #include "tests/common/testutil.hpp"
 
 namespace {
 using namespace llmk;
 
-// Random weights in type t: float types from N(0, 1); blocks with random
-// scales (f16) and random codes, so every code value occurs.
+// Random weights in type t: float types from N(0, 1); blocks of random bytes (so every
+// code and integer sub-scale occurs) with random f16 scales (d, and m / dmin where the
+// type has one) in place of the bytes that hold them.
 std::vector<uint8_t> random_weights(WType t, int64_t N, int64_t K, int64_t row_bytes, uint64_t seed) {
   std::vector<uint8_t> buf(size_t(N * row_bytes), 0x5a);
   std::mt19937_64 g(seed);
   std::normal_distribution<float> nd(0, 1);
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
   std::uniform_int_distribution<int> byte(0, 255), q8(-127, 127);
+  const WTypeTraits& tr = wtype_traits(t);
+  // Byte offsets of the f16 scales in a block, and the scale's magnitude (K-quants
+  // multiply d by an integer sub-scale of up to 6 or 8 bits).
+  std::vector<size_t> halves;
+  float unit = 1;
+  switch (t) {
+    case WType::q8_0: case WType::q4_0: case WType::q5_0: halves = {0}; break;
+    case WType::q4_1: case WType::q5_1: halves = {0, 2}; break;
+    case WType::q2_k: halves = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}, unit = 1.0f / 16; break;
+    case WType::q3_k: halves = {offsetof(BlockQ3_K, d)}, unit = 1.0f / 32; break;
+    case WType::q4_k: case WType::q5_k: halves = {0, 2}, unit = 1.0f / 64; break;
+    case WType::q6_k: halves = {offsetof(BlockQ6_K, d)}, unit = 1.0f / 128; break;
+    default: break;
+  }
   for (int64_t n = 0; n < N; ++n) {
     uint8_t* r = buf.data() + n * row_bytes;
     for (int64_t k = 0; k < K; ++k) {
@@ -48,25 +65,64 @@ std::vector<uint8_t> random_weights(WType t, int64_t N, int64_t K, int64_t row_b
       if (t == WType::f16) reinterpret_cast<f16*>(r)[k] = from_f32<f16>(nd(g));
       if (t == WType::bf16) reinterpret_cast<bf16*>(r)[k] = from_f32<bf16>(nd(g));
     }
-    for (int64_t b = 0; b < K / kQBlock && wtype_is_quantized(t); ++b) {
-      const uint16_t d = f32_to_f16_bits(scale(g)), m = f32_to_f16_bits(-8 * scale(g));
-      if (t == WType::q8_0) {
-        auto& q = reinterpret_cast<BlockQ8_0*>(r)[b];
-        q.d = d;
-        for (auto& v : q.qs) v = int8_t(q8(g));
-      } else if (t == WType::q4_0) {
-        auto& q = reinterpret_cast<BlockQ4_0*>(r)[b];
-        q.d = d;
-        for (auto& v : q.qs) v = uint8_t(byte(g));
-      } else {
-        auto& q = reinterpret_cast<BlockQ4_1*>(r)[b];
-        q.d = d;
-        q.m = m;
-        for (auto& v : q.qs) v = uint8_t(byte(g));
+    for (int64_t b = 0; b < K / tr.block_elems && tr.quantized(); ++b) {
+      uint8_t* blk = r + b * tr.block_bytes;
+      for (int i = 0; i < tr.block_bytes; ++i) blk[i] = uint8_t(byte(g));
+      if (t == WType::q8_0)  // ggml's Q8_0 codes are -127..127
+        for (auto& v : reinterpret_cast<BlockQ8_0*>(blk)->qs) v = int8_t(q8(g));
+      for (size_t k = 0; k < halves.size(); ++k) {
+        // Q4_1 / Q5_1 minimum: negative, as a block's minimum mostly is
+        const float v = (k == 1 && tr.block_elems == 32 ? -8.0f : 1.0f) * scale(g) * unit;
+        const uint16_t h = f32_to_f16_bits(v);
+        std::memcpy(blk + halves[k], &h, 2);
       }
     }
   }
   return buf;
+}
+
+// Per element of row n, the magnitude of the parts the kernels add up (code * scale,
+// the offset, Q2_K's min; matmul_decode.hpp), and the offset each 32-chunk applies
+// through the activation's s (0 where the type has none).
+void parts_of_row(const WeightView& w, int64_t n, std::vector<double>& parts, std::vector<double>& offs) {
+  parts.assign(size_t(w.cols), 0.0);
+  offs.assign(size_t(w.cols / kQBlock + 1), 0.0);
+  const char* r = static_cast<const char*>(w.data) + n * w.row_bytes;
+  const auto run = [&](auto* wb) {
+    using B = std::remove_const_t<std::remove_pointer_t<decltype(wb)>>;
+    using D = mm::Decode<B>;
+    typename D::Scales sc{};
+    int8_t q[32];
+    for (int64_t c = 0; c < w.cols / kQBlock; ++c) {
+      D::scales(wb[c / D::kChunks], sc);
+      D::codes(wb[c / D::kChunks], int(c % D::kChunks), q);
+      const int cc = int(c % D::kChunks);
+      if constexpr (D::kOffset) offs[size_t(c)] = std::fabs(double(sc.fo[cc]));
+      for (int l = 0; l < 32; ++l) {
+        double p = std::fabs(double(sc.fw[cc][l / 16]) * q[l]);
+        if constexpr (D::kOffset) p += std::fabs(double(sc.fo[cc]));
+        if constexpr (D::kMins) p += std::fabs(double(sc.fm) * sc.m[cc][l / 16]);
+        parts[size_t(c * kQBlock + l)] = p;
+      }
+    }
+  };
+  switch (w.type) {
+    case WType::q8_0: return run(reinterpret_cast<const BlockQ8_0*>(r));
+    case WType::q4_0: return run(reinterpret_cast<const BlockQ4_0*>(r));
+    case WType::q4_1: return run(reinterpret_cast<const BlockQ4_1*>(r));
+    case WType::q5_0: return run(reinterpret_cast<const BlockQ5_0*>(r));
+    case WType::q5_1: return run(reinterpret_cast<const BlockQ5_1*>(r));
+    case WType::q2_k: return run(reinterpret_cast<const BlockQ2_K*>(r));
+    case WType::q3_k: return run(reinterpret_cast<const BlockQ3_K*>(r));
+    case WType::q4_k: return run(reinterpret_cast<const BlockQ4_K*>(r));
+    case WType::q5_k: return run(reinterpret_cast<const BlockQ5_K*>(r));
+    case WType::q6_k: return run(reinterpret_cast<const BlockQ6_K*>(r));
+    default: {
+      std::vector<float> row(size_t(w.cols));
+      dequantize_row(w, n, row.data());
+      for (int64_t k = 0; k < w.cols; ++k) parts[size_t(k)] = std::fabs(double(row[size_t(k)]));
+    }
+  }
 }
 
 // random_weights and their view (rows of row_bytes; the view points into buf).
@@ -88,11 +144,11 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
   test::fill_normal(x.data(), x.size(), uint64_t(K + N), 0.0, 1.0);
   std::vector<double> ref(size_t(M * ldy));
   matmul_ref(x.data(), ldx, w, ref.data(), ldy, M);
-  // Tolerance per output (see the file comment), from |w| row by row.
-  std::vector<float> wrow(static_cast<size_t>(K));
+  // Tolerance per output (see the file comment), from the weights' parts row by row.
+  std::vector<double> wrow, offs;
   std::vector<double> tol(size_t(M * ldy));
   for (int64_t n = 0; n < N; ++n) {
-    dequantize_row(w, n, wrow.data());
+    parts_of_row(w, n, wrow, offs);
     for (int64_t m = 0; m < M; ++m) {
       const float* xr = x.data() + m * ldx;
       double abs_sum = 0, qerr = 0;
@@ -101,7 +157,7 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
         double amax = 0, wsum = 0;
         for (int j = 0; j < kQBlock; ++j) {
           amax = std::max(amax, std::fabs(double(xr[b * kQBlock + j])));
-          wsum += std::fabs(double(wrow[size_t(b * kQBlock + j)]));
+          wsum += wrow[size_t(b * kQBlock + j)];
         }
         qerr += (amax / 127.0) * (0.5 + 127.0 / 2048) * wsum * (1 + 1e-6);  // 1e-6: d is computed in f32
       }
@@ -129,17 +185,12 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
       }
     matmul_ref(xq.data(), ldx, w, tight.data(), ldy, M);
     for (int64_t n = 0; n < N; ++n) {
-      dequantize_row(w, n, wrow.data());
+      parts_of_row(w, n, wrow, offs);
       for (int64_t m = 0; m < M; ++m) {
         double abs_sum = 0;
         for (int64_t k = 0; k < K; ++k) abs_sum += std::fabs(double(xq[size_t(m * ldx + k)]) * wrow[size_t(k)]);
-        double s_err = 0;  // the s16 term's error, weighted by the block's offset (|m| or 8 d_w)
-        for (int64_t b = 0; b < K / kQBlock && t != WType::q8_0; ++b) {
-          const char* r = static_cast<const char*>(w.data) + n * w.row_bytes;
-          const double off = t == WType::q4_1 ? std::fabs(f16_bits_to_f32(reinterpret_cast<const BlockQ4_1*>(r)[b].m))
-                                              : 8.0 * f16_bits_to_f32(reinterpret_cast<const BlockQ4_0*>(r)[b].d);
-          s_err += off * sterm[size_t(m * (K / kQBlock) + b)];
-        }
+        double s_err = 0;  // the s16 term's error, weighted by the chunk's offset (|m|, 8 d_w, dmin m_c, ...)
+        for (int64_t b = 0; b < K / kQBlock; ++b) s_err += offs[size_t(b)] * sterm[size_t(m * (K / kQBlock) + b)];
         tight_tol[size_t(m * ldy + n)] = double(K + 8) * test::eps_of<float>() * abs_sum + s_err;
       }
     }
@@ -177,23 +228,31 @@ const std::vector<std::tuple<int64_t, int64_t, int64_t>> kFloatShapes = {
     {1, 1, 1}, {1, 1025, 1023}, {1, 1023, 1025}, {3, 1024, 1024}, {4, 33, 1025}, {5, 1025, 7}, {9, 31, 1023}};
 const std::vector<std::tuple<int64_t, int64_t, int64_t>> kQuantShapes = {
     {1, 1, 32}, {1, 1025, 992}, {1, 1023, 1056}, {2, 1024, 1024}, {4, 33, 1056}, {5, 1025, 64}, {9, 31, 992}};
+// K-quants: K in whole 256-value super-blocks, straddling 1024.
+const std::vector<std::tuple<int64_t, int64_t, int64_t>> kSuperShapes = {
+    {1, 1, 256}, {1, 1025, 768}, {1, 1023, 1280}, {2, 1024, 1024}, {4, 33, 1280}, {5, 1025, 256}, {9, 31, 768}};
 
 class MatmulTypes : public ::testing::TestWithParam<WType> {};
 
 TEST_P(MatmulTypes, MatchesDoubleOracle) {
   const WType t = GetParam();
-  for (const auto& [M, N, K] : wtype_is_quantized(t) ? kQuantShapes : kFloatShapes) check_case(t, M, N, K);
+  const auto& shapes = wtype_traits(t).block_elems == kSuperBlock ? kSuperShapes
+                       : wtype_is_quantized(t)                     ? kQuantShapes
+                                                                   : kFloatShapes;
+  for (const auto& [M, N, K] : shapes) check_case(t, M, N, K);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, MatmulTypes,
-                         ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0, WType::q4_1),
+                         ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0, WType::q4_1,
+                                           WType::q5_0, WType::q5_1, WType::q2_k, WType::q3_k, WType::q4_k,
+                                           WType::q5_k, WType::q6_k),
                          [](const auto& info) { return std::string(wtype_name(info.param)); });
 
 // A row's result must not depend on the thread count nor on the rows batched
 // with it (the engine relies on this: batched == one-by-one, bit for bit).
 TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
   const int64_t M = 5, N = 1025, K = 1024;
-  for (WType t : {WType::f32, WType::bf16, WType::q8_0, WType::q4_1})
+  for (WType t : {WType::f32, WType::bf16, WType::q8_0, WType::q4_1, WType::q5_0, WType::q2_k, WType::q4_k, WType::q6_k})
     for (SimdLevel level : test::simd_levels()) {
       ScopedSimdLimit lim(level);
       const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 3);
@@ -219,9 +278,10 @@ TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
 // type, a tile of 1..4 rows and K with a partial last chunk.
 TEST(Matmul, VnniKeepsTheAvx2Bits) {
   if (detected_simd_level() < SimdLevel::avx512vnni) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
-  for (WType t : {WType::q8_0, WType::q4_0, WType::q4_1})
+  for (int i = int(WType::q8_0); i < kWTypeCount; ++i)
     for (int64_t M : {1, 3, 4, 7}) {
-      const int64_t N = 67, K = 1056;
+      const WType t = WType(i);
+      const int64_t N = 67, K = wtype_traits(t).block_elems == kSuperBlock ? 1280 : 1056;
       const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 9);
       std::vector<float> x(size_t(M * K));
       test::fill_normal(x.data(), x.size(), 10 + uint64_t(M));
@@ -240,10 +300,12 @@ TEST(Matmul, VnniKeepsTheAvx2Bits) {
 // for the float weights), for quantized weights too (x's block is quantized
 // with a NaN scale, not converted to int), and no other row changes.
 TEST(Matmul, NonFiniteInputReachesOnlyItsRow) {
-  const int64_t M = 3, N = 67, K = 96;
-  for (WType t : {WType::f32, WType::f16, WType::q8_0, WType::q4_0, WType::q4_1})
+  const int64_t M = 3, N = 67;
+  for (int i = 0; i < kWTypeCount; ++i)
     for (float bad : {NAN, INFINITY})
       for (SimdLevel level : test::simd_levels()) {
+        const WType t = WType(i);
+        const int64_t K = wtype_traits(t).block_elems == kSuperBlock ? 512 : 96;
         ScopedSimdLimit lim(level);
         const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 4);
         const WeightView& w = rw.view;
@@ -305,6 +367,27 @@ TEST(Matmul, ActivationQuantizerAvx2WritesTheScalarBytes) {
   }
 }
 
+// The oracle's double weights (matmul_decode.hpp's reading of the blocks) round to the
+// reference dequantizer's f32 (which tests/gguf and python/tests/test_ggml_quants.py hold
+// bitwise to the gguf package) within the f32 roundings of its two or three operations.
+TEST(Matmul, OracleWeightsAreTheReferenceDequantizers) {
+  for (int i = int(WType::q8_0); i < kWTypeCount; ++i) {
+    const WType t = WType(i);
+    const int64_t N = 5, K = 1024;
+    const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 11);
+    std::vector<double> w64(static_cast<size_t>(K)), parts, offs;
+    std::vector<float> w32(static_cast<size_t>(K));
+    for (int64_t n = 0; n < N; ++n) {
+      dequantize_row_f64(rw.view, n, w64.data());
+      wtype_traits(t).to_float(static_cast<const char*>(rw.view.data) + n * rw.view.row_bytes, w32.data(), K);
+      parts_of_row(rw.view, n, parts, offs);
+      for (int64_t k = 0; k < K; ++k)
+        ASSERT_LE(std::fabs(w64[size_t(k)] - w32[size_t(k)]), 3 * test::eps_of<float>() * parts[size_t(k)])
+            << wtype_name(t) << " row " << n << " element " << k;
+    }
+  }
+}
+
 TEST(Matmul, BadArgumentsNameThemselves) {
   std::vector<uint8_t> wb(4096);
   std::vector<float> x(64), y(64);
@@ -323,7 +406,9 @@ TEST(Matmul, BadArgumentsNameThemselves) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("row_bytes"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_wtype("q5_0"), InvalidArgument);
+  EXPECT_THROW(parse_wtype("q7_0"), InvalidArgument);
+  EXPECT_EQ(parse_wtype("q5_0"), WType::q5_0);
+  EXPECT_EQ(parse_wtype("q6_k"), WType::q6_k);
   // y written over x or W (still being read): named; y right after x: fine.
   for (auto [yp, what] : {std::pair<float*, const char*>{x.data() + 8, "must not overlap x"},
                           std::pair<float*, const char*>{reinterpret_cast<float*>(wb.data()) + 20, "must not overlap w.data"}})

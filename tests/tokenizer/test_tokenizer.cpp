@@ -192,6 +192,41 @@ TEST(Tokenizer, ByteFallbackRoundTripsAnyUtf8) {
   EXPECT_EQ(t.decode(t.encode("a\xff")), "a\xef\xbf\xbd");
 }
 
+// SentencePiece by hand: ids 0..2 <unk> <s> </s>, 3..258 the byte tokens <0x00>..<0xFF>, then
+// "▁" 259, "a" 260, "b" 261, "ab" 262 (score -1), "▁a" 263 (-2), "▁ab" 264 (-0.5), "c" 265.
+// "ab c" with the space prefix is "▁ab▁c": "ab" (-1) merges before "▁a" (-2), then "▁ab";
+// "d" is no token: byte 0x64; a stray 0xFF byte likewise.
+TEST(Tokenizer, SentencePieceMergesByScoreWithByteFallback) {
+  using V = std::vector<int32_t>;
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<TokenType> types = {TokenType::unknown, TokenType::control, TokenType::control};
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">");
+    types.push_back(TokenType::byte);
+  }
+  const std::string sp = "\xE2\x96\x81";
+  for (const std::string& t : {sp, std::string("a"), std::string("b"), std::string("ab"), sp + "a", sp + "ab", std::string("c")}) {
+    tokens.push_back(t);
+    types.push_back(TokenType::normal);
+  }
+  std::vector<float> scores(tokens.size(), -10.0f);
+  scores[262] = -1.0f;
+  scores[263] = -2.0f;
+  scores[264] = -0.5f;
+  const Tokenizer t = Tokenizer::sentencepiece(tokens, scores, types, true);
+  EXPECT_EQ(t.kind(), TokenizerKind::spm);
+  EXPECT_EQ(t.encode("ab c"), (V{264, 259, 265}));
+  EXPECT_EQ(t.encode("abd"), (V{264, 3 + 0x64}));  // "▁ab", then d as a byte
+  EXPECT_EQ(t.encode("a\xff"), (V{263, 3 + 0xff}));
+  EXPECT_EQ(t.encode("<s>b"), (V{1, 259, 261}));  // the prefix space again after a special token
+  EXPECT_EQ(t.encode(""), V{});                     // no fragment, so no prefix space
+  EXPECT_EQ(t.decode(V{264, 259, 265, 3 + 0x64}), " ab cd");
+  const Tokenizer no_prefix = Tokenizer::sentencepiece(tokens, scores, types, false);
+  EXPECT_EQ(no_prefix.encode("ab c"), (V{262, 259, 265}));
+  EXPECT_THROW(Tokenizer::sentencepiece(tokens, std::vector<float>(3), types, true), InvalidArgument);
+}
+
 TEST(StreamDecoder, HoldsBackSplitCharacters) {
   const Tokenizer t = small_tokenizer({});
   const std::vector<int32_t> ids = t.encode("x\xf0\x9f\x99\x82y\xe6\x97\xa5");  // x 🙂 y 日: one token per byte

@@ -1,4 +1,4 @@
-// `llmk generate [--model PATH] [--prompt TEXT | --prompts FILE | TEXT] [-n N] [--temp T]
+// `llmk generate [--model NAME|PATH] [--prompt TEXT | --prompts FILE | TEXT] [-n N] [--temp T]
 // [--top-k K] [--top-p P] [--seed S] [--stop STR] [--kv-type f32|f16|q8|q4] [--kv-v-type T] [--kv-rotate]
 // [--threads N] [--kv-tokens N] [--max-seqs N] [--json] [--dump-logits FILE]`
 // (--kv-rotate: K stored Hadamard-rotated, llmk/kv_quant.hpp; most useful with q4.)

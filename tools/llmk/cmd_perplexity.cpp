@@ -1,4 +1,4 @@
-// `llmk perplexity --file F [--model PATH] [--kv-type f32|f16|q8|q4] [--kv-v-type T] [--kv-rotate] [--ctx N]
+// `llmk perplexity --file F [--model NAME|PATH] [--kv-type f32|f16|q8|q4] [--kv-v-type T] [--kv-rotate] [--ctx N]
 // [--chunks N] [--threads N] [--json]`: perplexity of a text under the model with the given
 // KV-cache type (--kv-rotate: K stored Hadamard-rotated, llmk/kv_quant.hpp),
 // and, for a type other than f32, the KL divergence of its next-token distributions from the

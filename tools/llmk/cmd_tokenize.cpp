@@ -1,4 +1,4 @@
-// `llmk tokenize [--model PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT...]`:
+// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT...]`:
 // the token ids and pieces of TEXT (or of file F's bytes, '-' for stdin) under the model's
 // tokenizer (default model: fetched when missing). Pieces are shown decoded (bytes, with C
 // escapes for control and non-UTF-8 bytes); --json prints {"ids": [...], "pieces": [...]}
@@ -64,7 +64,7 @@ void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n
 }
 
 int run_tokenize(llmk::cli::Args& args) {
-  const std::string usage = "usage: llmk tokenize [--model PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT]";
+  const std::string usage = "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT]";
   const std::string model = llmk::cli::model_arg(args);
   const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
   const bool lines = args.flag("lines"), chat = args.flag("chat");

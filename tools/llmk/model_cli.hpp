@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "cli.hpp"
@@ -26,20 +27,25 @@ struct LoadedModel {
       : file(gguf::File::open(path)), model(Model::from_gguf(file)), tok(Tokenizer::from_gguf(file)) {}
 };
 
-// --model PATH|NAME, or "" for the default model. A model is fetched (a download when it
-// is missing) by model_path() only once every option has been checked: a typo used to
-// start the download and be reported after it.
+// --model NAME|PATH, or "" for the default model. NAME is a short name of
+// gguf::kKnownModels (smollm2-135m, gemma-3-270m); anything else is a path. A known model
+// is fetched (a download when it is missing) by model_path() only once every option has
+// been checked: a typo used to start the download and be reported after it.
 inline std::string model_arg(Args& a) {
   const std::string m = a.get("model", "");
   LLMK_CHECK_ARG(!a.has("model") || !m.empty(), "cli", "--model", "\"\"",
-                 "needs a path (leave it out for the default model)");
+                 "needs a path or a model name (" + gguf::known_model_names() + "; leave it out for the default model)");
   return m;
 }
 // Names resolve through gguf::resolve_model, as in Python (llmk.LLM).
 inline std::string model_path(const std::string& model_arg) {
   const std::string path = gguf::resolve_model(model_arg);
-  if (path == model_arg) check_file("cli", "--model", model_arg);
-  return path;
+  if (path != model_arg) return path;
+  std::error_code ec;
+  LLMK_CHECK_ARG(std::filesystem::exists(model_arg, ec), "cli", "--model", model_arg,
+                 "is neither a file nor a known model (" + gguf::known_model_names() + ")");
+  check_file("cli", "--model", model_arg);
+  return model_arg;
 }
 
 // A KV type named f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types; int8 and
