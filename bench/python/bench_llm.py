@@ -63,6 +63,8 @@ def main():
         rows["py_engine"].append(s["decode_tokens"] / s["decode_seconds"])
         rows["py_wall"].append(s["decode_tokens"] / (wall - s["prefill_seconds"]))
         tokens = s["decode_tokens"]
+        print(f"round {r + 1}/{a.rounds}: " + ", ".join(f"{k} {v[-1]:.1f} tok/s" for k, v in rows.items()),
+              file=sys.stderr, flush=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
     overhead = med["cli"] / med["py_wall"] - 1
     engine = med["cli"] / med["py_engine"] - 1
