@@ -520,9 +520,9 @@ class LLM:
         (a character split across tokens comes with its last token; text that
         may start a stop string is held back until it cannot), and together
         they are the text ``generate`` returns for the same arguments. The
-        arguments are checked and the request submitted when ``stream`` is
-        called. Breaking out of the loop (closing the generator) or Ctrl-C
-        cancels the request.
+        arguments are checked when ``stream`` is called; the request is
+        submitted at the first iteration. Breaking out of the loop (closing
+        the generator) or Ctrl-C cancels it.
 
         Yields
         ------
@@ -539,11 +539,12 @@ class LLM:
         _, ids = self._encode_prompts(fn, prompt, "prompt")
         params = _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
                            seed, stop)
+        return self._pieces(ids, params)
+
+    def _pieces(self, ids, params):
+        # Submitted at the first next(): a generator dropped unstarted runs no code to cancel with.
         before = self._llm.stats()
         streams = self._submit(ids, params)
-        return self._pieces(streams, before)
-
-    def _pieces(self, streams, before):
         for _, _, text in self._events(streams):
             if text:
                 yield text.decode("utf-8", "replace")

@@ -30,10 +30,8 @@ needs_cli = pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
 PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",
-    "Once upon a time, in a small village,",
     "La tour Eiffel se trouve à",
     "日本の首都は",
-    "1, 2, 3, 4,",
 ]
 
 
@@ -65,12 +63,12 @@ def cli_generate(prompts, *opts):
 
 @needs_cli
 @pytest.mark.parametrize("case", [
-    dict(py={}, cli=[]),  # the defaults: greedy, 128 tokens
-    dict(py=dict(max_tokens=40, temperature=0.8, seed=7), cli=["-n", 40, "--temp", 0.8, "--seed", 7]),
-    dict(py=dict(max_tokens=40, temperature=1.1, top_k=5, top_p=0.9, seed=3),
-         cli=["-n", 40, "--temp", 1.1, "--top-k", 5, "--top-p", 0.9, "--seed", 3]),
-    dict(py=dict(max_tokens=40, stop=","), cli=["-n", 40, "--stop", ","]),
-], ids=["greedy-defaults", "temp0.8", "topk-topp", "stop"])
+    dict(py=dict(max_tokens=32), cli=["-n", 32]),  # the other defaults: greedy
+    dict(py=dict(max_tokens=24, temperature=0.8, seed=7), cli=["-n", 24, "--temp", 0.8, "--seed", 7]),
+    dict(py=dict(max_tokens=24, temperature=1.1, top_k=5, top_p=0.9, seed=3),
+         cli=["-n", 24, "--temp", 1.1, "--top-k", 5, "--top-p", 0.9, "--seed", 3]),
+    dict(py=dict(max_tokens=24, stop=","), cli=["-n", 24, "--stop", ","]),
+], ids=["greedy", "temp0.8", "topk-topp", "stop"])
 def test_generate_gives_the_clis_tokens(llm, case):
     rows = cli_generate(PROMPTS, *case["cli"])
     outs = llm.generate(PROMPTS, **case["py"])
@@ -89,17 +87,17 @@ def test_generate_gives_the_clis_tokens(llm, case):
 def test_quantized_kv_gives_the_clis_tokens(kv):
     llm = llmk.LLM(str(MODEL), kv_type=kv, threads=2)
     assert llm.config["kv_type"] == {"q8": "int8", "q4": "int4"}[kv]
-    rows = cli_generate(PROMPTS[:3], "-n", 24, "--kv-type", kv)
-    for r, o in zip(rows, llm.generate(PROMPTS[:3], max_tokens=24)):
+    rows = cli_generate(PROMPTS[:2], "-n", 16, "--kv-type", kv)
+    for r, o in zip(rows, llm.generate(PROMPTS[:2], max_tokens=16)):
         assert o.tokens == r["tokens"], (kv, r["prompt"])
 
 
 @needs_cli
 def test_a_single_prompt_with_a_newline_gives_the_clis_tokens(llm):
     prompt = "<|im_start|>user\nWhat is 12 times 7?<|im_end|>\n<|im_start|>assistant\n"
-    out = cli("generate", "--model", MODEL, "--prompt", prompt, "-n", 24, "--threads", 2, "--json")
+    out = cli("generate", "--model", MODEL, "--prompt", prompt, "-n", 16, "--threads", 2, "--json")
     row = next(json.loads(l) for l in out.splitlines() if '"tokens"' in l)
-    o = llm.generate(prompt, max_tokens=24)
+    o = llm.generate(prompt, max_tokens=16)
     assert isinstance(o, llmk.Completion)
     assert o.tokens == row["tokens"] and o.text == row["text"]
 
@@ -109,9 +107,9 @@ def test_a_single_prompt_with_a_newline_gives_the_clis_tokens(llm):
 def test_chat_gives_the_clis_reply(llm, sampled):
     msg = "What is 12 times 7?"
     opts = ["--seed", 5] if sampled else ["--temp", 0]
-    out = cli("chat", "--model", MODEL, "--prompt", msg, "-n", 48, "--threads", 2, *opts)
+    out = cli("chat", "--model", MODEL, "--prompt", msg, "-n", 24, "--threads", 2, *opts)
     kw = dict(seed=5) if sampled else dict(temperature=0)
-    o = llm.chat([{"role": "user", "content": msg}], max_tokens=48, **kw)
+    o = llm.chat([{"role": "user", "content": msg}], max_tokens=24, **kw)
     assert out == o.text + "\n"
     assert o.text
 
@@ -127,8 +125,8 @@ def test_chat_renders_the_clis_template(llm):
         llm.tokenize(tpl_default + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"))
 
 
-@pytest.mark.parametrize("kw", [dict(max_tokens=64), dict(max_tokens=64, temperature=0.9, seed=11),
-                                dict(max_tokens=64, stop=["\n\n", "。"])])
+@pytest.mark.parametrize("kw", [dict(max_tokens=32), dict(max_tokens=32, temperature=0.9, seed=11),
+                                dict(max_tokens=32, stop=["\n\n", "。"])])
 def test_stream_pieces_concatenate_to_the_generated_text(llm, kw):
     for p in PROMPTS:
         pieces = list(llm.stream(p, **kw))
@@ -164,10 +162,10 @@ def test_perplexity_is_the_clis(llm, tmp_path):
         "/usr/share/common-licenses/GPL-3").exists() else (ROOT / "README.md").read_text()
     f = tmp_path / "t.txt"
     f.write_text(text)
-    out = cli("perplexity", "--model", MODEL, "--file", f, "--kv-type", "f16", "--ctx", 128, "--chunks", 3,
+    out = cli("perplexity", "--model", MODEL, "--file", f, "--kv-type", "f16", "--ctx", 64, "--chunks", 2,
               "--threads", 2, "--json")
     want = json.loads(out.splitlines()[-1])["ppl"]
-    got = llm.perplexity(text, ctx=128, chunks=3)
+    got = llm.perplexity(text, ctx=64, chunks=2)
     assert abs(got - want) <= 1e-6 * want + 5e-7, (got, want)  # the CLI prints 6 decimals
 
 
