@@ -8,7 +8,8 @@ Workloads (each request streamed through /v1/completions or /v1/chat/completions
           128 output tokens.
 Concurrency: 1, 8, 32 clients, each sending its share of the requests back to back.
 Servers: llmk (prefix cache on; on the shared workload also with --no-prefix-cache) and
-llama-cpp-python's OpenAI server (`python -m llama_cpp.server`, scripts/setup-peers).
+llama-cpp-python's OpenAI server (`python -m llama_cpp.server`, scripts/setup-peers), started with
+`--interrupt_requests False` (by default a new request cuts the stream in progress short).
 
 How counted: output tokens = streamed chunks that carry text (one per token for both
 servers; llmk merges the rare token that ends inside a UTF-8 character with the next);
@@ -64,7 +65,7 @@ class Proc:
             self.port = free_port()
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
                    "--port", str(self.port), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-                   "--n_ctx", "4096", *args]
+                   "--n_ctx", "4096", "--interrupt_requests", "False", *args]
             self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.time()
         while time.time() - t0 < 120:

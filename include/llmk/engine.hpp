@@ -85,8 +85,8 @@ enum class Finish : uint8_t { running, eos, length, stop, error, cancelled };
 const char* finish_name(Finish f);
 
 struct Event {        // one new token of one request
-  int64_t id;         // submit() order
-  int32_t token;      // -1 on a Finish::error event (no token could be drawn)
+  int64_t id;         // submit() order (RequestStream::id() for AsyncEngine's events)
+  int32_t token;      // -1 on a Finish::error (no token could be drawn) or Finish::cancelled event
   std::string text;   // its complete UTF-8 text (held back across a split character or a possible stop string)
   Finish finish;      // != running on the request's last event
   float logprob = 0;  // the token's log-probability when Request::logprobs >= 0 (0 on a token -1 event)

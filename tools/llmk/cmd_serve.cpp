@@ -188,6 +188,7 @@ class Server {
               [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
   }
 
+  bool stopping() const { return stopping_.load(); }
   // SIGINT / SIGTERM: refuse new requests, end the in-flight ones, wait for them.
   void shut_down() {
     stopping_.store(true);
@@ -715,6 +716,7 @@ int run_serve(Args& args) {
               bound, kv_cli_name(ec).c_str(), (long long)ec.kv_tokens, (long long)ec.max_seqs);
   std::fflush(stdout);
   http.listen_after_bind();
+  if (!srv.stopping()) pthread_kill(sig.native_handle(), SIGTERM);  // the listener failed: wake the signal thread
   sig.join();
   return 0;
 }
