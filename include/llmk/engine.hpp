@@ -230,7 +230,7 @@ class AsyncEngine {
   // Refuses new requests and cancels every accepted one; each stream still gets
   // its final event. Returns at once; the destructor (or wait_idle()) waits.
   void stop();
-  // Blocks until no accepted request is in flight.
+  // Blocks until no accepted request is in flight and every stream has its final event.
   void wait_idle();
   AsyncEngineStatus status() const;
   const EngineConfig& config() const { return engine_.config(); }
@@ -248,6 +248,7 @@ class AsyncEngine {
   std::condition_variable wake_, idle_;
   std::deque<Cmd> cmds_;
   bool stopping_ = false;
+  int64_t delivering_ = 0;  // finished (no longer in_flight_) but their final events not yet pushed
   int64_t next_id_ = 0, in_flight_ = 0;
   AsyncEngineStatus status_;
   std::thread thread_;  // last: starts after every member above is built

@@ -510,7 +510,7 @@ void AsyncEngine::stop() {
 
 void AsyncEngine::wait_idle() {
   std::unique_lock<std::mutex> lk(m_);
-  idle_.wait(lk, [&] { return in_flight_ == 0; });
+  idle_.wait(lk, [&] { return in_flight_ == 0 && delivering_ == 0; });
 }
 
 AsyncEngineStatus AsyncEngine::status() const {
@@ -575,11 +575,15 @@ void AsyncEngine::loop() {
       std::lock_guard<std::mutex> lk(m_);
       stopping_ = true;
     }
-    {  // before the streams hear of it: a client that saw its last event reads a status without its request
+    for (const Output& o : done) ended += streams.count(o.id) ? 1 : 0;
+    {  // before the streams hear of it: a client that saw its last event finds its request gone from
+       // the status and from in_flight_, so an immediate next submit() is not refused as queue_full
       std::lock_guard<std::mutex> lk(m_);
       status_.stats = engine_.stats();
       status_.kv = engine_.kv_stats();
       status_.running = engine_.running();
+      in_flight_ -= ended;
+      delivering_ += ended;
     }
     std::unordered_map<int64_t, Output*> out_of;
     for (Output& o : done) out_of[o.id] = &o;
@@ -598,11 +602,10 @@ void AsyncEngine::loop() {
       if (st == streams.end()) continue;
       engine_id.erase(st->second->id());
       streams.erase(st);
-      ++ended;
     }
     std::lock_guard<std::mutex> lk(m_);
-    in_flight_ -= ended;
-    if (in_flight_ == 0) idle_.notify_all();
+    delivering_ -= ended;
+    if (in_flight_ == 0 && delivering_ == 0) idle_.notify_all();
   }
 }
 

@@ -434,4 +434,22 @@ TEST(AsyncEngine, FullQueueRefusesAndBadRequestsThrowOnTheCallersThread) {
   EXPECT_EQ(ae.status().kv.blocks_used, 0);
 }
 
+// A client that has its request's last event may submit again at once: the finished request
+// no longer counts against max_queue (it did until after every stream had been fed).
+TEST(AsyncEngine, FinishedRequestFreesItsQueueSlotBeforeItsLastEvent) {
+  Model m = Model::random(tiny(), WType::q4_1, 39);
+  EngineConfig c;
+  c.max_seqs = 1;
+  AsyncEngine ae(m, nullptr, c, 1);
+  Request r;
+  r.prompt = tokens(4, 3);
+  r.max_tokens = 1;
+  for (int i = 0; i < 300; ++i) {
+    AsyncEngine::Refused why;
+    auto st = ae.submit(r, &why);
+    ASSERT_TRUE(st) << "submit " << i << " refused right after the previous request's last event";
+    while (!st->finished()) st->wait(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
