@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "llmk/cpu_features.hpp"
 #include "llmk/tensor.hpp"
 
 #ifndef LLMK_SOURCE_DIR
@@ -109,6 +110,11 @@ void Reporter::ratios(const std::string& impl, const std::vector<std::string>& v
     }
   }
   std::fflush(stdout);
+}
+
+std::string simd_note() {
+  return std::string("llmk SIMD path: ") + simd_name(simd_level()) + " (this CPU: " + simd_name(cpu_simd_level()) +
+         (detected_simd_level() < cpu_simd_level() ? ", capped by LLMK_SIMD)" : ")");
 }
 
 void Reporter::note(const std::string& text) {

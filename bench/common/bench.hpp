@@ -77,6 +77,10 @@ std::vector<Row> run_python_peer(const std::string& script, const std::vector<st
 std::string python_executable();
 std::string source_dir();
 
+// "llmk SIMD path: <level> (this CPU: <level>[, capped by LLMK_SIMD])": the
+// line benches print first, and whose level their llmk rows carry as `simd`.
+std::string simd_note();
+
 // Formats "16384x4096".
 std::string shape_str(std::initializer_list<int64_t> dims);
 
