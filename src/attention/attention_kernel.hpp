@@ -353,6 +353,150 @@ void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& q
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// Lanes of an 8-bit mask (bit i: lane i) as an all-ones / zero vector.
+inline __m256i lanes_avx2(uint32_t bits) {
+  const __m256i b = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int32_t(bits & 255u)), b), b);
+}
+// tile_scales_avx512 on AVX2, for all kTile positions of a tile: each
+// block's first 4 bytes (d, then m for Q4_1) copied by scalar loads (an AVX2
+// gather measured slower), then 8 positions' scales converted at once; 0 from n on.
+template <bool Q4, bool kCenter>
+inline void tile_scales_avx2(const TileRows& vt, int n, int64_t ng, float* dt, float* mt) {
+  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
+  alignas(32) uint32_t raw[kKvMaxGroups][kTile];
+  for_rows(vt, 0, n, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
+    for (int64_t g = 0; g < ng; ++g) std::memcpy(&raw[g][t], row + g * blk, 4);
+  });
+  for (int64_t g = 0; g < ng; ++g) std::fill(raw[g] + n, raw[g] + kTile, 0u);
+  // in each 128-bit lane: the low halves (d) of its 4 dwords, then the high halves (m)
+  const __m256i pk = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13,
+                                      2, 3, 6, 7, 10, 11, 14, 15);
+  for (int64_t g = 0; g < ng; ++g)
+    for (int h = 0; h < kTile / 8; ++h) {
+      const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(raw[g] + 8 * h));
+      const __m256i y = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x, pk), 0xD8);  // [d of the 8 | m of the 8]
+      const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(y));
+      _mm256_storeu_ps(dt + g * kTile + 8 * h, d);
+      if constexpr (Q4) {
+        __m256 m = _mm256_cvtph_ps(_mm256_extracti128_si256(y, 1));
+        if constexpr (kCenter) m = _mm256_fmadd_ps(d, _mm256_set1_ps(8.0f), m);  // as tile_scales_avx512
+        _mm256_storeu_ps(mt + g * kTile + 8 * h, m);
+      }
+    }
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// score_tile_avx2's work for rows r0 .. r0 + NR against the 8 keys of kt (one
+// group g each, transposed: kt[j] lane t = key t's quant dword j), scales dk
+// (int4 mins mk) in lanes: f[i] += (dk dq) dot [after + mk qsum], the
+// arithmetic of qdots4 per (row, key). int8: |k| against q with k's sign
+// (vpsignb), one vpmaddubsw + vpmaddwd a dword (pair sums <= 2 * 128 * 127 <
+// 2^15); int4: the unsigned nibbles against q, vpmaddubsw summed in 16 bits
+// over the group (<= 16 * 2 * 15 * 127 < 2^15), widened once.
+template <bool Q4, int NR>
+[[gnu::always_inline]] inline void rows_avx2(const __m256i* kt, __m256 dk, __m256 mk, const QuantQ& qq, int r0,
+                                             int64_t g, __m256* f) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a[NR];
+  for (int i = 0; i < NR; ++i) a[i] = _mm256_setzero_si256();
+#pragma GCC unroll 2  // fully unrolled, GCC spilled the accumulators
+  for (int j = 0; j < 8; ++j) {
+    const __m256i k = _mm256_load_si256(kt + j);
+    const __m256i u = Q4 ? k : _mm256_sign_epi8(k, k);
+    for (int i = 0; i < NR; ++i) {
+      int32_t qd;
+      std::memcpy(&qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 4);
+      const __m256i qb = _mm256_set1_epi32(qd);
+      if constexpr (Q4)
+        a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, qb));
+      else
+        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(qb, k)), ones));
+    }
+  }
+  for (int i = 0; i < NR; ++i) {
+    const int64_t si = g * qq.R + r0 + i;
+    const __m256i d = Q4 ? _mm256_madd_epi16(a[i], ones) : a[i];
+    if constexpr (Q4) f[i] = _mm256_fmadd_ps(mk, _mm256_set1_ps(qq.qsum[si]), f[i]);
+    f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dk, _mm256_set1_ps(qq.dq[si])), f[i]);
+  }
+}
+
+// Quantized-K scores of a run of a tile (n <= 32 keys at kp, row stride kr)
+// against all R rows on AVX2, 8 keys at a time, with the keys in lanes as in
+// score_tile_avx512vnni: per group the 8 keys' quants transposed in registers
+// (int8: an 8 x 8 dword transpose; int4: [key i | key i + 4] rows, a 4 x 4
+// transpose inside 128-bit lanes, nibbles split), into kt (L1), then each
+// block of 4 rows takes the 8 dwords against broadcast query dwords: no
+// horizontal sums, and the transposition serves all rows. Keys past n
+// repeat key 0; their lanes are never stored. Each (row, key) gets the exact
+// integer dot of each group and qdots4's f32 steps in its order: the bits of
+// qdots4x2.
+template <bool Q4>
+void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
+  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8)), qs_at = Q4 ? 4 : 2;
+  const int64_t ng = qq.ng;
+  alignas(32) float dt[kKvMaxGroups * kTile], mt[kKvMaxGroups * kTile];
+  tile_scales_avx2<Q4, false>(TileRows{kp, kp, n, kr}, n, ng, dt, mt);
+  alignas(32) __m256i kt[kKvMaxGroups][8];
+  for (int t0 = 0; t0 < n; t0 += 8) {
+    const int nk = std::min(8, n - t0);
+    const uint8_t* rows[8];
+    for (int t = 0; t < 8; ++t) rows[t] = kp + (t < nk ? t0 + t : 0) * kr + qs_at;
+    for (int t = 0; t < nk; ++t) pf.part();
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t o = g * blk;
+      if constexpr (Q4) {
+        __m256i z[4];
+        for (int i = 0; i < 4; ++i)
+          z[i] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 4] + o)),
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + o)));
+        const __m256i t0v = _mm256_unpacklo_epi32(z[0], z[1]), t1v = _mm256_unpackhi_epi32(z[0], z[1]);
+        const __m256i t2v = _mm256_unpacklo_epi32(z[2], z[3]), t3v = _mm256_unpackhi_epi32(z[2], z[3]);
+        const __m256i u[4] = {_mm256_unpacklo_epi64(t0v, t2v), _mm256_unpackhi_epi64(t0v, t2v),
+                              _mm256_unpacklo_epi64(t1v, t3v), _mm256_unpackhi_epi64(t1v, t3v)};
+        const __m256i m = _mm256_set1_epi8(15);
+        for (int c = 0; c < 4; ++c) {  // dword c: elements 4c.. (low nibbles), 16 + 4c.. (high)
+          _mm256_store_si256(&kt[g][c], _mm256_and_si256(u[c], m));
+          _mm256_store_si256(&kt[g][4 + c], _mm256_and_si256(_mm256_srli_epi16(u[c], 4), m));
+        }
+      } else {
+        __m256i r[8], t[8], u[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + o));
+        for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+        for (int i = 0; i < 8; i += 4) {
+          u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]), u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+          u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]), u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+        }
+        for (int c = 0; c < 4; ++c) {  // u[c] (keys 0-3), u[4 + c] (keys 4-7): dwords c | 4 + c
+          _mm256_store_si256(&kt[g][c], _mm256_permute2x128_si256(u[c], u[4 + c], 0x20));
+          _mm256_store_si256(&kt[g][4 + c], _mm256_permute2x128_si256(u[c], u[4 + c], 0x31));
+        }
+      }
+    }
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const auto block = [&](auto nrc, int r0) {
+      constexpr int NR = decltype(nrc)::value;
+      __m256 f[NR];
+      for (int i = 0; i < NR; ++i) f[i] = _mm256_setzero_ps();
+      for (int64_t g = 0; g < ng; ++g)
+        rows_avx2<Q4, NR>(kt[g], _mm256_load_ps(dt + g * kTile + t0), _mm256_load_ps(mt + g * kTile + t0), qq, r0, g,
+                          f);
+      for (int i = 0; i < NR; ++i) _mm256_maskstore_ps(s + (r0 + i) * kTile + t0, live, f[i]);
+    };
+    int r = 0;
+    for (; r + 4 <= R; r += 4) block(std::integral_constant<int, 4>{}, r);
+    switch (R - r) {
+      case 3: block(std::integral_constant<int, 3>{}, r); break;
+      case 2: block(std::integral_constant<int, 2>{}, r); break;
+      case 1: block(std::integral_constant<int, 1>{}, r); break;
+    }
+  }
+}
+#endif
+
 // Scores of the n keys at kp (row stride kr) against all R rows: s[r * kTile + t].
 // Two keys at a time where the ISA has 128-bit lanes: each 4-row block of both
 // in one qdots4x2 (the same bits as two qdots4). With AVX-512 VNNI, the whole
@@ -362,6 +506,12 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
 #if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if constexpr (std::is_same_v<S, simd::Avx512>) {
     score_tile_avx512vnni<T == KvType::int4>(kp, kr, n, qq, R, s, pf);
+    return;
+  }
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  if constexpr (kIsAvx2<S>) {
+    score_tile_avx2<T == KvType::int4>(kp, kr, n, qq, R, s, pf);
     return;
   }
 #endif
@@ -460,38 +610,6 @@ void score_float(const uint8_t* kp, int64_t kr, int n, const float* q, int R, in
 }
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-// Lanes of an 8-bit mask (bit i: lane i) as an all-ones / zero vector.
-inline __m256i lanes_avx2(uint32_t bits) {
-  const __m256i b = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int32_t(bits & 255u)), b), b);
-}
-// tile_scales_avx512 on AVX2, for all kTile positions of a tile: each
-// block's first 4 bytes (d, then m for Q4_1) copied by scalar loads (an AVX2
-// gather measured slower), then 8 positions' scales converted at once; 0 from n on.
-template <bool Q4, bool kCenter>
-inline void tile_scales_avx2(const TileRows& vt, int n, int64_t ng, float* dt, float* mt) {
-  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
-  alignas(32) uint32_t raw[kKvMaxGroups][kTile];
-  for_rows(vt, 0, n, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
-    for (int64_t g = 0; g < ng; ++g) std::memcpy(&raw[g][t], row + g * blk, 4);
-  });
-  for (int64_t g = 0; g < ng; ++g) std::fill(raw[g] + n, raw[g] + kTile, 0u);
-  // in each 128-bit lane: the low halves (d) of its 4 dwords, then the high halves (m)
-  const __m256i pk = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13,
-                                      2, 3, 6, 7, 10, 11, 14, 15);
-  for (int64_t g = 0; g < ng; ++g)
-    for (int h = 0; h < kTile / 8; ++h) {
-      const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(raw[g] + 8 * h));
-      const __m256i y = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x, pk), 0xD8);  // [d of the 8 | m of the 8]
-      const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(y));
-      _mm256_storeu_ps(dt + g * kTile + 8 * h, d);
-      if constexpr (Q4) {
-        __m256 m = _mm256_cvtph_ps(_mm256_extracti128_si256(y, 1));
-        if constexpr (kCenter) m = _mm256_fmadd_ps(d, _mm256_set1_ps(8.0f), m);  // as tile_scales_avx512
-        _mm256_storeu_ps(mt + g * kTile + 8 * h, m);
-      }
-    }
-}
 // The integer weights of pv_weights<.., true> on AVX2, from the scales dt
 // (and centered mins mt) of tile_scales_avx2: the values of the AVX-512
 // levels (16-bit for int8 V, 8-bit as avx512vbmi for int4 V; the same
