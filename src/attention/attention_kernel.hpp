@@ -22,13 +22,15 @@
 // P.V: the V rows are read once per 4 query rows and dequantized in registers
 // (int8/int4: the per-32 scale folded into the weight p * d, the int4 min into
 // one term per row and group), accumulated into 4 x 2 register vectors of acc
-// that also take the rescale. On AVX-512, int8/int4 V instead takes the
-// weights p * d as 16-bit integers scaled by a power of two per (tile, row,
-// group) and sums quants * weights in int32 (vpdpwssd / vpmaddwd: half the
-// multiplies of the FMAs; pv_weights<.., true>, pv_int_rows_avx512, and the
-// error bound in docs/kv_cache.md); compiled with VBMI (attention_avx512vbmi.cpp)
-// an int4 V takes 8-bit weights, four positions a vpdpbusd
-// (pv_q4_rows_avx512vbmi, kPvBytes). Nothing is dequantized to memory. A row's
+// that also take the rescale (the scalar path). On AVX2 and AVX-512, int8/int4
+// V instead takes the weights p * d as 16-bit integers scaled by a power of two
+// per (tile, row, group) and sums quants * weights in int32 (vpdpwssd /
+// vpmaddwd: half the multiplies of the FMAs; pv_weights<.., true>,
+// pv_int_rows_avx512, pv_q8_rows_avx2, and the error bound in
+// docs/kv_cache.md); on AVX2, and compiled with VBMI (attention_avx512vbmi.cpp),
+// an int4 V takes 8-bit weights against centered quants (vpmaddubsw two
+// positions at a time, pv_q4_rows_avx2; vpdpbusd four at a time,
+// pv_q4_rows_avx512vbmi, kPvBytes). Nothing is dequantized to memory. A row's
 // arithmetic depends only on its own q, its limit and the positions, never on
 // the other rows or heads of the item (a block of 4 rows runs to its longest visible
 // count: the others' extra terms have p = 0 exactly and add exact zeros).
@@ -38,7 +40,8 @@
 // against quantized weights), and a score is sum over groups of
 // d_k * d_q * (integer dot of the quants) [+ m_k * d_q * sum(q quants) for int4],
 // the integer dots done 32 values at a time (attn_simd.hpp; with AVX-512 VNNI
-// a whole tile at once, score_tile_avx512vnni). This changes the
+// a whole tile at once, score_tile_avx512vnni, and on AVX2 8 keys at once,
+// score_tile_avx2). This changes the
 // scores by at most sum_g d_q,g/2 * sum_{c in g} |k_c| (k dequantized): see
 // QuantQ and tests/attention.
 #pragma once
@@ -90,7 +93,8 @@ inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
 inline constexpr int kKvMaxGroups = 8;  // head_dim <= 256
 
 // int4 V on AVX-512 with VBMI and VNNI: P.V takes 8-bit weights, four
-// positions a vpdpbusd (pv_q4_rows_avx512vbmi); elsewhere 16-bit ones, two a vpdpwssd.
+// positions a vpdpbusd (pv_q4_rows_avx512vbmi); at the other AVX-512 levels
+// 16-bit ones, two a vpdpwssd. (AVX2 takes 8-bit ones too: int_weights_avx2.)
 template <KvType T>
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
 inline constexpr bool kPvBytes = T == KvType::int4;
@@ -498,9 +502,9 @@ void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
 #endif
 
 // Scores of the n keys at kp (row stride kr) against all R rows: s[r * kTile + t].
-// Two keys at a time where the ISA has 128-bit lanes: each 4-row block of both
-// in one qdots4x2 (the same bits as two qdots4). With AVX-512 VNNI, the whole
-// tile at once (score_tile_avx512vnni).
+// AVX-512: two keys at a time, each 4-row block of both in one qdots4x2 (the
+// same bits as two qdots4); with VNNI, the whole tile at once
+// (score_tile_avx512vnni). AVX2: 8 keys at a time (score_tile_avx2).
 template <class S, KvType T>
 void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
 #if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
