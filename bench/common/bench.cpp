@@ -149,7 +149,7 @@ double median_ms(const std::function<void()>& fn, int min_reps, double min_secon
 }
 
 std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fns, int rounds,
-                                          double round_seconds) {
+                                          double round_seconds, std::vector<double>* min_ms) {
   using clk = std::chrono::steady_clock;
   std::vector<std::vector<double>> t(fns.size());
   for (int r = 0; r < rounds; ++r)
@@ -165,7 +165,11 @@ std::vector<double> interleaved_median_ms(const std::vector<std::function<void()
       }
     }
   std::vector<double> med;
-  for (auto& v : t) med.push_back(median_of(std::move(v)));
+  if (min_ms) min_ms->clear();
+  for (auto& v : t) {
+    if (min_ms) min_ms->push_back(*std::min_element(v.begin(), v.end()));
+    med.push_back(median_of(std::move(v)));
+  }
   return med;
 }
 

@@ -56,9 +56,10 @@ double median_ms(const std::function<void()>& fn, int min_reps = 5, double min_s
 // round_seconds have passed (at least once), for every i in order. On a
 // shared machine whose speed drifts over seconds, each function then sees the
 // same mix of fast and slow phases, so their ratios hold even when the
-// absolute times do not.
+// absolute times do not. min_ms (optional): each function's fastest call,
+// the least disturbed one where other jobs share the cores.
 std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fns, int rounds,
-                                          double round_seconds);
+                                          double round_seconds, std::vector<double>* min_ms = nullptr);
 
 // The rows of several rounds of a bench (llmk's rows and a peer's, taken in
 // turn) reduced to one row per (impl, op, shape, dtype): the round with the
