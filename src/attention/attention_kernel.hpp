@@ -365,7 +365,7 @@ inline __m256i lanes_avx2(uint32_t bits) {
 }
 // tile_scales_avx512 on AVX2, for all kTile positions of a tile: each
 // block's first 4 bytes (d, then m for Q4_1) copied by scalar loads (an AVX2
-// gather measured slower), then 8 positions' scales converted at once; 0 from n on.
+// gather measured no faster), then 8 positions' scales converted at once; 0 from n on.
 template <bool Q4, bool kCenter>
 inline void tile_scales_avx2(const TileRows& vt, int n, int64_t ng, float* dt, float* mt) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
@@ -399,7 +399,7 @@ inline void tile_scales_avx2(const TileRows& vt, int n, int64_t ng, float* dt, f
 // arithmetic of qdots4 per (row, key). int8: |k| against q with k's sign
 // (vpsignb), one vpmaddubsw + vpmaddwd a dword (pair sums <= 2 * 128 * 127 <
 // 2^15); int4: the unsigned nibbles against q, vpmaddubsw summed in 16 bits
-// over the group (<= 16 * 2 * 15 * 127 < 2^15), widened once.
+// over the group (8 pair sums <= 8 * 2 * 15 * 127 < 2^15), widened once.
 template <bool Q4, int NR>
 [[gnu::always_inline]] inline void rows_avx2(const __m256i* kt, __m256 dk, __m256 mk, const QuantQ& qq, int r0,
                                              int64_t g, __m256* f) {
@@ -436,8 +436,8 @@ template <bool Q4, int NR>
 // block of 4 rows takes the 8 dwords against broadcast query dwords: no
 // horizontal sums, and the transposition serves all rows. Keys past n
 // repeat key 0; their lanes are never stored. Each (row, key) gets the exact
-// integer dot of each group and qdots4's f32 steps in its order: the bits of
-// qdots4x2.
+// integer dot of each group and qdots4's f32 steps in its order (the
+// arithmetic of qdots4x2).
 template <bool Q4>
 void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8)), qs_at = Q4 ? 4 : 2;
