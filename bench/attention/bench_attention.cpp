@@ -15,6 +15,10 @@
 // All (type, layout) variants of a shape are timed in turns, 7 rounds of
 // ~30 ms each (interleaved_median_ms), so the type and paging ratios compare
 // runs under the same machine load; each round's first call is untimed.
+// Decode rows also give the fastest call (min_ms): on a machine shared with
+// other jobs, where the medians mostly time the waits.
+// Every decode and prefill1 row names the SIMD path that ran (`simd`: the
+// level llmk picked, capped by LLMK_SIMD; simd_note()).
 // The "read" rows (f32 only) time a plain read of the same K and V rows in the
 // kernel's order (read_rows): the memory system's own cost of the layout.
 // The "prefill1" rows (paged) time the same step through attention_prefill
@@ -40,6 +44,7 @@
 
 #include "bench/common/bench.hpp"
 #include "llmk/attention.hpp"
+#include "llmk/cpu_features.hpp"
 #include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
 
@@ -198,6 +203,7 @@ int run(const Options& opt) {
                "FLOPs = sum_b kv_len_b * Hq * (4 * head_dim + 5) (q.k and p.v 2 * head_dim each, softmax 5); "
                "paged = 16-token blocks in shuffled order, paged-64 = 64-token blocks in shuffled order, contiguous = one "
                "max-length block per sequence");
+  rep.note(simd_note());
   std::vector<std::string> skipped;
   for (const Model& m : models)
     for (int64_t B : batches)
@@ -257,13 +263,16 @@ int run(const Options& opt) {
         uint64_t sink = 0;  // the read rows, f32 only: the largest, most memory-bound layout
         for (const Variant& v : vs)
           if (v.t == KvType::f32 && v.bt != 64) fns.push_back([&] { sink ^= read_rows(v.p, v.pt, m); });
-        const std::vector<double> ms = interleaved_median_ms(fns, opt.quick ? 1 : 7, opt.quick ? 0.002 : 0.03);
+        std::vector<double> fastest;
+        const std::vector<double> ms = interleaved_median_ms(fns, opt.quick ? 1 : 7, opt.quick ? 0.002 : 0.03, &fastest);
         for (size_t i = 0; i < vs.size(); ++i) {
           const Variant& v = vs[i];
           const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
           Row r{"attention", impl_of(v), "decode", shape, kv_type_name(v.t), ms[i],
                 double(bytes) / (ms[i] * 1e6), {}};
           r.extra["splits"] = std::to_string(attention_decode_splits(v.p.view, v.pt.view(), ctx));
+          r.extra["simd"] = simd_name(simd_level());
+          r.extra["min_ms"] = std::to_string(fastest[i]);
           add_roofline_fields(r, m, v.t, ctx, B, bytes, ms[i]);
           rep.add(r);
         }
@@ -273,7 +282,8 @@ int run(const Options& opt) {
             const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
             for (const char* op : {"prefill1", "prefill1-1chunk"}) {
               if (B != 1 && std::string(op) != "prefill1") continue;  // prefill1-1chunk: batch 1 only
-              rep.add({"attention", "paged", op, shape, kv_type_name(v.t), ms[next], double(bytes) / (ms[next] * 1e6), {}});
+              rep.add({"attention", "paged", op, shape, kv_type_name(v.t), ms[next], double(bytes) / (ms[next] * 1e6),
+                       {{"simd", simd_name(simd_level())}}});
               ++next;
             }
           }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "llmk/cpu_features.hpp"
 #include "llmk/tensor.hpp"
 
 #ifndef LLMK_SOURCE_DIR
@@ -111,6 +112,11 @@ void Reporter::ratios(const std::string& impl, const std::vector<std::string>& v
   std::fflush(stdout);
 }
 
+std::string simd_note() {
+  return std::string("llmk SIMD path: ") + simd_name(simd_level()) + " (this CPU: " + simd_name(cpu_simd_level()) +
+         (detected_simd_level() < cpu_simd_level() ? ", capped by LLMK_SIMD)" : ")");
+}
+
 void Reporter::note(const std::string& text) {
   if (opt_.json)
     std::printf("{\"type\":\"note\",\"kernel\":\"%s\",\"note\":\"%s\"}\n", kernel_.c_str(), json_escape(text).c_str());
@@ -143,7 +149,7 @@ double median_ms(const std::function<void()>& fn, int min_reps, double min_secon
 }
 
 std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fns, int rounds,
-                                          double round_seconds) {
+                                          double round_seconds, std::vector<double>* min_ms) {
   using clk = std::chrono::steady_clock;
   std::vector<std::vector<double>> t(fns.size());
   for (int r = 0; r < rounds; ++r)
@@ -159,7 +165,11 @@ std::vector<double> interleaved_median_ms(const std::vector<std::function<void()
       }
     }
   std::vector<double> med;
-  for (auto& v : t) med.push_back(median_of(std::move(v)));
+  if (min_ms) min_ms->clear();
+  for (auto& v : t) {
+    if (min_ms) min_ms->push_back(*std::min_element(v.begin(), v.end()));
+    med.push_back(median_of(std::move(v)));
+  }
   return med;
 }
 

@@ -56,9 +56,10 @@ double median_ms(const std::function<void()>& fn, int min_reps = 5, double min_s
 // round_seconds have passed (at least once), for every i in order. On a
 // shared machine whose speed drifts over seconds, each function then sees the
 // same mix of fast and slow phases, so their ratios hold even when the
-// absolute times do not.
+// absolute times do not. min_ms (optional): each function's fastest call,
+// the least disturbed one where other jobs share the cores.
 std::vector<double> interleaved_median_ms(const std::vector<std::function<void()>>& fns, int rounds,
-                                          double round_seconds);
+                                          double round_seconds, std::vector<double>* min_ms = nullptr);
 
 // The rows of several rounds of a bench (llmk's rows and a peer's, taken in
 // turn) reduced to one row per (impl, op, shape, dtype): the round with the
@@ -76,6 +77,10 @@ double stream_triad_gbps(int threads, size_t total_bytes = 768u << 20);
 std::vector<Row> run_python_peer(const std::string& script, const std::vector<std::string>& args, std::string* why);
 std::string python_executable();
 std::string source_dir();
+
+// "llmk SIMD path: <level> (this CPU: <level>[, capped by LLMK_SIMD])": the
+// line benches print first, and whose level their llmk rows carry as `simd`.
+std::string simd_note();
 
 // Formats "16384x4096".
 std::string shape_str(std::initializer_list<int64_t> dims);

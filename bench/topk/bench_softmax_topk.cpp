@@ -8,7 +8,7 @@
 // (logit_copies), so no shape is timed from the cache; llmk_warm rows time
 // llmk on one copy, from the cache where it fits (the compute side). Three rounds
 // (one with --quick) of llmk + naive over every shape, then the torch peer; each
-// row is its median round.
+// row is its median round. llmk rows name the SIMD path that ran (`simd`).
 
 #include <algorithm>
 #include <cinttypes>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/common/bench.hpp"
+#include "llmk/cpu_features.hpp"
 #include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
 #include "llmk/topk.hpp"
@@ -69,6 +70,7 @@ int run(const Options& opt) {
   Reporter rep(opt, "softmax-topk",
                "bytes = 4*B*V (f32 logits read once); naive = softmax to memory + heap top-k; torch = "
                "torch.softmax + torch.topk");
+  rep.note(simd_note());
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   set_num_threads(threads);
   const double min_s = opt.quick ? 0.02 : 0.3;
@@ -109,6 +111,7 @@ int run(const Options& opt) {
       const double t_llmk = median_ms([&] { softmax_topk(view(), s.k, 1.0f, out); }, 5, min_s);
       Row r{"softmax-topk", "llmk", op_of(s), shape, "f32", t_llmk, bytes / (t_llmk * 1e6), {}};
       r.extra["of_triad"] = std::to_string(r.gbps / triad);
+      r.extra["simd"] = simd_name(simd_level());
       if (copies > 1) r.extra["copies"] = std::to_string(copies);
       rows.push_back(r);
       // llmk_warm: the same op on one copy, call after call, so from the cache
@@ -116,7 +119,8 @@ int run(const Options& opt) {
       // the LM head's matmul: the op's compute side, not held to the triad.
       const auto first = TensorView::matrix(xp, DType::f32, s.b, s.v);
       const double t_warm = median_ms([&] { softmax_topk(first, s.k, 1.0f, out); }, 5, min_s);
-      rows.push_back(Row{"softmax-topk", "llmk_warm", op_of(s), shape, "f32", t_warm, bytes / (t_warm * 1e6), {}});
+      rows.push_back(Row{"softmax-topk", "llmk_warm", op_of(s), shape, "f32", t_warm, bytes / (t_warm * 1e6),
+                         {{"simd", simd_name(simd_level())}}});
       const double t_naive = median_ms([&] { softmax_topk_naive(view(), s.k, 1.0f, out); }, 5, min_s);
       rows.push_back(Row{"softmax-topk", "naive", op_of(s), shape, "f32", t_naive, bytes / (t_naive * 1e6), {}});
     }

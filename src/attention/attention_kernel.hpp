@@ -22,13 +22,15 @@
 // P.V: the V rows are read once per 4 query rows and dequantized in registers
 // (int8/int4: the per-32 scale folded into the weight p * d, the int4 min into
 // one term per row and group), accumulated into 4 x 2 register vectors of acc
-// that also take the rescale. On AVX-512, int8/int4 V instead takes the
-// weights p * d as 16-bit integers scaled by a power of two per (tile, row,
-// group) and sums quants * weights in int32 (vpdpwssd / vpmaddwd: half the
-// multiplies of the FMAs; pv_weights<.., true>, pv_int_rows_avx512, and the
-// error bound in docs/kv_cache.md); compiled with VBMI (attention_avx512vbmi.cpp)
-// an int4 V takes 8-bit weights, four positions a vpdpbusd
-// (pv_q4_rows_avx512vbmi, kPvBytes). Nothing is dequantized to memory. A row's
+// that also take the rescale (the scalar path). On AVX2 and AVX-512, int8/int4
+// V instead takes the weights p * d as 16-bit integers scaled by a power of two
+// per (tile, row, group) and sums quants * weights in int32 (vpdpwssd /
+// vpmaddwd: half the multiplies of the FMAs; pv_weights<.., true>,
+// pv_int_rows_avx512, pv_q8_rows_avx2, and the error bound in
+// docs/kv_cache.md); on AVX2, and compiled with VBMI (attention_avx512vbmi.cpp),
+// an int4 V takes 8-bit weights against centered quants (vpmaddubsw two
+// positions at a time, pv_q4_rows_avx2; vpdpbusd four at a time,
+// pv_q4_rows_avx512vbmi, kPvBytes). Nothing is dequantized to memory. A row's
 // arithmetic depends only on its own q, its limit and the positions, never on
 // the other rows or heads of the item (a block of 4 rows runs to its longest visible
 // count: the others' extra terms have p = 0 exactly and add exact zeros).
@@ -38,7 +40,8 @@
 // against quantized weights), and a score is sum over groups of
 // d_k * d_q * (integer dot of the quants) [+ m_k * d_q * sum(q quants) for int4],
 // the integer dots done 32 values at a time (attn_simd.hpp; with AVX-512 VNNI
-// a whole tile at once, score_tile_avx512vnni). This changes the
+// a whole tile at once, score_tile_avx512vnni, and on AVX2 8 keys at once,
+// score_tile_avx2). This changes the
 // scores by at most sum_g d_q,g/2 * sum_{c in g} |k_c| (k dequantized): see
 // QuantQ and tests/attention.
 #pragma once
@@ -74,6 +77,15 @@ struct Item {
 // one path a helper compiled for another (tests/core/check_isa_leaks.py).
 namespace {
 
+// S is simd::Avx2 (which the scalar translation unit does not define).
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+template <class S>
+inline constexpr bool kIsAvx2 = std::is_same_v<S, simd::Avx2>;
+#else
+template <class S>
+inline constexpr bool kIsAvx2 = false;
+#endif
+
 inline constexpr int kTile = 32;   // kv tokens per softmax step
 inline constexpr int kQTile = 8;   // prefill query tokens per work item
 
@@ -81,7 +93,8 @@ inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
 inline constexpr int kKvMaxGroups = 8;  // head_dim <= 256
 
 // int4 V on AVX-512 with VBMI and VNNI: P.V takes 8-bit weights, four
-// positions a vpdpbusd (pv_q4_rows_avx512vbmi); elsewhere 16-bit ones, two a vpdpwssd.
+// positions a vpdpbusd (pv_q4_rows_avx512vbmi); at the other AVX-512 levels
+// 16-bit ones, two a vpdpwssd. (AVX2 takes 8-bit ones too: int_weights_avx2.)
 template <KvType T>
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
 inline constexpr bool kPvBytes = T == KvType::int4;
@@ -344,15 +357,165 @@ void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& q
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// Lanes of an 8-bit mask (bit i: lane i) as an all-ones / zero vector.
+inline __m256i lanes_avx2(uint32_t bits) {
+  const __m256i b = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int32_t(bits & 255u)), b), b);
+}
+// tile_scales_avx512 on AVX2, for all kTile positions of a tile: each
+// block's first 4 bytes (d, then m for Q4_1) copied by scalar loads (an AVX2
+// gather measured no faster), then 8 positions' scales converted at once; 0 from n on.
+template <bool Q4, bool kCenter>
+inline void tile_scales_avx2(const TileRows& vt, int n, int64_t ng, float* dt, float* mt) {
+  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
+  alignas(32) uint32_t raw[kKvMaxGroups][kTile];
+  for_rows(vt, 0, n, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
+    for (int64_t g = 0; g < ng; ++g) std::memcpy(&raw[g][t], row + g * blk, 4);
+  });
+  for (int64_t g = 0; g < ng; ++g) std::fill(raw[g] + n, raw[g] + kTile, 0u);
+  // in each 128-bit lane: the low halves (d) of its 4 dwords, then the high halves (m)
+  const __m256i pk = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13,
+                                      2, 3, 6, 7, 10, 11, 14, 15);
+  for (int64_t g = 0; g < ng; ++g)
+    for (int h = 0; h < kTile / 8; ++h) {
+      const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(raw[g] + 8 * h));
+      const __m256i y = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x, pk), 0xD8);  // [d of the 8 | m of the 8]
+      const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(y));
+      _mm256_storeu_ps(dt + g * kTile + 8 * h, d);
+      if constexpr (Q4) {
+        __m256 m = _mm256_cvtph_ps(_mm256_extracti128_si256(y, 1));
+        if constexpr (kCenter) m = _mm256_fmadd_ps(d, _mm256_set1_ps(8.0f), m);  // as tile_scales_avx512
+        _mm256_storeu_ps(mt + g * kTile + 8 * h, m);
+      }
+    }
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// score_tile_avx2's work for rows r0 .. r0 + NR against the 8 keys of kt (one
+// group g each, transposed: kt[j] lane t = key t's quant dword j), scales dk
+// (int4 mins mk) in lanes: f[i] += (dk dq) dot [after + mk qsum], the
+// arithmetic of qdots4 per (row, key). int8: |k| against q with k's sign
+// (vpsignb), one vpmaddubsw + vpmaddwd a dword (pair sums <= 2 * 128 * 127 <
+// 2^15); int4: the unsigned nibbles against q, vpmaddubsw summed in 16 bits
+// over the group (8 pair sums <= 8 * 2 * 15 * 127 < 2^15), widened once.
+template <bool Q4, int NR>
+[[gnu::always_inline]] inline void rows_avx2(const __m256i* kt, __m256 dk, __m256 mk, const QuantQ& qq, int r0,
+                                             int64_t g, __m256* f) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a[NR];
+  for (int i = 0; i < NR; ++i) a[i] = _mm256_setzero_si256();
+#pragma GCC unroll 2  // fully unrolled, GCC spilled the accumulators
+  for (int j = 0; j < 8; ++j) {
+    const __m256i k = _mm256_load_si256(kt + j);
+    const __m256i u = Q4 ? k : _mm256_sign_epi8(k, k);
+    for (int i = 0; i < NR; ++i) {
+      int32_t qd;
+      std::memcpy(&qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 4);
+      const __m256i qb = _mm256_set1_epi32(qd);
+      if constexpr (Q4)
+        a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, qb));
+      else
+        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(qb, k)), ones));
+    }
+  }
+  for (int i = 0; i < NR; ++i) {
+    const int64_t si = g * qq.R + r0 + i;
+    const __m256i d = Q4 ? _mm256_madd_epi16(a[i], ones) : a[i];
+    if constexpr (Q4) f[i] = _mm256_fmadd_ps(mk, _mm256_set1_ps(qq.qsum[si]), f[i]);
+    f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dk, _mm256_set1_ps(qq.dq[si])), f[i]);
+  }
+}
+
+// Quantized-K scores of a run of a tile (n <= 32 keys at kp, row stride kr)
+// against all R rows on AVX2, 8 keys at a time, with the keys in lanes as in
+// score_tile_avx512vnni: per group the 8 keys' quants transposed in registers
+// (int8: an 8 x 8 dword transpose; int4: [key i | key i + 4] rows, a 4 x 4
+// transpose inside 128-bit lanes, nibbles split), into kt (L1), then each
+// block of 4 rows takes the 8 dwords against broadcast query dwords: no
+// horizontal sums, and the transposition serves all rows. Keys past n
+// repeat key 0; their lanes are never stored. Each (row, key) gets the exact
+// integer dot of each group and qdots4's f32 steps in its order (the
+// arithmetic of qdots4x2).
+template <bool Q4>
+void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
+  constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8)), qs_at = Q4 ? 4 : 2;
+  const int64_t ng = qq.ng;
+  alignas(32) float dt[kKvMaxGroups * kTile], mt[kKvMaxGroups * kTile];
+  tile_scales_avx2<Q4, false>(TileRows{kp, kp, n, kr}, n, ng, dt, mt);
+  alignas(32) __m256i kt[kKvMaxGroups][8];
+  for (int t0 = 0; t0 < n; t0 += 8) {
+    const int nk = std::min(8, n - t0);
+    const uint8_t* rows[8];
+    for (int t = 0; t < 8; ++t) rows[t] = kp + (t < nk ? t0 + t : 0) * kr + qs_at;
+    for (int t = 0; t < nk; ++t) pf.part();
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t o = g * blk;
+      if constexpr (Q4) {
+        __m256i z[4];
+        for (int i = 0; i < 4; ++i)
+          z[i] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 4] + o)),
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + o)));
+        const __m256i t0v = _mm256_unpacklo_epi32(z[0], z[1]), t1v = _mm256_unpackhi_epi32(z[0], z[1]);
+        const __m256i t2v = _mm256_unpacklo_epi32(z[2], z[3]), t3v = _mm256_unpackhi_epi32(z[2], z[3]);
+        const __m256i u[4] = {_mm256_unpacklo_epi64(t0v, t2v), _mm256_unpackhi_epi64(t0v, t2v),
+                              _mm256_unpacklo_epi64(t1v, t3v), _mm256_unpackhi_epi64(t1v, t3v)};
+        const __m256i m = _mm256_set1_epi8(15);
+        for (int c = 0; c < 4; ++c) {  // dword c: elements 4c.. (low nibbles), 16 + 4c.. (high)
+          _mm256_store_si256(&kt[g][c], _mm256_and_si256(u[c], m));
+          _mm256_store_si256(&kt[g][4 + c], _mm256_and_si256(_mm256_srli_epi16(u[c], 4), m));
+        }
+      } else {
+        __m256i r[8], t[8], u[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + o));
+        for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+        for (int i = 0; i < 8; i += 4) {
+          u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]), u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+          u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]), u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+        }
+        for (int c = 0; c < 4; ++c) {  // u[c] (keys 0-3), u[4 + c] (keys 4-7): dwords c | 4 + c
+          _mm256_store_si256(&kt[g][c], _mm256_permute2x128_si256(u[c], u[4 + c], 0x20));
+          _mm256_store_si256(&kt[g][4 + c], _mm256_permute2x128_si256(u[c], u[4 + c], 0x31));
+        }
+      }
+    }
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const auto block = [&](auto nrc, int r0) {
+      constexpr int NR = decltype(nrc)::value;
+      __m256 f[NR];
+      for (int i = 0; i < NR; ++i) f[i] = _mm256_setzero_ps();
+      for (int64_t g = 0; g < ng; ++g)
+        rows_avx2<Q4, NR>(kt[g], _mm256_load_ps(dt + g * kTile + t0), _mm256_load_ps(mt + g * kTile + t0), qq, r0, g,
+                          f);
+      for (int i = 0; i < NR; ++i) _mm256_maskstore_ps(s + (r0 + i) * kTile + t0, live, f[i]);
+    };
+    int r = 0;
+    for (; r + 4 <= R; r += 4) block(std::integral_constant<int, 4>{}, r);
+    switch (R - r) {
+      case 3: block(std::integral_constant<int, 3>{}, r); break;
+      case 2: block(std::integral_constant<int, 2>{}, r); break;
+      case 1: block(std::integral_constant<int, 1>{}, r); break;
+    }
+  }
+}
+#endif
+
 // Scores of the n keys at kp (row stride kr) against all R rows: s[r * kTile + t].
-// Two keys at a time where the ISA has 128-bit lanes: each 4-row block of both
-// in one qdots4x2 (the same bits as two qdots4). With AVX-512 VNNI, the whole
-// tile at once (score_tile_avx512vnni).
+// AVX-512: two keys at a time, each 4-row block of both in one qdots4x2 (the
+// same bits as two qdots4); with VNNI, the whole tile at once
+// (score_tile_avx512vnni). AVX2: 8 keys at a time (score_tile_avx2).
 template <class S, KvType T>
 void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
 #if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if constexpr (std::is_same_v<S, simd::Avx512>) {
     score_tile_avx512vnni<T == KvType::int4>(kp, kr, n, qq, R, s, pf);
+    return;
+  }
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  if constexpr (kIsAvx2<S>) {
+    score_tile_avx2<T == KvType::int4>(kp, kr, n, qq, R, s, pf);
     return;
   }
 #endif
@@ -450,6 +613,111 @@ void score_float(const uint8_t* kp, int64_t kr, int n, const float* q, int R, in
   }
 }
 
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// The integer weights of pv_weights<.., true> on AVX2, from the scales dt
+// (and centered mins mt) of tile_scales_avx2: the values of the AVX-512
+// levels (16-bit for int8 V, 8-bit as avx512vbmi for int4 V; the same
+// maxima, 2^k and roundings), and for int4 msum = sum_t p_t mt_t (before
+// pv_weights' causal-edge pass).
+template <KvType T>
+void int_weights_avx2(const float* dt, const float* mt, int n, const float* p, int R, const int* nvis, int64_t ng,
+                      float* w, float* msum) {
+  constexpr bool k8 = T == KvType::int4;
+  constexpr int kBits = k8 ? 7 : 14;
+  int16_t* om = reinterpret_cast<int16_t*>(w);
+  uint8_t* ob = reinterpret_cast<uint8_t*>(w);
+  float* sc = w + R * ng * kTile / (k8 ? 4 : 2);
+  const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 big = _mm256_set1_ps(std::numeric_limits<float>::max());
+  const uint32_t all = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;
+  float dmax[kKvMaxGroups];
+  uint32_t dbad[kKvMaxGroups];  // positions whose scale is NaN or inf
+  for (int64_t g = 0; g < ng; ++g) {
+    dbad[g] = 0;
+    __m256 mx = _mm256_setzero_ps();
+    for (int hh = 0; hh < 4; ++hh) {
+      const __m256 da = _mm256_and_ps(_mm256_loadu_ps(dt + g * kTile + 8 * hh), absm);
+      const uint32_t bd = uint32_t(_mm256_movemask_ps(_mm256_cmp_ps(da, big, _CMP_NLE_UQ)));
+      dbad[g] |= bd << (8 * hh);
+      mx = _mm256_max_ps(mx, _mm256_and_ps(da, _mm256_castsi256_ps(lanes_avx2((all >> (8 * hh)) & ~bd))));
+    }
+    dmax[g] = simd::Avx2::hmax(mx);
+  }
+  alignas(32) float dmx[8] = {};  // dmax per group, lanes past ng 0
+  for (int64_t g = 0; g < ng; ++g) dmx[g] = dmax[g];
+  uint32_t anybad = 0;
+  for (int64_t g = 0; g < ng; ++g) anybad |= dbad[g];
+  for (int r = 0; r < R; ++r) {
+    const uint32_t vis = nvis[r] >= 32 ? 0xFFFFFFFFu : (1u << nvis[r]) - 1u;
+    __m256 pr[4], vm[4];
+    bool pbad = false;
+    for (int hh = 0; hh < 4; ++hh) {
+      vm[hh] = _mm256_castsi256_ps(lanes_avx2(vis >> (8 * hh)));
+      pr[hh] = _mm256_and_ps(_mm256_loadu_ps(p + r * kTile + 8 * hh), vm[hh]);
+      pbad |= _mm256_movemask_ps(_mm256_cmp_ps(pr[hh], pr[hh], _CMP_UNORD_Q)) != 0;
+    }
+    const float pmax =
+        pbad ? 0.0f : simd::Avx2::hmax(_mm256_max_ps(_mm256_max_ps(pr[0], pr[1]), _mm256_max_ps(pr[2], pr[3])));
+    // per group (lane g): max |d| over the positions the row sees, ub, 2^k and 2^-k
+    __m256 dm_r = _mm256_load_ps(dmx);
+    if (vis != all) {
+      alignas(32) float dv[8] = {};
+      for (int64_t g = 0; g < ng; ++g) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int hh = 0; hh < 4; ++hh)
+          mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_and_ps(_mm256_loadu_ps(dt + g * kTile + 8 * hh), absm), vm[hh]));
+        dv[g] = simd::Avx2::hmax(mx);  // NaN / inf lanes: the group is bad for this row, below
+      }
+      dm_r = _mm256_load_ps(dv);
+    }
+    const __m256 ub = _mm256_mul_ps(_mm256_set1_ps(pmax), dm_r);
+    const __m256i e = _mm256_srli_epi32(_mm256_castps_si256(ub), 23);  // ub >= 0: floor(log2 ub) + 127 where normal
+    alignas(32) float pk[8], nk[8];
+    _mm256_store_ps(pk, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kBits + 254), e), 23)));
+    const __m256 live = _mm256_cmp_ps(ub, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ);  // below: the tile adds nothing
+    _mm256_store_ps(nk, _mm256_and_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(kBits)), 23)), live));
+    const unsigned livem = unsigned(_mm256_movemask_ps(live));
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t rg = r * ng + g;
+      if (pbad || (dbad[g] & vis) || !(livem >> g & 1u)) {  // NaN: a NaN weight, or one of inf or 0 * inf, as in f32
+        if constexpr (k8) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + rg * kTile), _mm256_setzero_si256());
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(om + rg * kTile), _mm256_setzero_si256());
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(om + rg * kTile) + 1, _mm256_setzero_si256());
+        }
+        sc[rg] = pbad || (dbad[g] & vis) ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+        continue;
+      }
+      const __m256 vpk = _mm256_set1_ps(pk[g]);
+      __m256i wi[4];
+      for (int hh = 0; hh < 4; ++hh) {  // w = p d, 0 where unseen (an unseen d may be inf: masked after)
+        __m256 wv = _mm256_mul_ps(pr[hh], _mm256_loadu_ps(dt + g * kTile + 8 * hh));
+        if (anybad) wv = _mm256_and_ps(wv, vm[hh]);
+        wi[hh] = _mm256_cvtps_epi32(_mm256_mul_ps(wv, vpk));
+      }
+      if constexpr (k8) {  // u8, saturating (as vpmovusdb for these non-negative weights)
+        const __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(wi[0], wi[1]), _mm256_packus_epi32(wi[2], wi[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + rg * kTile),
+                            _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+      } else {  // i16, saturating (as vpmovsdw)
+        __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
+        _mm256_storeu_si256(o, _mm256_permute4x64_epi64(_mm256_packs_epi32(wi[0], wi[1]), 0xD8));
+        _mm256_storeu_si256(o + 1, _mm256_permute4x64_epi64(_mm256_packs_epi32(wi[2], wi[3]), 0xD8));
+      }
+      sc[rg] = nk[g];
+    }
+    if constexpr (T == KvType::int4)
+      for (int64_t g = 0; g < ng; ++g) {
+        __m256 m = _mm256_mul_ps(_mm256_loadu_ps(p + r * kTile), _mm256_loadu_ps(mt + g * kTile));
+        for (int hh = 1; hh < 4; ++hh)
+          m = _mm256_fmadd_ps(_mm256_loadu_ps(p + r * kTile + 8 * hh), _mm256_loadu_ps(mt + g * kTile + 8 * hh), m);
+        msum[r * ng + g] = simd::Avx2::hsum(m);
+      }
+  }
+}
+#endif
+
 // P.V weights of a tile. For int8/int4 V, v_tc = d_tg q_tc [+ m_tg], so
 // sum_t p_rt v_tc = sum_t (p_rt d_tg) q_tc [+ sum_t p_rt m_tg]: the scale is
 // folded into the weight w[(r * ng + g) * kTile + t] = p_rt d_tg and the int4
@@ -465,11 +733,16 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
   constexpr int W = S::kWidth;
   float* dt = dm;              // [ng][kTile] scales
   float* mt = dm + ng * kTile;  // [ng][kTile] int4 mins
-  if (n < kTile)
+  if (n < kTile && !kIsAvx2<S>)  // tile_scales_avx2 writes the zeros
     for (int64_t g = 0; g < ng; ++g) {
       std::fill(dt + g * kTile + n, dt + (g + 1) * kTile, 0.0f);
       std::fill(mt + g * kTile + n, mt + (g + 1) * kTile, 0.0f);
     }
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  if constexpr (std::is_same_v<S, simd::Avx2>) {  // 8 scales (and mins) a gather, 0 from n on
+    tile_scales_avx2<T == KvType::int4, kInt && T == KvType::int4>(vt, n, ng, dt, mt);
+  } else
+#endif
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   if constexpr (std::is_same_v<S, simd::Avx512>) {  // a group's 16 scales (and mins) in one gather
     for (int h = 0; h * 16 < kTile; ++h)  // 16 positions a gather, from one or both runs
@@ -489,6 +762,11 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
         }
       }
   }
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  if constexpr (kInt && std::is_same_v<S, simd::Avx2>) {
+    int_weights_avx2<T>(dt, mt, n, p, R, nvis, ng, w, msum);
+  } else
+#endif
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g];
   // 8-bit ones where kPvBytes (pv_q4_rows_avx512vbmi): ob[(r * ng + g) * kTile + t]
@@ -856,6 +1134,154 @@ void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRow
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// The end of a group's integer P.V for one row on AVX2 (flush_int_group_avx512's
+// steps): acc = acc * alpha [+ msum] + I * sc over the group's dims c.. (I: 32
+// int32, one per dim; a partial last group stores its first 16).
+template <bool kMin>
+[[gnu::always_inline]] inline void flush_int_group_avx2(float* acc, int64_t D, int64_t c, const int32_t* I, float alpha,
+                                                        float sc, float msum) {
+  const __m256 al = _mm256_set1_ps(alpha), s = _mm256_set1_ps(sc);
+  const int nv = D - c > 16 ? 4 : 2;
+  for (int j = 0; j < nv; ++j) {
+    float* o = acc + c + 8 * j;
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(o), al);
+    if constexpr (kMin) v = _mm256_add_ps(v, _mm256_set1_ps(msum));
+    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(I + 8 * j));
+    _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), s, v));
+  }
+}
+
+// P.V of an int8 V tile for NR rows with the 16-bit weights om (the AVX-512
+// levels' integers, pv_int_rows_avx512's sums): per group and half group (16
+// dims: 4 x 2 accumulators fit the 16 ymm), two positions at a time, their
+// quants interleaved as 16-bit pairs, one vpmaddwd + vpaddd per row and 8 dims
+// (|I| <= 32 * 32767 * 128 < 2^31). Positions past nb pair with the last row
+// (weight 0).
+template <int NR>
+void pv_q8_rows_avx2(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb, const int16_t* om,
+                     const float* sc, int64_t ng, Spread& pf) {
+  constexpr int64_t blk = int64_t(sizeof(BlockQ8)), qs_at = 2;
+  const uint8_t* rows[kTile + 1];
+  for (int t = 0; t < nb; ++t) rows[t] = vt.at(t);
+  rows[nb] = rows[nb - 1];
+  alignas(32) int32_t I[NR][kKvGroup];
+  for (int64_t g = 0; g < ng; ++g) {
+    pf.part();
+    const int64_t c = g * kKvGroup;
+    for (int h = 0; h < 2 && c + 16 * h < D; ++h) {
+      const int64_t go = g * blk + qs_at + 16 * h;
+      __m256i a[NR][2];
+      for (int i = 0; i < NR; ++i) a[i][0] = a[i][1] = _mm256_setzero_si256();
+      for (int t = 0; t < nb; t += 2) {
+        const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t] + go));
+        const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t + 1] + go));
+        const __m256i x0 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(qa, qb));  // dims 0-7 as (a, b) pairs
+        const __m256i x1 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(qa, qb));  // dims 8-15
+        for (int i = 0; i < NR; ++i) {
+          int32_t w2;
+          std::memcpy(&w2, om + (i * ng + g) * kTile + t, 4);
+          const __m256i wv = _mm256_set1_epi32(w2);
+          a[i][0] = _mm256_add_epi32(a[i][0], _mm256_madd_epi16(x0, wv));
+          a[i][1] = _mm256_add_epi32(a[i][1], _mm256_madd_epi16(x1, wv));
+        }
+      }
+      for (int i = 0; i < NR; ++i) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(I[i] + 16 * h), a[i][0]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(I[i] + 16 * h + 8), a[i][1]);
+      }
+    }
+    for (int i = 0; i < NR; ++i) flush_int_group_avx2<false>(acc + i * D, D, c, I[i], alpha[i], sc[i * ng + g], 0.0f);
+  }
+}
+
+// P.V of an int4 V tile for NR rows with the 8-bit weights ob (the
+// avx512vbmi level's integers against quants centered to q - 8, so the same
+// sums I as pv_q4_rows_avx512vbmi): per group, two positions at a time, the
+// two rows' 16 nibble bytes interleaved, split into low nibbles (dims 0-15)
+// and high (16-31), centered, and one vpmaddubsw a row and half adds both
+// positions' products (|pair| <= 2 * 255 * 8) into 16-bit sums; those are
+// widened to int32 every 8 pairs (<= 8 * 4080 < 2^15: no saturation, no
+// wrap). Positions past nb pair with the last row (weight 0).
+template <int NR>
+void pv_q4_rows_avx2(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb, const uint8_t* ob,
+                     const float* sc, const float* msum, int64_t ng, Spread& pf) {
+  constexpr int64_t blk = int64_t(sizeof(BlockQ4)), qs_at = 4;
+  constexpr int kPairsI16 = 8;  // pairs summed in 16 bits before widening
+  const uint8_t* rows[kTile + 1];
+  for (int t = 0; t < nb; ++t) rows[t] = vt.at(t);
+  rows[nb] = rows[nb - 1];
+  const __m256i m15 = _mm256_set1_epi8(15), c8 = _mm256_set1_epi8(8);
+  alignas(32) int32_t I[NR][kKvGroup];
+  for (int64_t g = 0; g < ng; ++g) {
+    pf.part();
+    const int64_t go = g * blk + qs_at;
+    for (int t0 = 0; t0 < nb; t0 += 2 * kPairsI16) {
+      __m256i a[NR][2];
+      for (int i = 0; i < NR; ++i) a[i][0] = a[i][1] = _mm256_setzero_si256();
+      for (int t = t0; t < std::min(nb, t0 + 2 * kPairsI16); t += 2) {
+        const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t] + go));
+        const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t + 1] + go));
+        const __m256i u = _mm256_set_m128i(_mm_unpackhi_epi8(qa, qb), _mm_unpacklo_epi8(qa, qb));  // byte pairs (a, b)
+        const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(u, m15), c8);                         // dims 0-15
+        const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(u, 4), m15), c8);   // dims 16-31
+        for (int i = 0; i < NR; ++i) {
+          int16_t w2;
+          std::memcpy(&w2, ob + (i * ng + g) * kTile + t, 2);
+          const __m256i wv = _mm256_set1_epi16(w2);
+          a[i][0] = _mm256_add_epi16(a[i][0], _mm256_maddubs_epi16(wv, lo));
+          a[i][1] = _mm256_add_epi16(a[i][1], _mm256_maddubs_epi16(wv, hi));
+        }
+      }
+      for (int i = 0; i < NR; ++i)
+        for (int h = 0; h < 2; ++h) {
+          __m256i* o = reinterpret_cast<__m256i*>(I[i] + 16 * h);
+          __m256i x0 = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a[i][h]));
+          __m256i x1 = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[i][h], 1));
+          if (t0 > 0) x0 = _mm256_add_epi32(x0, _mm256_load_si256(o)), x1 = _mm256_add_epi32(x1, _mm256_load_si256(o + 1));
+          _mm256_store_si256(o, x0);
+          _mm256_store_si256(o + 1, x1);
+        }
+    }
+    const int64_t c = g * kKvGroup;
+    for (int i = 0; i < NR; ++i)
+      flush_int_group_avx2<true>(acc + i * D, D, c, I[i], alpha[i], sc[i * ng + g], msum[i * ng + g]);
+  }
+}
+
+// pv_tile for int8 / int4 V on AVX2: the integer weights (pv_weights<.., true>), 4 rows at a time.
+template <KvType T>
+void pv_tile_int_avx2(float* acc, int64_t D, const float* alpha, const TileRows& vt, int R, const int* nvis, int n,
+                      const float* p, float* dm, float* w, float* msum, Spread& pf) {
+  constexpr bool Q4 = T == KvType::int4;
+  const int64_t ng = groups_of(D);
+  pv_weights<simd::Avx2, T, true>(vt, n, p, R, nvis, ng, dm, w, msum);
+  const float* sc = w + R * ng * kTile / (Q4 ? 4 : 2);
+  for (int r = 0; r < R;) {
+    const int nr = std::min(4, R - r);
+    int nb = 0;
+    for (int i = r; i < r + nr; ++i) nb = std::max(nb, nvis[i]);
+    const int64_t o = int64_t(r) * ng;
+    const auto rows = [&](auto nrc) {
+      constexpr int NR = decltype(nrc)::value;
+      if constexpr (Q4)
+        pv_q4_rows_avx2<NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const uint8_t*>(w) + o * kTile, sc + o,
+                            msum + o, ng, pf);
+      else
+        pv_q8_rows_avx2<NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const int16_t*>(w) + o * kTile, sc + o,
+                            ng, pf);
+    };
+    if (nb > 0) switch (nr) {
+        case 4: rows(std::integral_constant<int, 4>{}); break;
+        case 3: rows(std::integral_constant<int, 3>{}); break;
+        case 2: rows(std::integral_constant<int, 2>{}); break;
+        case 1: rows(std::integral_constant<int, 1>{}); break;
+      }
+    r += nr;
+  }
+}
+#endif
+
 // Positions of the tile [p0, p0 + n) that row r may see: the first visible(..) ones.
 inline int visible(const Item& it, int r, int64_t p0, int n) {
   return int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
@@ -872,6 +1298,12 @@ void pv_tile(float* acc, int64_t D, const float* alpha, const TileRows& vt, cons
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
   if constexpr (Q && std::is_same_v<S, simd::Avx512>) {
     pv_tile_int_avx512<T>(acc, D, alpha, vt, it.R, nvis, n, p, dm, w, msum, pf);
+    return;
+  }
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  if constexpr (Q && std::is_same_v<S, simd::Avx2>) {
+    pv_tile_int_avx2<T>(acc, D, alpha, vt, it.R, nvis, n, p, dm, w, msum, pf);
     return;
   }
 #endif

@@ -807,7 +807,7 @@ TEST(Attention, PrefillChunksFoldToTheSameRowsWhoeverRunsThem) {
 // rows (the step bound applies to the rotated vector), plus the f32 rounding
 // of the two transforms (eq, er <= hadamard_error_bound per element):
 // |q~ . r~ - q . k| <= sum_i eq_i (|r~_i| + er_i) + (|q~_i| + eq_i) er_i.
-// On AVX-512 an int8/int4 V adds the weights' rounding (test::pv_rounding_bound),
+// On AVX2 and AVX-512 an int8/int4 V adds the weights' rounding (test::pv_rounding_bound),
 // its probabilities taken exact here and widened by e^(2 delta).
 TEST(Attention, QuantizedCacheWithinAnalyticBound) {
   const Shape s{8, 2, 128};
@@ -824,7 +824,7 @@ TEST(Attention, QuantizedCacheWithinAnalyticBound) {
     std::vector<float> out(q.size());
     attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, out.data());
     const auto exact = decode_oracle(f, q.data(), s, false);  // the f32 rows, not rotated
-    // the AVX-512 int V weights' rounding, with the exact probabilities (the
+    // the integer P.V weights' rounding, with the exact probabilities (the
     // kernel's are within a factor e^(2 delta) of them: applied below)
     const auto vb = test::pv_rounding_bound(q.data(), decode_qo(2).data(), f.k.data(), f.v.data(), f.kv_indptr.data(),
                                             2, s.Hq, s.Hkv, s.D, scale, vt);
