@@ -13,27 +13,13 @@
 #include "llmk/engine.hpp"
 #include "llmk/tokenizer.hpp"
 #include "tests/common/testutil.hpp"
+#include "tests/engine/engine_fixture.hpp"
 
 namespace {
 using namespace llmk;
 
-ModelConfig tiny() {
-  ModelConfig c;
-  c.n_vocab = 301;
-  c.n_ctx = 256;
-  c.d_model = 64;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.d_ff = 96;
-  return c;
-}
-
-std::vector<int32_t> prompt(int64_t n, uint32_t seed) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((seed * 2654435761u + uint32_t(i) * 40503u) % 301u);
-  return t;
-}
+ModelConfig tiny() { return test::tiny_engine_model(256); }
+std::vector<int32_t> prompt(int64_t n, uint32_t seed) { return test::engine_tokens(n, seed); }
 
 std::vector<Request> requests(float temp) {
   std::vector<Request> rs;

@@ -15,27 +15,13 @@
 
 #include "llmk/engine.hpp"
 #include "tests/common/testutil.hpp"
+#include "tests/engine/engine_fixture.hpp"
 
 namespace {
 using namespace llmk;
 
-ModelConfig tiny() {
-  ModelConfig c;
-  c.n_vocab = 301;
-  c.n_ctx = 512;
-  c.d_model = 64;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.d_ff = 96;
-  return c;
-}
-
-std::vector<int32_t> tokens(int64_t n, uint32_t seed) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((seed * 2654435761u + uint32_t(i) * 40503u) % 301u);
-  return t;
-}
+ModelConfig tiny() { return test::tiny_engine_model(512); }
+std::vector<int32_t> tokens(int64_t n, uint32_t seed) { return test::engine_tokens(n, seed); }
 
 // Requests that share prefixes: a common 37-token "system prompt" (two full
 // 16-token blocks and a part) with different questions, one exact repeat, one
