@@ -43,7 +43,7 @@ inline std::string model_path(const std::string& model_arg) {
   if (path != model_arg) return path;
   std::error_code ec;
   LLMK_CHECK_ARG(std::filesystem::exists(model_arg, ec), "cli", "--model", model_arg,
-                 "is neither a file nor a known model (" + gguf::known_model_names() + ")");
+                 "cannot be opened: no such file, nor a known model name (" + gguf::known_model_names() + ")");
   check_file("cli", "--model", model_arg);
   return model_arg;
 }
