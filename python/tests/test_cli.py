@@ -90,7 +90,7 @@ def test_model_short_names():
     """--model takes a known model's short name (fetched into the cache) or a path; anything
     else is named with the known names."""
     p = run("tokenize", "--model", "no-such-model", "hi", check=False)
-    assert p.returncode == 2 and "neither a file nor a known model (smollm2-135m, gemma-3-270m)" in p.stderr, p.stderr
+    assert p.returncode == 2 and "cannot be opened: no such file, nor a known model name (smollm2-135m, gemma-3-270m)" in p.stderr, p.stderr
     from gguf_fixtures import gemma_model
 
     path = gemma_model()
