@@ -304,6 +304,8 @@ def test_concurrent_calls_from_threads_give_the_sequential_results(llm):
 
 CTRL_C = textwrap.dedent("""
     import os, signal, sys, threading, time, llmk
+    # A shell's background job starts with SIGINT ignored, and Python then installs no handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     llm = llmk.LLM(sys.argv[1], threads=2)
     want = llm.generate("Hi", max_tokens=8).tokens
     for mode in ("stream", "generate"):
