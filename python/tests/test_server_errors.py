@@ -98,10 +98,10 @@ def test_slow_client_does_not_block_others(server):
     s.close()
 
 
-def stream_request(port, body):
+def stream_request(port, body, path="/v1/completions"):
     s = socket.create_connection(("127.0.0.1", port))
     data = json.dumps(body).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
     return s
 
@@ -161,14 +161,24 @@ def test_api_key_and_full_queue():
 
 
 def test_sigterm_ends_streams_and_exits_zero():
+    # Four streams at once: each must still get its final event after the signal, however the
+    # writers and the shutdown interleave.
     s = Server("--max-seqs", "4")
-    k = stream_request(s.port, {"prompt": "Once upon a time", "max_tokens": 4000, "stream": True})
-    assert b"data: {" in read_until(k, b"data: {")
+    socks = []
+    for i in range(4):
+        body = ({"messages": [{"role": "user", "content": f"Tell story {i}"}]} if i % 2
+                else {"prompt": f"Once upon a time {i}"})
+        socks.append(stream_request(s.port, {**body, "max_tokens": 4000, "stream": True},
+                                    "/v1/chat/completions" if i % 2 else "/v1/completions"))
+    for k in socks:
+        assert b"data: {" in read_until(k, b"data: {")
     t0 = time.time()
     s.proc.send_signal(signal.SIGTERM)
-    rest = read_until(k, b"data: [DONE]")
-    assert b"\"finish_reason\":\"abort\"" in rest and b"data: [DONE]" in rest, rest[-300:]
+    for k in socks:
+        rest = read_until(k, b"data: [DONE]")
+        assert b"\"finish_reason\":\"abort\"" in rest and b"data: [DONE]" in rest, rest[-300:]
     assert s.proc.wait(20) == 0
     assert time.time() - t0 < 10
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", s.port), timeout=2).sendall(b"GET /health HTTP/1.1\r\n\r\n")
+

@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -190,10 +192,14 @@ class Server {
 
   bool stopping() const { return stopping_.load(); }
   // SIGINT / SIGTERM: refuse new requests, end the in-flight ones, wait for them.
+  // Returns once every response, streams included, has been written out (or its client dropped
+  // it), so that stopping the listener afterwards cuts no stream short of its final event.
   void shut_down() {
     stopping_.store(true);
     ae_.stop();
     ae_.wait_idle();
+    std::unique_lock<std::mutex> lk(open_m_);
+    open_cv_.wait_for(lk, kShutdownWait, [this] { return open_ == 0; });
   }
 
  private:
@@ -443,7 +449,14 @@ class Server {
     size_t text_bytes = 0;
     std::optional<Output> out;
   };
+  // One HTTP request's state; it lives until httplib has written the whole response.
   struct Live {
+    explicit Live(Server* s) : srv(s) {
+      std::lock_guard<std::mutex> lk(srv->open_m_);
+      ++srv->open_;
+    }
+    Live(const Live&) = delete;
+    Live& operator=(const Live&) = delete;
     Server* srv;
     Job job;
     std::string id;
@@ -456,6 +469,8 @@ class Server {
           srv->ae_.cancel(c.st->id());
           srv->metrics_.count("cancelled");
         }
+      std::lock_guard<std::mutex> lk(srv->open_m_);
+      if (--srv->open_ == 0) srv->open_cv_.notify_all();
     }
   };
 
@@ -479,8 +494,7 @@ class Server {
   }
 
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
-    auto live = std::make_shared<Live>();
-    live->srv = this;
+    auto live = std::make_shared<Live>(this);
     try {
       live->job = parse(req.body, chat);
       for (Request& r : live->job.reqs) {
@@ -655,6 +669,12 @@ class Server {
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> next_id_{0};
   Metrics metrics_;
+  // Responses not yet written out (Live objects); shut_down waits for them, at most kShutdownWait
+  // (over the 10 s write timeout, so a stalled client cannot hold the exit longer).
+  static constexpr std::chrono::seconds kShutdownWait{12};
+  std::mutex open_m_;
+  std::condition_variable open_cv_;
+  int64_t open_ = 0;
 };
 
 // 127.0.0.0/8, ::1 or localhost: the server never listens beyond the machine.
