@@ -7,9 +7,12 @@ Workloads (each request streamed through /v1/completions or /v1/chat/completions
   shared  chat requests that share a ~1000-token system prompt, each with its own question,
           128 output tokens.
 Concurrency: 1, 8, 32 clients, each sending its share of the requests back to back.
-Servers: llmk (prefix cache on; on the shared workload also with --no-prefix-cache) and
+Servers: llmk (prefix cache on; on the shared workload also with --no-prefix-cache),
 llama-cpp-python's OpenAI server (`python -m llama_cpp.server`, scripts/setup-peers), started with
-`--interrupt_requests False` (by default a new request cuts the stream in progress short).
+`--interrupt_requests False` (by default a new request cuts the stream in progress short), and
+llama.cpp's `llama-server` (`scripts/setup-peers --llama-server`; $LLAMA_SERVER overrides the
+path) with 32 slots over one unified KV buffer, continuous batching and its prompt cache, as
+llmk runs with 32 sequences. Each server gets a KV capacity of 32768 tokens, f16.
 
 How counted: output tokens = streamed chunks that carry text (one per token for both
 servers; llmk merges the rare token that ends inside a UTF-8 character with the next);
@@ -20,7 +23,7 @@ Every request ignores end-of-sequence tokens (ignore_eos / min_tokens where the 
 has them; otherwise a request may end early and produce fewer tokens, which tok/s counts).
 
   .venv/bin/python bench/serve/bench_serve.py [--quick] [--threads 2] [--requests N]
-      [--concurrency 1,8,32] [--workloads random,shared] [--peers llama-cpp-python] [--json]
+      [--concurrency 1,8,32] [--workloads random,shared] [--peers llama-cpp-python,llama-server] [--json]
 """
 import argparse
 import http.client
@@ -40,6 +43,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
 MODEL = Path.home() / ".cache/llmk/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE = Path(os.environ.get("LLMK_CACHE", Path.home() / ".cache/llmk"))
+
+
+def llama_server_path():
+    env = os.environ.get("LLAMA_SERVER")
+    if env:
+        return Path(env)
+    found = sorted(CACHE.glob("peers/llama-server-*/llama-server"))
+    return found[-1] if found else None
 
 WORDS = ("time person year way day thing man world life hand part child eye woman place work week case "
          "point government company number group problem fact river mountain city garden window music "
@@ -61,6 +73,12 @@ class Proc:
             self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             m = re.search(r"http://127\.0\.0\.1:(\d+)", self.p.stdout.readline())
             self.port = int(m.group(1))
+        elif kind == "llama-server":
+            self.port = free_port()
+            cmd = [str(llama_server_path()), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+                   "-t", str(threads), "-tb", str(threads), "-c", str(ctx), "-np", "32", "-kvu", "-cb",
+                   "-ctk", "f16", "-ctv", "f16", "--no-webui", *args]
+            self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         else:
             self.port = free_port()
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
@@ -98,6 +116,23 @@ class Proc:
         return out
 
 
+def peer_available(kind):
+    """Whether a peer can run here; says why not on stderr."""
+    if kind == "llama-cpp-python":
+        try:
+            import llama_cpp.server  # noqa: F401
+        except ImportError as e:
+            print(f"skipped: llama-cpp-python server not installed ({e}); run scripts/setup-peers", file=sys.stderr)
+            return False
+        return True
+    if kind == "llama-server":
+        if llama_server_path() and llama_server_path().exists():
+            return True
+        print("skipped: no llama-server (run scripts/setup-peers --llama-server, or set LLAMA_SERVER)", file=sys.stderr)
+        return False
+    raise SystemExit(f"--peers: unknown peer {kind!r} (known: llama-cpp-python, llama-server)")
+
+
 def stream(port, path, body):
     """One streamed request: (TTFT, [gaps], chunks with text)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
@@ -128,11 +163,11 @@ def stream(port, path, body):
     return ttft if ttft is not None else time.perf_counter() - t0, gaps, n
 
 
-def requests_for(workload, n, out_tokens, rng):
+def requests_for(workload, n, out_tokens, rng, short=False):
     reqs = []
     if workload == "random":
         for _ in range(n):
-            words = rng.randint(24, 380)  # ~32..512 tokens
+            words = rng.randint(24, 40 if short else 380)  # ~32..512 tokens
             prompt = " ".join(rng.choice(WORDS) for _ in range(words))
             reqs.append(("/v1/completions", {"prompt": prompt, "max_tokens": out_tokens, "temperature": 0,
                                              "ignore_eos": True, "min_tokens": out_tokens, "stream": True}))
@@ -191,39 +226,35 @@ def main():
     ap.add_argument("--requests", type=int, default=0, help="requests per level (default: max(8, concurrency))")
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument("--workloads", default="random,shared")
-    ap.add_argument("--peers", default="llama-cpp-python")
+    ap.add_argument("--peers", default="llama-cpp-python,llama-server")
     ap.add_argument("--out-tokens", type=int, default=128)
     ap.add_argument("--model", default=str(MODEL))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     concs = [int(c) for c in a.concurrency.split(",")]
     out_tokens = a.out_tokens
-    if a.quick:
-        concs, out_tokens = [1, 2], 16
-    servers = ["llmk"] + [p for p in a.peers.split(",") if p]
+    workloads = a.workloads.split(",")
+    if a.quick:  # a smoke test of every server, not a measurement
+        concs, out_tokens, workloads = [1], 8, ["random"]
+    servers = ["llmk"] + [p for p in a.peers.split(",") if p and peer_available(p)]
     rows = []
-    for workload in a.workloads.split(","):
+    for workload in workloads:
         kinds = servers + (["llmk-no-prefix-cache"] if workload == "shared" else [])
         for conc in concs:
-            n = a.requests or (2 if a.quick else max(8, conc))
-            reqs = requests_for(workload, n, out_tokens, random.Random(conc))
+            n = a.requests or (1 if a.quick else max(8, conc))
+            reqs = requests_for(workload, n, out_tokens, random.Random(conc), short=a.quick)
             warm = requests_for("random", 1, 4, random.Random(1000 + conc))
             for kind in kinds:  # in turns, each on a fresh server
                 args = ["--no-prefix-cache"] if kind == "llmk-no-prefix-cache" else []
-                if kind == "llama-cpp-python":
-                    try:
-                        import llama_cpp.server  # noqa: F401
-                    except ImportError as e:
-                        print(f"skipped: llama-cpp-python server not installed ({e}); run scripts/setup-peers",
-                              file=sys.stderr)
-                        continue
                 p = Proc(kind, args, a.threads, a.model, 32768)
                 try:
                     stream(p.port, *warm[0])  # warm up (not counted; shares no prompt with the level's)
                     r = run_level(p, reqs, conc)
                 finally:
                     p.stop()
-                r.update(server=kind, workload=workload, concurrency=conc)
+                # the fields every `llmk bench --json` row has: median_ms is the ITL p50, per output token
+                r.update(server=kind, workload=workload, concurrency=conc, kernel="serve", impl=kind, op=workload,
+                         shape=f"c{conc}", dtype="f16", median_ms=r["itl_p50"] * 1e3, gbps=0.0)
                 rows.append(r)
                 if a.json:
                     print(json.dumps(r), flush=True)
@@ -232,7 +263,8 @@ def main():
                     print(f"{workload:7s} c={conc:<3d} {kind:22s} {r['tok_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:8.1f} "
                           f"p99 {r['ttft_p99']*1e3:8.1f} ms  ITL p50 {r['itl_p50']*1e3:7.1f} p99 {r['itl_p99']*1e3:7.1f} ms"
                           f"  hit {hr}  ({r['requests']} req, {r['tokens']} tok, {r['wall_s']:.1f} s)", flush=True)
-    print("ratios (llmk / peer; TTFT: llmk over peer, lower is better):")
+    if not a.json:
+        print("ratios (llmk / peer; TTFT: llmk over peer, lower is better):")
     key = {(r["server"], r["workload"], r["concurrency"]): r for r in rows}
     for (srv, wl, c), r in key.items():
         if srv in ("llmk", "llmk-no-prefix-cache"):
