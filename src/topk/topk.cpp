@@ -217,7 +217,8 @@ void best_first(Cand* c, int64_t n, int64_t want, bool by_index) {
 // Only the best k are wanted here, in any order: std::nth_element. Not the
 // radix sort: a part without a sample guess flushes every chunk, and the k that
 // the previous flush left sorted by value repeat a digit from key to key, so
-// each count update waits for the last (docs/softmax_topk.md, CPU algorithm).
+// each count update waits for the last (docs/softmax_topk.md, "Alternatives
+// measured").
 void flush(CandBuf& b) {
   if (b.n <= b.k) return;
   b.in_index_order = false;

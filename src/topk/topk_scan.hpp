@@ -102,8 +102,8 @@ struct DoubleAcc<simd::Avx512> {
 // >= 2^-100, i.e. T <= 1.8e30): simd::Exp2Scaled with ref = c, m s2 rounded
 // up to a multiple of 1/8, the subtraction x - m folded into its first FMA
 // (6 FMA-pipe ops a vector, and one register fewer than x - m held in one;
-// faster than the fold after a subtraction: docs/softmax_topk.md, CPU
-// algorithm, step 3); rebase fails where |m s2| > 2^18 (|m| / T > 1.8e5), and the
+// faster than the fold after a subtraction: docs/softmax_topk.md,
+// "Alternatives measured"); rebase fails where |m s2| > 2^18 (|m| / T > 1.8e5), and the
 // caller rescans the part with the general terms. Otherwise (kFold false):
 // the difference d = x - m rounded first, a multiply and simd::exp2_nonpos
 // (7 FMA-pipe ops), or std::exp2 on the scalar path; ref = m s2.
