@@ -67,7 +67,8 @@ def excepted(doc, token):
 def repo_files():
     """Relative paths of the repository's files and folders (build outputs left out)."""
     out = set()
-    for top in [p for p in ROOT.iterdir() if p.name not in (".git",) and not p.name.startswith(SKIP_PREFIXES)]:
+    ignored = {".git", ".cache", ".gtest", ".gl", ".whl", "dist", "_skbuild"}  # .gitignore's folders
+    for top in [p for p in ROOT.iterdir() if p.name not in ignored and not p.name.startswith(SKIP_PREFIXES)]:
         rel = top.relative_to(ROOT).as_posix()
         if top.is_file():
             out.add(rel)
