@@ -33,9 +33,8 @@ std::string op_of(const Shape& s) { return "softmax_topk_k" + std::to_string(s.k
 
 // Copies of the n logits that successive calls cycle through, so that the
 // calls together read at least 256 MiB: a shape that fits the last-level cache
-// would otherwise be re-read from it (64 x 50257 f32, 12.9 MB, ran at 1.27x
-// the DRAM triad on this VM's 32 MiB L3, twelfth session), and of_triad would
-// compare a cache's bandwidth with DRAM's. The torch peer does the same.
+// would otherwise be re-read from it (64 x 50257 f32 is 12.9 MB), and
+// of_triad would compare a cache's bandwidth with DRAM's. The torch peer does the same.
 int64_t logit_copies(int64_t n) {
   constexpr int64_t kWorkingSet = int64_t(256) << 20;
   return std::max<int64_t>(1, (kWorkingSet + 4 * n - 1) / (4 * n));

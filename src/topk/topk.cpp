@@ -156,9 +156,9 @@ void sort_better(Cand* c, int64_t n, bool by_index = false) {
 // the 64-bit keys (key << 32) | index orders each bucket's few, ties to the
 // lower index, up to the bucket where the best `want` end. Its moves are at
 // most the sum over buckets of count^2 / 2, so uneven buckets (a cluster of
-// logits and a far outlier, many equal logits) fall back. (Scattering the
-// dropped buckets' keys to a spare slot instead took 4x the scatter's time on
-// real candidates: GCC branched on the select, mispredicted for half of them.)
+// logits and a far outlier, many equal logits) fall back. The dropped buckets'
+// keys are not scattered to a spare slot: GCC makes that select a branch,
+// mispredicted for about half the candidates.
 bool bucket_best(Cand* c, int64_t n, int64_t want) {
   thread_local std::vector<uint32_t> ord, hist;
   thread_local std::vector<uint64_t> keys;
@@ -214,12 +214,11 @@ void best_first(Cand* c, int64_t n, int64_t want, bool by_index) {
   sort_better(c, want);
 }
 
-// Only the best k are wanted here, in any order: std::nth_element. (Radix
-// sorting the buffer instead, from 512 candidates, made B = 1, K = 1024 take
-// 2.1x the time in the scratch driver: a part with no sample guess flushes
-// every chunk, and the LSD radix sort is slow on the K that the previous
-// flush left sorted by value: a digit repeats from key to key and every count
-// update waits for the last.)
+// Only the best k are wanted here, in any order: std::nth_element. Not the
+// radix sort: a part without a sample guess flushes every chunk, and the k that
+// the previous flush left sorted by value repeat a digit from key to key, so
+// each count update waits for the last (docs/softmax_topk.md, "Alternatives
+// measured").
 void flush(CandBuf& b) {
   if (b.n <= b.k) return;
   b.in_index_order = false;
@@ -228,8 +227,8 @@ void flush(CandBuf& b) {
   b.n = b.k;
 }
 
-// The logits at the max (the first, and its ties) have exp(0) = 1: no call
-// (a MoE row of 8 logits, K = 2, spent a fifth of its time in exp).
+// The logits at the max (the first, and its ties) have exp(0) = 1: no call,
+// which a short row with a small K (MoE routing) would otherwise spend much on.
 void probs_scalar(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
   for (int64_t j = 0; j < k; ++j) {
     const double d = (double(c[j].x) - m) * scale;
@@ -256,8 +255,8 @@ bool finish_state(const void* row, DType t, int64_t v, int64_t k, double scale, 
 void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
                 int64_t n, const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order) {
   if (!finish_state(row, t, v, k, scale, st, out, b)) return;
-  // sorted: small_row's output, already in order (a sort of these 1..16 took
-  // a tenth of a 4096x8 K = 8 call, scratch profile)
+  // sorted: small_row's output, already in order; sorting it again would cost
+  // a MoE row a large share of its time.
   if (order == CandOrder::sorted) {
   } else if (k <= kInsertK && n > k) {
     // Small k (MoE routing, greedy): one insertion pass keeps the best k sorted in
@@ -316,8 +315,8 @@ SmallRowsPath pick_small_rows() {
 
 // finish_row for the nr rows of a small_rows batch (rows r0.., their ordered
 // best k in c[i k, i k + k)): every probability of the batch by one exp_div
-// call, where finish_row took one probs call a row (for k < 4 a std::exp per
-// candidate: at 4096 rows of 8, K = 2 most of the op's time), then each row's
+// call, not one probs call a row (for k < 4 a std::exp per candidate, which
+// would dominate rows of 8 logits at K = 2), then each row's
 // max and log-sum-exp; a special row is written over (finish_state).
 void finish_rows(const uint8_t* base, size_t row_bytes, DType t, int64_t v, int64_t k, double scale,
                  const PartState* st, const Cand* c, int64_t nr, const SoftmaxTopkOut& out, int64_t r0,
@@ -400,7 +399,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
 #pragma omp parallel num_threads(nt)
   {
     // Not value-initialized: every slot is written before it is read, and
-    // zeroing its ~2K slots took about half of a call on one row of 8 logits.
+    // zeroing its ~2K slots would outweigh a call on one short row.
     const auto buf = std::make_unique_for_overwrite<Cand[]>(size_t(std::max(cap, parts * k)));
     // Row r by the one-row small path (small_row), start to finish.
     const auto one_small_row = [&](int64_t r) {
@@ -420,9 +419,7 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
         }
         // The next batch's rows into L2 meanwhile: the batch reads its rows W
         // columns at a time (a register transpose), W streams at once, which
-        // the hardware prefetcher follows poorly from DRAM (4096x64 K = 2,
-        // logits cycled from DRAM, 2 threads: 0.153 -> 0.137 ms, scratch
-        // driver; docs/history/softmax_topk.md, fifteenth session).
+        // the hardware prefetcher follows poorly from DRAM.
         for (int64_t i = r0 + bw; i < std::min(rows, r0 + 2 * bw); ++i) {
           const uint8_t* next = base + size_t(i) * size_t(ld) * esz;
           for (size_t o = 0; o < size_t(v) * esz; o += 64) __builtin_prefetch(next + o, 0, 2);

@@ -130,7 +130,7 @@ __device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x
 // Between two steps of offers (every thread): whether one more step might not
 // fit the pool. Each warp's `end` (0 in a warp that reserved nothing since the
 // last select) is at most the pool's count, and the warp that reserved last
-// holds the count itself, so one barrier answers (reading p.n took two: one
+// holds the count itself, so one barrier answers (reading p.n would take two: one
 // before the read, one before anyone reserves again).
 __device__ __forceinline__ bool pool_full(int end) { return __syncthreads_or(end > kPool - kBlock * 8); }
 

@@ -110,11 +110,9 @@ enum class CandOrder { any, by_index, sorted };
 // index order. From kBucketMin to kBucketMax candidates one bucket pass
 // (bucket_best); outside that, or when its buckets are too uneven, from
 // kRadixSelect candidates on an LSD radix sort of the whole buffer, below it
-// std::nth_element and a sort of the best want. kRadixSelect: scratch driver,
-// 64 rows, 2 threads: K = 256, V = 50257 (~380 candidates a row) 1.25 -> 1.10
-// ms, K = 1024, V = 128256 4.39 -> 4.06 ms against nth_element first; B = 1
-// within 10% either way; from 64 candidates on (not 128) K = 50 lost (0.54 ->
-// 0.60 ms). The bucket pass: docs/history/softmax_topk.md, fifteenth session.
+// std::nth_element and a sort of the best want. kRadixSelect: from 128
+// candidates the radix sort beats nth_element first (K = 256 and 1024); from
+// 64 it loses at K = 50 (docs/softmax_topk.md, CPU algorithm, step 5).
 inline constexpr int64_t kBucketMin = 32, kBucketMax = 4096, kRadixSelect = 128;
 void best_first(Cand* c, int64_t n, int64_t want, bool by_index);
 
@@ -152,10 +150,8 @@ int64_t small_avx512(const void* row, DType dtype, int64_t v, int64_t k, float s
 // state into st[i] and its best k, ordered, into c[i * k, i * k + k) (-inf
 // logits too, in index order, where fewer than k are finite). Vector ISAs
 // only, for every v <= kBatchV (= kSmallV): faster than small_row there, or
-// level, since the sixteenth session's inlined transpose (4096 rows, 2
-// threads, AVX-512 and AVX2; level at V = 512 K = 2; docs/softmax_topk.md,
-// "Rows of up to 256 logits"). The tile xt is kBatchV x 16 floats, 32 KiB,
-// on the stack.
+// level at V = 512, K = 2 (docs/softmax_topk.md, "Small rows"). The tile xt
+// is kBatchV x 16 floats, 32 KiB, on the stack.
 inline constexpr int64_t kBatchV = 512, kMaxBatchRows = 16;
 inline bool batch_rows(int64_t v) { return v <= kBatchV; }
 using SmallRowsFn = void (*)(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k,

@@ -102,8 +102,8 @@ struct DoubleAcc<simd::Avx512> {
 // >= 2^-100, i.e. T <= 1.8e30): simd::Exp2Scaled with ref = c, m s2 rounded
 // up to a multiple of 1/8, the subtraction x - m folded into its first FMA
 // (6 FMA-pipe ops a vector, and one register fewer than x - m held in one;
-// 9% less time at K = 1 on one thread than the fold after a subtraction,
-// docs/softmax_topk.md); rebase fails where |m s2| > 2^18 (|m| / T > 1.8e5), and the
+// faster than the fold after a subtraction: docs/softmax_topk.md,
+// "Alternatives measured"); rebase fails where |m s2| > 2^18 (|m| / T > 1.8e5), and the
 // caller rescans the part with the general terms. Otherwise (kFold false):
 // the difference d = x - m rounded first, a multiply and simd::exp2_nonpos
 // (7 FMA-pipe ops), or std::exp2 on the scalar path; ref = m s2.
@@ -201,9 +201,8 @@ template <class S, class E>
 // V = 128256 (mean 1.6, r = 6) ~0.6% of rows, and up to ~5% for the K and V
 // of the bench (K = 256, V = 151936: mean 6.9, r = 12); scan_typed then
 // rescans. A larger r admits fewer rescans but more candidates, each a slow
-// block of the scan: with r = ceil(2 K S / n) + 2 (before 2026-11-30), 64 rows
-// of V = 128256 on one thread took 8% longer at K = 256 and 2.1x at K = 1024
-// (which had no guess then: r = 68 > 64) in an interleaved scratch A/B.
+// block of the scan (r = ceil(2 K S / n) + 2 was slower at K = 256, and left
+// K = 1024 at V = 128256 without a guess: r = 68 > 64).
 // thr = -inf: no guess
 // (a short part, r > kMaxSampleRank, or fewer than r runs with a logit > -inf).
 // An ascending part is always rescanned (its last run holds its top):
@@ -275,8 +274,8 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   // first, loaded from src wherever they are used (GCC keeps them in registers
   // or reloads them from L1): an array of loaded vectors handed to this lambda
   // made GCC store every block's vectors to the stack.
-  // always_inline: at -O2 GCC 12 called this lambda (its captures in memory):
-  // 3x the time of the inlined loop.
+  // always_inline: at -O2 GCC 12 otherwise calls this lambda, its captures in
+  // memory.
   // Raises m to the block max when it is larger, rescaling acc; called once
   // a vector compare found a lane of bmax above m (cheaper than the
   // horizontal max: most candidate blocks hold no new max). A NaN lane may
@@ -298,15 +297,11 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
   };
   // kDefer (K > 16, whole blocks): a block's compare with thr only sets its
   // bit in cmask, no branch; after the chunk's blocks (still in L1) the set
-  // bits' blocks append their candidates. Where a branch a candidate block
-  // mispredicted (a block in 5 holds one at K = 256, V = 128256) and emptied
-  // the pipeline of the exps in flight, there is now one hard loop exit a
-  // chunk; m still needs a branch (bmax > m: a few times a row). Scratch
-  // driver, one thread, 64 rows of V = 128256 from DRAM: K = 256 13%,
-  // K = 1024 9%, K = 50 1-4% less time; but 8 rows from cache (4 such sets in
-  // turn) 5% more at K = 17 and 50: the second compare costs every block.
-  // (Keeping the immediate path below K = 128 was slower still: GCC's code
-  // for it lost ~4% once this path shared the function.)
+  // bits' blocks append their candidates. A branch a candidate block would
+  // mispredict (a block in 5 holds one at K = 256, V = 128256) and empty the
+  // pipeline of the exps in flight; this leaves one hard loop exit a chunk, for
+  // a second compare every block (a cost on rows from cache at small K). m
+  // still needs a branch (bmax > m: a few times a row).
   uint64_t cmask = 0;  // bit i: block i of the chunk holds a candidate
   const auto block = [&](const auto* src, int nv, int64_t j) __attribute__((always_inline)) {
     V bmax = S::load(src);
@@ -343,9 +338,8 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
                    S::add(S::add(term(4), term(5)), S::add(term(6), term(7)))));
   };
   // b.next_row's sample runs, asked for in step with this part's chunks (all
-  // of them by its end): its 64 runs read one after another took ~2.6 us a
-  // row of 50257 from DRAM (4 runs in flight; 16 or 64 were no faster), 0.6
-  // from cache. Into L1 (locality 3; with 2, the 256x50257 bench was slower).
+  // of them by its end), so the next row's sample_guess reads them from cache,
+  // not DRAM. Into L1 (locality 3; with 2, the 256x50257 bench was slower).
   const T* next = static_cast<const T*>(b.next_row);
   int64_t next_run = 0;
   for (int64_t c0 = lo; c0 < hi; c0 += kChunk) {
@@ -362,10 +356,9 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
     // and drops n - K >= n / 2 candidates, so the work per candidate stays
     // O(1). With a guess, twice the count expected above it (g.above): a
     // random-order part then never flushes, so its buffer stays in index
-    // order for finish_row, where a flush at 2K cost more (nth_element) than
-    // the candidates it kept out (64 rows of V = 128256, K = 50, one thread:
-    // 45.0 -> 43.7 us a row, scratch driver); a part whose sample misleads
-    // (a descending row: ~8% of it above the guess) still flushes early.
+    // order for finish_row, where a flush at 2K costs more (nth_element) than
+    // the candidates it keeps out; a part whose sample misleads (a descending
+    // row: ~8% of it above the guess) still flushes early.
     if (b.n + (c1 - c0) > b.cap || b.n > flush_at) {
       flush(b);
       vthr = S::set1(b.thr);
@@ -448,9 +441,9 @@ void scan_typed(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& b, P
 // the row is special; all -inf leaves m = -inf: special too); then k rounds
 // of "vector max, lowest lane holding it, set it to -inf", which yields the
 // best k in the op's order (larger first, ties to the lower index) with no
-// data-dependent branch per element. The per-element branches of the scan's
-// sorted insertion (every logit of a short row is a candidate) made the fused
-// op no faster than the naive one at V = 8.
+// data-dependent branch per element. The scan's sorted insertion would branch
+// on every element (every logit of a short row is a candidate), no faster than
+// the naive op at V = 8.
 template <class S, class T>
 int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c, PartState& st) {
   using V = typename S::V;
@@ -519,13 +512,13 @@ int64_t small_row_typed(const T* row, int64_t v, int64_t k, float scale, Cand* c
 // down by the swap was ahead of r[t + 1] (larger, or equal with a lower
 // index), so it swaps there too, and so on: an insertion. (Going up with
 // y > r[t] broke that: a pushed-down logit stopped behind an equal one of a
-// higher index.) The compare's mask stays in the ISA's own form (converting
-// AVX-512 masks to vectors and back took half the time). NaN never enters
+// higher index.) The compare's mask stays in the ISA's own form, never
+// converted between AVX-512 masks and vectors. NaN never enters
 // (no NaN compares >=) and its row is special anyway; -inf logits do enter
 // the lists' -inf start, the lowest index first, so a row with fewer than k
 // logits above -inf ends with its lowest-index -inf logits in index order,
-// as finish_row would add them. It replaced k rounds of a pass over j each
-// (docs/softmax_topk.md, "Rows of up to 256 logits").
+// as finish_row would add them. One pass over j, not k rounds of a pass
+// (docs/softmax_topk.md, "Small rows").
 template <class S, int KL>
 void best_of_rows(const float* xt, int64_t nr, int64_t v, int64_t k, Cand* c) {
   using V = typename S::V;
@@ -631,8 +624,8 @@ void small_rows_typed(const T* base, int64_t ld, int64_t nr, int64_t v, int64_t 
   using V = typename S::V;
   constexpr int W = S::kWidth;
   alignas(64) float xt[kBatchV * W];
-  // W columns at a time through a register transpose (element by element
-  // the copy took about a third of a 256-logit batch), the last < W columns
+  // W columns at a time through a register transpose (an element-by-element
+  // copy would be a large share of a 256-logit batch), the last < W columns
   // element by element; rows past nr are zeros. The transpose is inlined and
   // a full batch's loads unrolled: as a call, GCC kept r on the stack.
   int64_t j0 = 0;
