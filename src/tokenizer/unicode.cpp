@@ -73,6 +73,29 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
   return out;
 }
 
+std::vector<uint32_t> decode_utf8_lenient(std::string_view s) {
+  std::vector<uint32_t> out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t b0 = uint8_t(s[i]);
+    const size_t len = b0 < 0x80 ? 1 : (b0 & 0x40) == 0 ? 0 : (b0 & 0x20) == 0 ? 2 : (b0 & 0x10) == 0 ? 3 : (b0 & 0x08) == 0 ? 4 : 0;
+    bool ok = len > 0 && len <= s.size() - i;
+    uint32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1F) : len == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (uint8_t(s[i + k]) & 0xC0) == 0x80;
+      cp = (cp << 6) | (uint8_t(s[i + k]) & 0x3F);
+    }
+    if (!ok || cp > 0x10FFFF) {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += char(cp);
@@ -144,6 +167,72 @@ void split_digits_then_gpt2(const std::vector<uint32_t>& cps, size_t begin, size
     run = i + 1;
   }
   if (run < end) split_gpt2(cps, run, end, ends);
+}
+
+void split_llama3(const std::vector<uint32_t>& cps, size_t begin, size_t end, int max_digits, std::vector<size_t>& ends) {
+  auto letter = [&](size_t i) { return i < end && is_letter(cps[i]); };
+  auto number = [&](size_t i) { return i < end && is_number(cps[i]); };
+  auto space = [&](size_t i) { return i < end && is_whitespace(cps[i]); };
+  auto other = [&](size_t i) { return i < end && !is_whitespace(cps[i]) && !is_letter(cps[i]) && !is_number(cps[i]); };
+  auto newline = [&](size_t i) { return i < end && (cps[i] == '\r' || cps[i] == '\n'); };
+  // Only A-Z lowercase to the contraction letters (no other code point has a simple lowercase
+  // mapping onto s, t, r, e, v, m, l or d).
+  auto lower = [](uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  size_t prev = begin;  // a word ends only where it is not empty
+  auto add = [&](size_t e) {
+    if (e > prev) ends.push_back(e);
+    prev = e;
+  };
+  size_t pos = begin;
+  while (pos < end) {
+    const uint32_t c = cps[pos];
+    // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    if (c == '\'' && pos + 1 < end) {
+      const uint32_t n1 = lower(cps[pos + 1]);
+      if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
+        add(pos += 2);
+        continue;
+      }
+      if (pos + 2 < end) {
+        const uint32_t n2 = lower(cps[pos + 2]);
+        if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
+          add(pos += 3);
+          continue;
+        }
+      }
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (!newline(pos) && !number(pos) && (letter(pos) || letter(pos + 1))) {
+      ++pos;
+      while (letter(pos)) ++pos;
+      add(pos);
+      continue;
+    }
+    // \p{N}{1,max_digits}
+    if (number(pos)) {
+      for (size_t first = pos; number(pos);)
+        if (++pos - first >= size_t(max_digits)) add(first = pos);
+      add(pos);
+      continue;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*' (a lone space at the end counts as a match, as in llama.cpp)
+    const size_t q = c == ' ' ? pos + 1 : pos;
+    if (q == end || other(q)) {
+      pos = q;
+      while (other(pos)) ++pos;
+      while (newline(pos)) ++pos;
+      add(pos);
+      continue;
+    }
+    // \s*[\r\n]+ up to the last newline of the whitespace run, else \s+(?!\S), else \s+
+    size_t n = 0, after_newline = 0;
+    for (; space(pos + n); ++n)
+      if (newline(pos + n)) after_newline = pos + n + 1;
+    if (after_newline > 0) pos = after_newline;
+    else if (n > 1 && pos + n < end) pos += n - 1;
+    else pos += std::max<size_t>(n, 1);
+    add(pos);
+  }
 }
 
 }  // namespace llmk::unicode
