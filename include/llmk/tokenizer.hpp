@@ -47,8 +47,10 @@ enum class TokenType : int32_t {
 //   llama3           Llama 3's regex (numbers in runs of up to 3 digits), whole-word tokens first
 //                    ("llama-bpe", "llama3", "llama-v3")
 //   qwen2            Llama 3's regex with single digits ("qwen2", "deepseek-r1-qwen")
+//   deepseek_llm     DeepSeek LLM's list of regexes ("deepseek-llm")
+//   deepseek_coder   DeepSeek Coder's list of regexes ("deepseek-coder")
 // Any other name is a FormatError listing the supported ones.
-enum class PreTokenizer { gpt2, digits_then_gpt2, llama3, qwen2 };
+enum class PreTokenizer { gpt2, digits_then_gpt2, llama3, qwen2, deepseek_llm, deepseek_coder };
 enum class TokenizerKind { bpe, spm };
 
 class Tokenizer {

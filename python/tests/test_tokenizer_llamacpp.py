@@ -235,14 +235,18 @@ def test_gemma_long_text_matches_llamacpp(gemma):
 
 
 SPM_VOCABS = ["llama-spm", "phi-3"]
-# llama.cpp's byte-level BPE vocabularies llmk reads: Llama 3 ("llama-bpe"), Qwen2, GPT-2 and the
-# StarCoder family ("digits then gpt2").
-BPE_VOCABS = ["llama-bpe", "qwen2", "gpt-2", "starcoder", "refact"]
+# llama.cpp's byte-level BPE vocabularies llmk reads: Llama 3 ("llama-bpe"), Qwen2, DeepSeek LLM and
+# Coder, GPT-2 and the StarCoder family ("digits then gpt2").
+BPE_VOCABS = ["llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "gpt-2", "starcoder", "refact"]
 # Each family's special tokens, written into texts.
 FAMILY_TEXTS = {
     "llama-bpe": ["<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
                   "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eom_id|>x<|end_of_text|><|python_tag|>",
                   "<|begin_of_text <|eot_id||>"],
+    "deepseek-llm": ["<｜begin▁of▁sentence｜>User: hi\n\nAssistant: ok<｜end▁of▁sentence｜>", "，。！“” µᎠＡ ａ１",
+                     "<｜begin▁of▁sentence <｜end▁of▁sentence｜｜>"],
+    "deepseek-coder": ["<｜begin▁of▁sentence｜>### Instruction:\nhi\n### Response:\n<|EOT|>", "<｜fim▁begin｜>a<｜fim▁hole｜>b<｜fim▁end｜>",
+                       "<｜begin▁of▁sentence <|EOT||>"],
     "qwen2": ["<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
               "<|endoftext|><|fim_prefix|>a<|fim_suffix|>b<|fim_middle|><|file_sep|><|repo_name|>", "<|im_start <|im_end||>"],
 }
@@ -259,7 +263,8 @@ def random_bytes_texts(seed, n, specials, newlines):
     pool = ([c.encode() for c in "aeiouxyzAEZ      .,;:!?'\"-_()[]{}<>|/\\#@$%&*+=~`^0123456789\t\r"]
             + [c.encode() for c in ["'s", "'ll", "'RE", "'T", "é", "ß", "ñ", "日", "本", "한", "ا", "ф", "Ω", "🙂",
                                     "👍🏽", "\u0301", "\u00a0", "\u2003", "\u3000", "\u200b", "½", "٣", "Ⅻ", "²",
-                                    "\U0001d7d8", "\u0085", "\u2028", "\x0b", "\x0c", "\x7f", "\ufffd", "<|", "|>"]]
+                                    "\U0001d7d8", "\u0085", "\u2028", "\x0b", "\x0c", "\x7f", "\ufffd", "<|", "|>", "，",
+                                    "。", "“", "µ", "Ꭰ", "Ａ", "\u3001", "\u1680", "\u180e"]]
             + [t.encode() for t in specials]
             + [b"\x80", b"\xbf", b"\xc0", b"\xff", b"\xe6\x97", b"\xf0\x9f", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf"]
             + ([b"\n", b"\r\n", b"\n\n"] if newlines else []))

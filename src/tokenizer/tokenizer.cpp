@@ -48,7 +48,8 @@ constexpr PreName kPreNames[] = {
     {"exaone", PreTokenizer::digits_then_gpt2},    {"minerva-7b", PreTokenizer::digits_then_gpt2},
     {"llama-bpe", PreTokenizer::llama3},   {"llama3", PreTokenizer::llama3},
     {"llama-v3", PreTokenizer::llama3},    {"qwen2", PreTokenizer::qwen2},
-    {"deepseek-r1-qwen", PreTokenizer::qwen2},
+    {"deepseek-r1-qwen", PreTokenizer::qwen2}, {"deepseek-llm", PreTokenizer::deepseek_llm},
+    {"deepseek-coder", PreTokenizer::deepseek_coder},
 };
 
 PreTokenizer pre_from_name(std::string_view pre) {
@@ -314,6 +315,8 @@ void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) c
     case PreTokenizer::digits_then_gpt2: unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends); break;
     case PreTokenizer::llama3: unicode::split_llama3(cps, 0, cps.size(), 3, ends); break;
     case PreTokenizer::qwen2: unicode::split_llama3(cps, 0, cps.size(), 1, ends); break;
+    case PreTokenizer::deepseek_llm: unicode::split_deepseek_llm(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::deepseek_coder: unicode::split_deepseek_coder(cps, 0, cps.size(), ends); break;
   }
   Scratch scratch;
   std::string raw;

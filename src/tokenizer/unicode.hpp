@@ -17,9 +17,12 @@ extern const CodepointRange kLetterRanges[];  // general category L*
 extern const size_t kLetterRanges_count;
 extern const CodepointRange kNumberRanges[];  // general category N*
 extern const size_t kNumberRanges_count;
+extern const CodepointRange kPunctuationRanges[];  // general category P*
+extern const size_t kPunctuationRanges_count;
 
 bool is_letter(uint32_t cp);
 bool is_number(uint32_t cp);
+bool is_punctuation(uint32_t cp);
 // The White_Space property: U+0009..000D, 0020, 0085, 00A0, 1680, 2000..200A, 2028, 2029,
 // 202F, 205F, 3000 (what \s means in the pre-tokenizer regexes).
 bool is_whitespace(uint32_t cp);
@@ -54,5 +57,14 @@ void split_digits_then_gpt2(const std::vector<uint32_t>& cps, size_t begin, size
 // as llama.cpp's unicode_regex_split_custom_llama3 / _qwen2 implement it (where the two differ
 // from the regex, llama.cpp is followed).
 void split_llama3(const std::vector<uint32_t>& cps, size_t begin, size_t end, int max_digits, std::vector<size_t>& ends);
+// DeepSeek's pre-tokenizers: llama.cpp runs a list of regexes one after another, each splitting
+// every piece the previous ones left into its matches (leftmost first, as std::regex_search
+// finds them) and the gaps between them. deepseek-llm (DeepSeek LLM 7B/67B):
+//   [\r\n] ; \s?[DeepSeek's letters]+ ; \s?[!-/:-~！-／：-～‘-‟　-。]+ ; \s+$ ; [一-龥ࠀ-一가-퟿]+ ; \p{N}+
+// deepseek-coder (DeepSeek Coder 1.3B-33B):
+//   [\r\n] ; \s?\p{L}+ ; \s?\p{P}+ ; [一-龥ࠀ-一가-퟿]+ ; \p{N}
+// A non-ASCII \s (U+3000 too) matches no bracketed class: llama.cpp turns it into U+000B first.
+void split_deepseek_llm(const std::vector<uint32_t>& cps, size_t begin, size_t end, std::vector<size_t>& ends);
+void split_deepseek_coder(const std::vector<uint32_t>& cps, size_t begin, size_t end, std::vector<size_t>& ends);
 
 }  // namespace llmk::unicode

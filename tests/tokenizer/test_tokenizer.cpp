@@ -24,6 +24,8 @@ std::vector<std::string> split(std::string_view text, PreTokenizer pre) {
     case PreTokenizer::digits_then_gpt2: unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends); break;
     case PreTokenizer::llama3: unicode::split_llama3(cps, 0, cps.size(), 3, ends); break;
     case PreTokenizer::qwen2: unicode::split_llama3(cps, 0, cps.size(), 1, ends); break;
+    case PreTokenizer::deepseek_llm: unicode::split_deepseek_llm(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::deepseek_coder: unicode::split_deepseek_coder(cps, 0, cps.size(), ends); break;
   }
   std::vector<std::string> words;
   size_t begin = 0;
@@ -82,6 +84,17 @@ TEST(PreTokenizer, Qwen2SplitsSingleDigits) {
   const auto q = PreTokenizer::qwen2;
   EXPECT_EQ(split("abc12345 6", q), (W{"abc", "1", "2", "3", "4", "5", " ", "6"}));
   EXPECT_EQ(split("it'S x\n\n y", q), (W{"it", "'S", " x", "\n\n", " y"}));
+}
+
+TEST(PreTokenizer, DeepSeekRegexLists) {
+  const std::string text = "Hello world, 123 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e!\n";
+  const std::string cjk = "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e";
+  EXPECT_EQ(split(text, PreTokenizer::deepseek_coder),
+            (W{"Hello", " world", ",", " ", "1", "2", "3", " ", cjk, "!", "\n"}));
+  EXPECT_EQ(split(text, PreTokenizer::deepseek_llm), (W{"Hello", " world", ",", " ", "123", " ", cjk, "!", "\n"}));
+  EXPECT_EQ(split("a , ", PreTokenizer::deepseek_llm), (W{"a", " ,", " "}));
+  EXPECT_EQ(split("x\r\n\n", PreTokenizer::deepseek_coder), (W{"x", "\r", "\n", "\n"}));
+  EXPECT_EQ(split("", PreTokenizer::deepseek_llm), W{});
 }
 
 TEST(Unicode, LenientUtf8DecodingAsLlamaCpp) {
@@ -428,7 +441,8 @@ TEST_P(LlamaCppVocab, TestVectorsAndRoundTrips) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaCppVocab,
-                         ::testing::Values("llama-bpe", "qwen2", "gpt-2", "starcoder", "refact", "llama-spm", "phi-3"),
+                         ::testing::Values("llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "gpt-2", "starcoder",
+                                           "refact", "llama-spm", "phi-3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

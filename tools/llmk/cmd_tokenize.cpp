@@ -69,7 +69,7 @@ void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n
 
 // The tokenizer's metadata as llama.cpp reads it, for comparison with llama.cpp.
 void print_vocab(const llmk::Tokenizer& tok) {
-  static constexpr const char* kPre[] = {"gpt2", "digits_then_gpt2", "llama3", "qwen2"};
+  static constexpr const char* kPre[] = {"gpt2", "digits_then_gpt2", "llama3", "qwen2", "deepseek_llm", "deepseek_coder"};
   std::string eog;
   for (int32_t id : tok.eog_ids()) eog += (eog.empty() ? "" : ", ") + std::to_string(id);
   std::printf("{\"kind\": \"%s\", \"pre\": \"%s\", \"n_vocab\": %d, \"bos\": %d, \"eos\": %d, "
