@@ -323,12 +323,9 @@ def test_bpe_vocab_long_text_matches_llamacpp(bpe_vocab):
     assert llmk_ids(model, text.decode()) == ref.tokenize(text, add_bos=False, special=True)
 
 
-@pytest.mark.parametrize("name", BPE_VOCABS + SPM_VOCABS)
-def test_vocab_metadata_matches_llamacpp(name):
+def check_metadata(name, model, ref):
     """BOS / EOS ids, add_bos / add_eos (what --bos adds) and the end-of-generation set, as
     llama.cpp reads them from the same file."""
-    model, _ = vocab_file(name)
-    ref = vocab_only(model)
     info = json.loads(subprocess.run([str(LLMK), "tokenize", "--model", str(model), "--vocab"], capture_output=True,
                                      check=True, timeout=120).stdout)
     vocab = llama_cpp.llama_model_get_vocab(ref.model)
@@ -341,6 +338,20 @@ def test_vocab_metadata_matches_llamacpp(name):
     for t in ["Hello", " leading space", "x\ny"]:
         assert llmk_ids(model, t, "--bos") == ref.tokenize(t.encode(), add_bos=True, special=True), t
     print(f"\n{name}: bos {info['bos']} eos {info['eos']} add_bos {info['add_bos']} eog {info['eog']}")
+
+
+@pytest.mark.parametrize("name", BPE_VOCABS + SPM_VOCABS)
+def test_vocab_metadata_matches_llamacpp(name):
+    model, _ = vocab_file(name)
+    check_metadata(name, model, vocab_only(model))
+
+
+def test_model_vocab_metadata_matches_llamacpp(smollm):
+    check_metadata("SmolLM2", *smollm)
+
+
+def test_gemma_vocab_metadata_matches_llamacpp(gemma):
+    check_metadata("Gemma-3", *gemma)
 
 
 @pytest.mark.parametrize("name", SPM_VOCABS + BPE_VOCABS)
