@@ -5,8 +5,11 @@ for 2000 random strings; for the ChatML prompt rendered by the GGUF's own Jinja 
 on a small random vocabulary written with the gguf package (fixtures); and checks that the
 fixtures' random models load and run in llama.cpp. The SentencePiece tokenizer the same way on
 Gemma-3-270M's vocabulary (the text set, 2000 random strings with invalid UTF-8, a long text,
-add_bos). llmk runs through `llmk tokenize --json`. Skips, saying why, when llama_cpp, the CLI
-or a model is missing.
+add_bos). On llama.cpp's own vocabulary files (ggml-vocab-*.gguf: Llama 3, Qwen2, DeepSeek LLM and
+Coder, GPT-2, StarCoder, Refact, Llama SPM, Phi-3): their .inp/.out test vectors, the text set
+with each family's special tokens, 2000 random strings with newlines and invalid UTF-8, a long
+text, and the BOS / EOS / add_bos / end-of-generation ids. llmk runs through `llmk tokenize
+--json`. Skips, saying why, when llama_cpp, the CLI, a model or the vocabulary files are missing.
 """
 import json
 import os

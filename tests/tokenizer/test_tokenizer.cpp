@@ -1,7 +1,9 @@
-// Tokenizer: pre-tokenizer splits (GPT-2 regex and digits-first), BPE merge order, special
-// tokens, byte fallback, decode round trips, the streaming decoder, ChatML rendering, and on
-// the real SmolLM2 vocabulary (skipped when the model is missing) token ids produced by
-// llama.cpp (llama-cpp-python 0.3.16 and 0.3.36 agree) for the same texts.
+// Tokenizer: pre-tokenizer splits (GPT-2, digits-first, Llama 3, Qwen2, DeepSeek), llama.cpp's
+// UTF-8 decoding, BPE merge order, special tokens, byte fallback, decode round trips, the
+// streaming decoder, ChatML rendering, pre-tokenizer names / add_bos / end-of-generation ids
+// from GGUF metadata; llama.cpp's vocabulary files with their test vectors (skipped when not
+// fetched); and on the real SmolLM2 vocabulary (skipped when the model is missing) token ids
+// produced by llama.cpp (llama-cpp-python 0.3.16 and 0.3.36 agree) for the same texts.
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
