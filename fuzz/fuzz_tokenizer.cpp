@@ -1,7 +1,9 @@
 // libFuzzer target: Tokenizer::encode on arbitrary bytes, with a small byte-level vocabulary
-// (256 byte symbols, merges, ChatML control tokens) and both pre-tokenizers. Checks, beyond
-// "no crash": decode(encode(x)) equals x with each ill-formed UTF-8 subpart replaced by U+FFFD,
-// and the streaming decoder gives the same text as decode().
+// (256 byte symbols, merges, whole-word tokens, ChatML and Llama 3 control tokens) and every
+// pre-tokenizer. Checks, beyond "no crash": decode(encode(x)) equals x as llama.cpp decodes it
+// (unicode::decode_utf8_lenient: a byte that starts no sequence becomes U+FFFD; overlong forms
+// and surrogates keep their value), and the streaming decoder gives decode()'s text with each
+// ill-formed subpart (such as an encoded surrogate) replaced by U+FFFD.
 // Build and run: scripts/fuzz-smoke (corpus: fuzz/corpus/tokenizer).
 #include <cstddef>
 #include <cstdint>
@@ -25,8 +27,10 @@ static Tokenizer make(PreTokenizer pre) {
   const std::vector<std::string> merges = {"\xc4\xa0 t", "h e", "i n", "\xc4\xa0t he", "e r", "\xc3\xa6 \xc2\x97",
                                            "1 2", "\xc4\xa0 \xc4\xa0", "\xc4\xa0\xc4\xa0 \xc4\xa0\xc4\xa0", "\xc4\x8a \xc4\x8a"};
   for (const std::string& m : merges) tokens.push_back(std::string(m).erase(m.find(' '), 1));
+  // Words with no merges that make them (llama3 takes them whole) and a newline run.
+  for (const char* w : {"\xc4\xa0world", "'S", "123", "\xc4\x8a\xc4\x8a\xc4\x8a"}) tokens.push_back(w);
   std::vector<TokenType> types(tokens.size(), TokenType::normal);
-  for (const char* s : {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}) {
+  for (const char* s : {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>"}) {
     tokens.push_back(s);
     types.push_back(TokenType::control);
   }
@@ -34,19 +38,23 @@ static Tokenizer make(PreTokenizer pre) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const Tokenizer gpt2 = make(PreTokenizer::gpt2), digits = make(PreTokenizer::digits_then_gpt2);
+  static const Tokenizer toks[] = {make(PreTokenizer::gpt2), make(PreTokenizer::digits_then_gpt2),
+                                   make(PreTokenizer::llama3), make(PreTokenizer::qwen2),
+                                   make(PreTokenizer::deepseek_llm), make(PreTokenizer::deepseek_coder)};
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   std::string want;
-  for (uint32_t cp : unicode::decode_utf8(text)) unicode::append_utf8(want, cp);
-  for (const Tokenizer* t : {&gpt2, &digits}) {
+  for (uint32_t cp : unicode::decode_utf8_lenient(text)) unicode::append_utf8(want, cp);
+  for (const Tokenizer& t : toks) {
     for (bool special : {false, true}) {
-      const std::vector<int32_t> ids = t->encode(text, special);
-      const std::string got = t->decode(ids);
+      const std::vector<int32_t> ids = t.encode(text, special);
+      const std::string got = t.decode(ids);
       if (got != want) std::abort();  // round trip broken
-      StreamDecoder d(*t);
+      std::string valid;
+      for (uint32_t cp : unicode::decode_utf8(got)) unicode::append_utf8(valid, cp);
+      StreamDecoder d(t);
       std::string streamed;
       for (int32_t id : ids) streamed += d.push(id);
-      if (streamed + d.finish() != got) std::abort();
+      if (streamed + d.finish() != valid) std::abort();
     }
   }
   return 0;

@@ -3,7 +3,7 @@
   fuzz/corpus/gguf/       small GGUF files: random tiny llama/gpt2 models in each tensor type
                           (gguf package, python/tests/gguf_fixtures.py), v2 and v3 headers,
                           every metadata type, nested arrays, alignment 64, no tensors;
-  fuzz/corpus/tokenizer/  texts: Unicode, digits, whitespace runs, code, special tokens.
+  fuzz/corpus/tokenizer/  texts: Unicode, digits, whitespace runs, code, special tokens, Llama 3 patterns.
 Run: .venv/bin/python fuzz/make_corpus.py"""
 import struct
 import sys
@@ -65,6 +65,7 @@ def main():
         "code.txt": "def f(x):\n    return x ** 2  # it's 100%\n",
         "special.txt": "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
         "digits.txt": "1234567890 3.14 1e-9 0x1F",
+        "llama3.txt": "<|begin_of_text|>It'S 12345 world\n\n  y\r\n!!\n\n?<|eot_id|>\u00a0b e\u0301t 'LL\n",
     }
     for name, text in texts.items():
         (t / name).write_text(text, encoding="utf-8")

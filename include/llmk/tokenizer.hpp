@@ -1,6 +1,7 @@
 // Tokenizers built from a GGUF file's tokenizer.ggml.* metadata: byte-level BPE (GPT-2 style,
 // tokenizer.ggml.model "gpt2") and SentencePiece BPE ("llama"), plus the ChatML chat template
-// of SmolLM2-Instruct and a streaming decoder.
+// of SmolLM2-Instruct and a streaming decoder. Output matches llama.cpp's llama_tokenize
+// (python/tests/test_tokenizer_llamacpp.py); docs/gguf_tokenizer.md has the steps.
 //
 // SentencePiece (SPM, as llama.cpp's llm_tokenizer_spm): special tokens are cut out as below;
 // each text run gets a leading space when add_space_prefix and it starts the text or follows
@@ -8,19 +9,18 @@
 // that starts no valid sequence is one symbol), and adjacent symbols whose concatenation is a
 // token merge, highest score first (leftmost on ties), until none does; a symbol that is no
 // token is re-split into the pieces it was merged from, and what is still no token becomes
-// byte tokens <0xNN>. add_bos / add_eos from tokenizer.ggml.add_{bos,eos}_token. Decode:
-// U+2581 back to a space, <0xNN> to its byte.
+// byte tokens <0xNN>. Decode: U+2581 back to a space, <0xNN> to its byte.
 //
 // Byte-level BPE:
 // encode(text): 1. special tokens (types CONTROL and USER_DEFINED) are cut out of the text,
-// longest first (CONTROL ones only when parse_special); 2. each remaining run is split into
-// words by the pre-tokenizer named by tokenizer.ggml.pre ("gpt2": GPT-2's regex;
-// "smollm" and the StarCoder family: every \p{N} digit alone, then GPT-2's regex), done by
-// hand over Unicode category tables (src/tokenizer/unicode_tables.cpp); 3. each word's UTF-8
-// bytes are mapped to GPT-2's printable byte alphabet and merged by BPE, lowest merge rank
-// first (merges whose parts or result are not tokens are ignored, as Hugging Face's
-// tokenizers refuse them). Invalid UTF-8 in the input becomes U+FFFD (as llama.cpp does).
-// Output matches llama.cpp's llama_tokenize (python/tests/test_tokenizer_llamacpp.py).
+// longest first (CONTROL ones only when parse_special); 2. each remaining run is decoded as
+// llama.cpp does (a byte that starts no sequence of continuation bytes becomes U+FFFD) and
+// split into words by the pre-tokenizer named by tokenizer.ggml.pre (PreTokenizer); 3. each
+// word's UTF-8 bytes are mapped to GPT-2's printable byte alphabet and merged by BPE, lowest
+// merge rank first (merges whose parts or result are not tokens are ignored, as Hugging Face's
+// tokenizers refuse them); with llama3 a word that is itself a token is taken whole.
+// add_bos / add_eos: tokenizer.ggml.add_{bos,eos}_token, else llama.cpp's default (BOS for SPM
+// and for the llama3 pre-tokenizer).
 // encode/decode are const and keep no state: one Tokenizer serves many threads.
 // decode: byte-level pieces map back to bytes; CONTROL tokens render as their text unless
 // skip_special. Token ids are int32_t; bad ids are an InvalidArgument naming the id.
@@ -41,7 +41,16 @@ enum class TokenType : int32_t {
   undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
 };
 
-enum class PreTokenizer { gpt2, digits_then_gpt2 };
+// The byte-level pre-tokenizers (tokenizer.ggml.pre, by llama.cpp's names):
+//   gpt2             GPT-2's regex ("gpt2", "gpt-2", "default", or no key)
+//   digits_then_gpt2 each \p{N} alone, then GPT-2's regex ("smollm", "starcoder", "refact", ...)
+//   llama3           Llama 3's regex (numbers in runs of up to 3 digits), whole-word tokens first
+//                    ("llama-bpe", "llama3", "llama-v3")
+//   qwen2            Llama 3's regex with single digits ("qwen2", "deepseek-r1-qwen")
+//   deepseek_llm     DeepSeek LLM's list of regexes ("deepseek-llm")
+//   deepseek_coder   DeepSeek Coder's list of regexes ("deepseek-coder")
+// Any other name is a FormatError listing the supported ones.
+enum class PreTokenizer { gpt2, digits_then_gpt2, llama3, qwen2, deepseek_llm, deepseek_coder };
 enum class TokenizerKind { bpe, spm };
 
 class Tokenizer {
@@ -73,9 +82,12 @@ class Tokenizer {
   int32_t find(std::string_view piece) const;  // -1 when absent
   int32_t bos_id() const { return bos_; }      // -1 when the vocabulary has none
   int32_t eos_id() const { return eos_; }
-  // Whether generation should stop at `id`: eos, or any CONTROL token named in eog_ids
-  // (<|im_end|>, <|endoftext|> where present).
+  // Whether generation should stop at `id`: llama.cpp's end-of-generation set, i.e. eos, the
+  // eot / eom / fim_pad / fim_rep / fim_sep ids of the metadata (tokenizer.ggml.*_token_id; the
+  // fim ones found by their text when absent) and the tokens llama.cpp stops at by their text
+  // (<|im_end|>, <|endoftext|>, <|eot_id|>, <|eom_id|>, <end_of_turn>, ...).
   bool is_eog(int32_t id) const;
+  const std::vector<int32_t>& eog_ids() const { return eog_; }  // sorted
   bool add_bos() const { return add_bos_; }    // tokenizer.ggml.add_bos_token
   bool add_eos() const { return add_eos_; }    // tokenizer.ggml.add_eos_token
   TokenizerKind kind() const { return kind_; }
@@ -90,6 +102,7 @@ class Tokenizer {
   };
   using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
   void check_id(int32_t id, const char* fn) const;
+  void add_eog(int32_t id);
   // (left id, right id) -> (rank, merged id), open addressing with linear probing.
   struct MergeTable {
     std::vector<uint64_t> keys;  // UINT64_MAX: empty slot
@@ -109,11 +122,12 @@ class Tokenizer {
   MergeTable merges_;           // merges whose two parts and result are all tokens
   std::vector<int32_t> byte_id_;  // [256]: the token of each byte's symbol, -1 if none
   std::vector<int32_t> special_;  // CONTROL / USER_DEFINED ids, longest text first
-  std::vector<int32_t> eog_;
+  std::vector<int32_t> eog_;      // sorted, unique
   PreTokenizer pre_ = PreTokenizer::gpt2;
   TokenizerKind kind_ = TokenizerKind::bpe;
   std::vector<float> scores_;     // SPM: one per token
   bool add_space_prefix_ = false;  // SPM
+  bool ignore_merges_ = false;     // llama3: a word that is a token is taken whole
   int32_t bos_ = -1, eos_ = -1;
   bool add_bos_ = false, add_eos_ = false;
   std::string chat_template_;

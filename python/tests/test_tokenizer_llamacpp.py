@@ -5,8 +5,11 @@ for 2000 random strings; for the ChatML prompt rendered by the GGUF's own Jinja 
 on a small random vocabulary written with the gguf package (fixtures); and checks that the
 fixtures' random models load and run in llama.cpp. The SentencePiece tokenizer the same way on
 Gemma-3-270M's vocabulary (the text set, 2000 random strings with invalid UTF-8, a long text,
-add_bos). llmk runs through `llmk tokenize --json`. Skips, saying why, when llama_cpp, the CLI
-or a model is missing.
+add_bos). On llama.cpp's own vocabulary files (ggml-vocab-*.gguf: Llama 3, Qwen2, DeepSeek LLM and
+Coder, GPT-2, StarCoder, Refact, Llama SPM, Phi-3): their .inp/.out test vectors, the text set
+with each family's special tokens, 2000 random strings with newlines and invalid UTF-8, a long
+text, and the BOS / EOS / add_bos / end-of-generation ids. llmk runs through `llmk tokenize
+--json`. Skips, saying why, when llama_cpp, the CLI, a model or the vocabulary files are missing.
 """
 import json
 import os
@@ -234,14 +237,131 @@ def test_gemma_long_text_matches_llamacpp(gemma):
     assert llmk_ids(model, text) == ref.tokenize(text.encode(), add_bos=False, special=True)
 
 
-@pytest.mark.parametrize("name", ["llama-spm", "phi-3"])
-def test_llamacpp_vocab_test_vectors(name):
-    """llama.cpp's own SentencePiece test vectors (test-tokenizer-0: no BOS, special tokens as
-    text): llmk gives the .out ids, and so does llama.cpp on the same file."""
+SPM_VOCABS = ["llama-spm", "phi-3"]
+# llama.cpp's byte-level BPE vocabularies llmk reads: Llama 3 ("llama-bpe"), Qwen2, DeepSeek LLM and
+# Coder, GPT-2 and the StarCoder family ("digits then gpt2").
+BPE_VOCABS = ["llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "gpt-2", "starcoder", "refact"]
+# Each family's special tokens, written into texts.
+FAMILY_TEXTS = {
+    "llama-bpe": ["<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eom_id|>x<|end_of_text|><|python_tag|>",
+                  "<|begin_of_text <|eot_id||>"],
+    "deepseek-llm": ["<｜begin▁of▁sentence｜>User: hi\n\nAssistant: ok<｜end▁of▁sentence｜>", "，。！“” µᎠＡ ａ１",
+                     "<｜begin▁of▁sentence <｜end▁of▁sentence｜｜>"],
+    "deepseek-coder": ["<｜begin▁of▁sentence｜>### Instruction:\nhi\n### Response:\n<|EOT|>", "<｜fim▁begin｜>a<｜fim▁hole｜>b<｜fim▁end｜>",
+                       "<｜begin▁of▁sentence <|EOT||>"],
+    "qwen2": ["<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+              "<|endoftext|><|fim_prefix|>a<|fim_suffix|>b<|fim_middle|><|file_sep|><|repo_name|>", "<|im_start <|im_end||>"],
+}
+NEWLINE_TEXTS = ["a\nb", "a\r\nb", "\n\n\n", " \n \n ", "x \n\n  y", "x\t\r\n\ty", "!!\n\n??\r\n",
+                 "1234\n5678", "it's\nIT'S\r'll", "end with newline\n", "\r\r\n\n\r", "  \u00a0\n\u3000\n"]
+
+
+def random_bytes_texts(seed, n, specials, newlines):
+    """n random byte strings from a pool of characters, whitespace (newlines when asked), the
+    vocabulary's special-token text and invalid UTF-8 (lone continuation bytes, truncated
+    sequences, 0xC0, 0xFF, an overlong form, a surrogate). Sequences that decode above U+10FFFF
+    are left out: llama.cpp aborts on them."""
+    rng = random.Random(seed)
+    pool = ([c.encode() for c in "aeiouxyzAEZ      .,;:!?'\"-_()[]{}<>|/\\#@$%&*+=~`^0123456789\t\r"]
+            + [c.encode() for c in ["'s", "'ll", "'RE", "'T", "é", "ß", "ñ", "日", "本", "한", "ا", "ф", "Ω", "🙂",
+                                    "👍🏽", "\u0301", "\u00a0", "\u2003", "\u3000", "\u200b", "½", "٣", "Ⅻ", "²",
+                                    "\U0001d7d8", "\u0085", "\u2028", "\x0b", "\x0c", "\x7f", "\ufffd", "<|", "|>", "，",
+                                    "。", "“", "µ", "Ꭰ", "Ａ", "\u3001", "\u1680", "\u180e"]]
+            + [t.encode() for t in specials]
+            + [b"\x80", b"\xbf", b"\xc0", b"\xff", b"\xe6\x97", b"\xf0\x9f", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf"]
+            + ([b"\n", b"\r\n", b"\n\n"] if newlines else []))
+    return [b"".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+
+def llmk_ids_records(model, texts):
+    """llmk's ids of each text (bytes, may hold newlines), NUL-separated through --lines --null."""
+    assert not any(b"\0" in t for t in texts)
+    p = subprocess.run([str(LLMK), "tokenize", "--model", str(model), "--json", "--lines", "--null", "--file", "-"],
+                       input=b"".join(t + b"\0" for t in texts), capture_output=True, check=True, timeout=300)
+    return [json.loads(l)["ids"] for l in p.stdout.decode().split("\n") if l]
+
+
+def vocab_file(name):
     got = llamacpp_vocab(name)
     if got is None:
         pytest.skip("skipped: llama.cpp's vocab files could not be fetched (scripts/fetch-llamacpp-vocab)")
-    model, cases = got
+    return got
+
+
+@pytest.fixture(scope="module", params=BPE_VOCABS)
+def bpe_vocab(request):
+    model, cases = vocab_file(request.param)
+    return request.param, model, vocab_only(model)
+
+
+def compare(name, model, ref, texts, label):
+    got = llmk_ids_records(model, texts)
+    assert len(got) == len(texts)
+    bad = [(t, w, g) for t, g in zip(texts, got) if g != (w := ref.tokenize(t, add_bos=False, special=True))]
+    print(f"\n{name}: llama.cpp agreement on {label}: {len(texts) - len(bad)}/{len(texts)} identical")
+    assert not bad, "\n".join(f"{t!r}:\n  llama.cpp {w}\n  llmk      {g}" for t, w, g in bad[:5])
+
+
+def test_bpe_vocab_text_set_matches_llamacpp(bpe_vocab):
+    name, model, ref = bpe_vocab
+    texts = [t.encode() for t in TEXTS + NEWLINE_TEXTS + FAMILY_TEXTS.get(name, [])]
+    compare(name, model, ref, texts, "the text set")
+    for t in texts[-3:]:  # special tokens as text
+        assert llmk_ids(model, t.decode(), "--no-special") == ref.tokenize(t, add_bos=False, special=False), t
+
+
+def test_bpe_vocab_random_strings_match_llamacpp(bpe_vocab):
+    name, model, ref = bpe_vocab
+    specials = [t for t in FAMILY_TEXTS.get(name, [])[:1]]
+    compare(name, model, ref, random_bytes_texts(2, 2000, specials, newlines=True), "2000 random strings")
+
+
+def test_bpe_vocab_long_text_matches_llamacpp(bpe_vocab):
+    name, model, ref = bpe_vocab
+    path = Path("/usr/share/common-licenses/GPL-3")
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    text = path.read_bytes()
+    assert llmk_ids(model, text.decode()) == ref.tokenize(text, add_bos=False, special=True)
+
+
+def check_metadata(name, model, ref):
+    """BOS / EOS ids, add_bos / add_eos (what --bos adds) and the end-of-generation set, as
+    llama.cpp reads them from the same file."""
+    info = json.loads(subprocess.run([str(LLMK), "tokenize", "--model", str(model), "--vocab"], capture_output=True,
+                                     check=True, timeout=120).stdout)
+    vocab = llama_cpp.llama_model_get_vocab(ref.model)
+    n = llama_cpp.llama_vocab_n_tokens(vocab)
+    assert info["n_vocab"] == n
+    assert info["bos"] == llama_cpp.llama_vocab_bos(vocab) and info["eos"] == llama_cpp.llama_vocab_eos(vocab)
+    assert info["add_bos"] == llama_cpp.llama_vocab_get_add_bos(vocab)
+    assert info["add_eos"] == llama_cpp.llama_vocab_get_add_eos(vocab)
+    assert info["eog"] == [i for i in range(n) if llama_cpp.llama_vocab_is_eog(vocab, i)]
+    for t in ["Hello", " leading space", "x\ny"]:
+        assert llmk_ids(model, t, "--bos") == ref.tokenize(t.encode(), add_bos=True, special=True), t
+    print(f"\n{name}: bos {info['bos']} eos {info['eos']} add_bos {info['add_bos']} eog {info['eog']}")
+
+
+@pytest.mark.parametrize("name", BPE_VOCABS + SPM_VOCABS)
+def test_vocab_metadata_matches_llamacpp(name):
+    model, _ = vocab_file(name)
+    check_metadata(name, model, vocab_only(model))
+
+
+def test_model_vocab_metadata_matches_llamacpp(smollm):
+    check_metadata("SmolLM2", *smollm)
+
+
+def test_gemma_vocab_metadata_matches_llamacpp(gemma):
+    check_metadata("Gemma-3", *gemma)
+
+
+@pytest.mark.parametrize("name", SPM_VOCABS + BPE_VOCABS)
+def test_llamacpp_vocab_test_vectors(name):
+    """llama.cpp's own test vectors (test-tokenizer-0: no BOS, special tokens as text): llmk
+    gives the .out ids, and so does llama.cpp on the same file."""
+    model, cases = vocab_file(name)
     ref = vocab_only(model)
     assert len(cases) > 20
     bad = []

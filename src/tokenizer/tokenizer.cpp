@@ -35,15 +35,51 @@ const ByteMap& byte_map() {
   return m;
 }
 
+// tokenizer.ggml.pre names, as llama.cpp maps them to its pre-tokenizer types.
+struct PreName {
+  std::string_view name;
+  PreTokenizer pre;
+};
+constexpr PreName kPreNames[] = {
+    {"default", PreTokenizer::gpt2},       {"gpt2", PreTokenizer::gpt2},
+    {"gpt-2", PreTokenizer::gpt2},         {"smollm", PreTokenizer::digits_then_gpt2},
+    {"starcoder", PreTokenizer::digits_then_gpt2}, {"refact", PreTokenizer::digits_then_gpt2},
+    {"command-r", PreTokenizer::digits_then_gpt2}, {"codeshell", PreTokenizer::digits_then_gpt2},
+    {"exaone", PreTokenizer::digits_then_gpt2},    {"minerva-7b", PreTokenizer::digits_then_gpt2},
+    {"llama-bpe", PreTokenizer::llama3},   {"llama3", PreTokenizer::llama3},
+    {"llama-v3", PreTokenizer::llama3},    {"qwen2", PreTokenizer::qwen2},
+    {"deepseek-r1-qwen", PreTokenizer::qwen2}, {"deepseek-llm", PreTokenizer::deepseek_llm},
+    {"deepseek-coder", PreTokenizer::deepseek_coder},
+};
+
 PreTokenizer pre_from_name(std::string_view pre) {
-  // llama.cpp's names for pre-tokenizers that split digits one by one before GPT-2's regex.
-  static constexpr std::string_view kDigits[] = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
-  for (std::string_view d : kDigits)
-    if (pre == d) return PreTokenizer::digits_then_gpt2;
-  if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2") return PreTokenizer::gpt2;
+  if (pre.empty()) return PreTokenizer::gpt2;
+  std::string names;
+  for (const PreName& p : kPreNames) {
+    if (pre == p.name) return p.pre;
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
   throw gguf::FormatError("tokenizer: pre-tokenizer 'tokenizer.ggml.pre' = '" + std::string(pre) +
-                          "' is not supported (supported: gpt2, smollm and the StarCoder family)");
+                          "' is not supported (supported: " + names + ")");
 }
+
+// Tokens llama.cpp finds by their text (llama_vocab::impl::load) and makes CONTROL: those it
+// stops generation at, and the fill-in-the-middle markers (kFimPad, kFimRep and kFimSep stop
+// generation too, when the metadata names no fim_pad / fim_rep / fim_sep id).
+constexpr std::string_view kEogText[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<｜end▁of▁sentence｜>", "[e~["};
+constexpr std::string_view kFimOther[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
+    "▁<PRE>", "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+    "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
+    "▁<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr std::string_view kFimPad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr std::string_view kFimRep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
+constexpr std::string_view kFimSep[] = {"<|file_sep|>"};
 
 bool is_special_type(TokenType t) {
   return t == TokenType::control || t == TokenType::user_defined || t == TokenType::unknown;
@@ -52,7 +88,7 @@ bool is_special_type(TokenType t) {
 
 Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges,
                      std::vector<TokenType> types, PreTokenizer pre)
-    : tokens_(std::move(tokens)), types_(std::move(types)), pre_(pre) {
+    : tokens_(std::move(tokens)), types_(std::move(types)), pre_(pre), ignore_merges_(pre == PreTokenizer::llama3) {
   const char* fn = "Tokenizer";
   LLMK_CHECK_ARG(!tokens_.empty() && tokens_.size() < size_t(INT32_MAX), fn, "tokens.size()", tokens_.size(),
                  "must be 1 .. 2^31-2");
@@ -83,15 +119,24 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, const std::vector<std::str
     unicode::append_utf8(sym, bm.to_cp[size_t(b)]);
     byte_id_[size_t(b)] = find(sym);
   }
+  auto make_control = [&](std::span<const std::string_view> texts) {
+    for (std::string_view t : texts)
+      if (const int32_t id = find(t); id >= 0) types_[size_t(id)] = TokenType::control;
+  };
+  using Texts = std::span<const std::string_view>;
+  for (Texts texts : {Texts(kEogText), Texts(kFimOther), Texts(kFimPad), Texts(kFimRep), Texts(kFimSep)})
+    make_control(texts);
   for (size_t i = 0; i < tokens_.size(); ++i)
     if (is_special_type(types_[i]) && !tokens_[i].empty()) special_.push_back(int32_t(i));
   std::stable_sort(special_.begin(), special_.end(),
                    [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
-  // End-of-generation tokens, by text, as llama.cpp recognizes them.
-  static constexpr std::string_view kEog[] = {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>",
-                                             "<|end|>", "<end_of_turn>", "<EOT>"};
-  for (std::string_view t : kEog)
-    if (int32_t id = find(t); id >= 0 && types_[id] == TokenType::control) eog_.push_back(id);
+  for (std::string_view t : kEogText)
+    if (const int32_t id = find(t); id >= 0) add_eog(id);
+}
+
+void Tokenizer::add_eog(int32_t id) {
+  const auto it = std::lower_bound(eog_.begin(), eog_.end(), id);
+  if (it == eog_.end() || *it != id) eog_.insert(it, id);
 }
 
 Tokenizer Tokenizer::sentencepiece(std::vector<std::string> tokens, std::vector<float> scores,
@@ -131,10 +176,10 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
       throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.scores' has " + std::to_string(scores.size()) +
                               " entries for " + std::to_string(tokens.size()) + " tokens");
   }
+  const PreTokenizer pre = spm ? PreTokenizer::gpt2 : pre_from_name(f.get_string_or("tokenizer.ggml.pre", ""));
   Tokenizer tok = spm ? sentencepiece(std::move(tokens), std::move(scores), std::move(types),
                                       f.get_bool_or("tokenizer.ggml.add_space_prefix", true))
-                      : Tokenizer(std::move(tokens), merges, std::move(types),
-                                  pre_from_name(f.get_string_or("tokenizer.ggml.pre", "")));
+                      : Tokenizer(std::move(tokens), merges, std::move(types), pre);
   auto id_or = [&](const char* key) -> int32_t {
     if (!f.has(key)) return -1;
     const int64_t id = f.get_int(key);
@@ -145,7 +190,21 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
   };
   tok.bos_ = id_or("tokenizer.ggml.bos_token_id");
   tok.eos_ = id_or("tokenizer.ggml.eos_token_id");
-  tok.add_bos_ = f.get_bool_or("tokenizer.ggml.add_bos_token", spm) && tok.bos_ >= 0;
+  // End of generation: eos, eot and eom, and the fim_pad / fim_rep / fim_sep ids (found by their
+  // text when the metadata has none), besides the text list the constructor applied.
+  if (tok.eos_ >= 0) tok.add_eog(tok.eos_);
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+    if (const int32_t id = id_or(key); id >= 0) tok.add_eog(id);
+  const std::pair<const char*, std::span<const std::string_view>> kFim[] = {
+      {"tokenizer.ggml.fim_pad_token_id", kFimPad},
+      {"tokenizer.ggml.fim_rep_token_id", kFimRep},
+      {"tokenizer.ggml.fim_sep_token_id", kFimSep}};
+  for (const auto& [key, texts] : kFim) {
+    int32_t id = id_or(key);
+    for (size_t i = 0; id < 0 && i < texts.size(); ++i) id = tok.find(texts[i]);
+    if (id >= 0) tok.add_eog(id);
+  }
+  tok.add_bos_ = f.get_bool_or("tokenizer.ggml.add_bos_token", spm || pre == PreTokenizer::llama3) && tok.bos_ >= 0;
   tok.add_eos_ = f.get_bool_or("tokenizer.ggml.add_eos_token", false) && tok.eos_ >= 0;
   tok.chat_template_ = f.get_string_or("tokenizer.chat_template", "");
   return tok;
@@ -166,9 +225,7 @@ int32_t Tokenizer::find(std::string_view p) const {
   auto it = token_id_.find(p);
   return it == token_id_.end() ? -1 : it->second;
 }
-bool Tokenizer::is_eog(int32_t id) const {
-  return id >= 0 && (id == eos_ || std::find(eog_.begin(), eog_.end(), id) != eog_.end());
-}
+bool Tokenizer::is_eog(int32_t id) const { return std::binary_search(eog_.begin(), eog_.end(), id); }
 
 static size_t slot_of(int32_t left, int32_t right, size_t mask) {
   const uint64_t k = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
@@ -207,11 +264,21 @@ struct Tokenizer::Scratch {
   };
   std::vector<Sym> syms;
   std::priority_queue<Bigram> queue;
+  std::string word;  // a word in byte-level form
 };
 
 // BPE over one pre-tokenized word (raw UTF-8 bytes): one symbol per byte (its symbol in GPT-2's
 // byte alphabet), then merges by rank, then the ids of what is left.
 void Tokenizer::bpe_word(std::string_view raw, Scratch& s, std::vector<int32_t>& out) const {
+  if (ignore_merges_) {  // a word that is a token is taken whole, merges or not
+    const ByteMap& bm = byte_map();
+    s.word.clear();
+    for (char c : raw) unicode::append_utf8(s.word, bm.to_cp[uint8_t(c)]);
+    if (const int32_t id = find(s.word); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
   auto& syms = s.syms;
   syms.clear();
   for (size_t i = 0; i < raw.size(); ++i)
@@ -241,10 +308,16 @@ void Tokenizer::bpe_word(std::string_view raw, Scratch& s, std::vector<int32_t>&
 }
 
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
-  const std::vector<uint32_t> cps = unicode::decode_utf8(text);
+  const std::vector<uint32_t> cps = unicode::decode_utf8_lenient(text);
   std::vector<size_t> ends;
-  if (pre_ == PreTokenizer::digits_then_gpt2) unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends);
-  else unicode::split_gpt2(cps, 0, cps.size(), ends);
+  switch (pre_) {
+    case PreTokenizer::gpt2: unicode::split_gpt2(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::digits_then_gpt2: unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::llama3: unicode::split_llama3(cps, 0, cps.size(), 3, ends); break;
+    case PreTokenizer::qwen2: unicode::split_llama3(cps, 0, cps.size(), 1, ends); break;
+    case PreTokenizer::deepseek_llm: unicode::split_deepseek_llm(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::deepseek_coder: unicode::split_deepseek_coder(cps, 0, cps.size(), ends); break;
+  }
   Scratch scratch;
   std::string raw;
   size_t begin = 0;
@@ -267,9 +340,9 @@ int32_t Tokenizer::byte_token(uint8_t b) const {
 
 void Tokenizer::encode_spm(std::string_view raw, bool space_prefix, std::vector<int32_t>& out) const {
   std::string text;
-  if (space_prefix) text = "\xE2\x96\x81";
+  if (space_prefix) text = "▁";
   for (char c : raw) {
-    if (c == ' ') text += "\xE2\x96\x81";
+    if (c == ' ') text += "▁";
     else text += c;
   }
   // Symbols: UTF-8 characters by their first byte's length (a stray byte is one symbol),
@@ -398,7 +471,7 @@ std::string Tokenizer::token_bytes(int32_t id, bool skip_special) const {
       return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
     std::string out;
     for (size_t i = 0; i < t.size(); ++i) {
-      if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+      if (t.compare(i, 3, "▁") == 0) {
         out += ' ';
         i += 2;
       } else {

@@ -1,8 +1,13 @@
-// Tokenizer: pre-tokenizer splits (GPT-2 regex and digits-first), BPE merge order, special
-// tokens, byte fallback, decode round trips, the streaming decoder, ChatML rendering, and on
-// the real SmolLM2 vocabulary (skipped when the model is missing) token ids produced by
-// llama.cpp (llama-cpp-python 0.3.16 and 0.3.36 agree) for the same texts.
+// Tokenizer: pre-tokenizer splits (GPT-2, digits-first, Llama 3, Qwen2, DeepSeek), llama.cpp's
+// UTF-8 decoding, BPE merge order, special tokens, byte fallback, decode round trips, the
+// streaming decoder, ChatML rendering, pre-tokenizer names / add_bos / end-of-generation ids
+// from GGUF metadata; llama.cpp's vocabulary files with their test vectors (skipped when not
+// fetched); and on the real SmolLM2 vocabulary (skipped when the model is missing) token ids
+// produced by llama.cpp (llama-cpp-python 0.3.16 and 0.3.36 agree) for the same texts.
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -14,10 +19,16 @@ namespace llmk {
 namespace {
 
 std::vector<std::string> split(std::string_view text, PreTokenizer pre) {
-  const std::vector<uint32_t> cps = unicode::decode_utf8(text);
+  const std::vector<uint32_t> cps = unicode::decode_utf8_lenient(text);
   std::vector<size_t> ends;
-  if (pre == PreTokenizer::gpt2) unicode::split_gpt2(cps, 0, cps.size(), ends);
-  else unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends);
+  switch (pre) {
+    case PreTokenizer::gpt2: unicode::split_gpt2(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::digits_then_gpt2: unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::llama3: unicode::split_llama3(cps, 0, cps.size(), 3, ends); break;
+    case PreTokenizer::qwen2: unicode::split_llama3(cps, 0, cps.size(), 1, ends); break;
+    case PreTokenizer::deepseek_llm: unicode::split_deepseek_llm(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::deepseek_coder: unicode::split_deepseek_coder(cps, 0, cps.size(), ends); break;
+  }
   std::vector<std::string> words;
   size_t begin = 0;
   for (size_t end : ends) {
@@ -53,6 +64,52 @@ TEST(PreTokenizer, DigitsThenGpt2) {
   EXPECT_EQ(split("abc123 45", d), (W{"abc", "1", "2", "3", " ", "4", "5"}));
   // Other \p{N}: Arabic-Indic digits (Nd), Roman numeral (Nl), vulgar fraction (No).
   EXPECT_EQ(split("\xd9\xa3\xd9\xa4x\xe2\x85\xab\xc2\xbd", d), (W{"\xd9\xa3", "\xd9\xa4", "x", "\xe2\x85\xab", "\xc2\xbd"}));
+}
+
+TEST(PreTokenizer, Llama3Regex) {
+  const auto l = PreTokenizer::llama3;
+  EXPECT_EQ(split("Hello world", l), (W{"Hello", " world"}));
+  EXPECT_EQ(split("it's IT'S we'LL", l), (W{"it", "'s", " IT", "'S", " we", "'LL"}));  // contractions in any case
+  EXPECT_EQ(split("12345 678", l), (W{"123", "45", " ", "678"}));                      // numbers in threes
+  EXPECT_EQ(split("x\n\n y", l), (W{"x", "\n\n", " y"}));
+  EXPECT_EQ(split("a  \n  b", l), (W{"a", "  \n", " ", " b"}));  // \s*[\r\n]+ ends at the last newline
+  EXPECT_EQ(split("(x)!!\n\n?", l), (W{"(x", ")!!\n\n", "?"}));  // one non-letter joins the letters after it
+  EXPECT_EQ(split("a\xc2\xa0" "b", l), (W{"a", "\xc2\xa0" "b"}));  // so does U+00A0
+  EXPECT_EQ(split("e\xcc\x81t", l), (W{"e", "\xcc\x81t"}));        // and a combining mark
+  EXPECT_EQ(split("\t\tx", l), (W{"\t", "\tx"}));
+  EXPECT_EQ(split("a ", l), (W{"a", " "}));
+  EXPECT_EQ(split("\r\nab", l), (W{"\r\n", "ab"}));  // a newline never joins the letters
+  EXPECT_EQ(split("", l), W{});
+}
+
+TEST(PreTokenizer, Qwen2SplitsSingleDigits) {
+  const auto q = PreTokenizer::qwen2;
+  EXPECT_EQ(split("abc12345 6", q), (W{"abc", "1", "2", "3", "4", "5", " ", "6"}));
+  EXPECT_EQ(split("it'S x\n\n y", q), (W{"it", "'S", " x", "\n\n", " y"}));
+}
+
+TEST(PreTokenizer, DeepSeekRegexLists) {
+  const std::string text = "Hello world, 123 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e!\n";
+  const std::string cjk = "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e";
+  EXPECT_EQ(split(text, PreTokenizer::deepseek_coder),
+            (W{"Hello", " world", ",", " ", "1", "2", "3", " ", cjk, "!", "\n"}));
+  EXPECT_EQ(split(text, PreTokenizer::deepseek_llm), (W{"Hello", " world", ",", " ", "123", " ", cjk, "!", "\n"}));
+  EXPECT_EQ(split("a , ", PreTokenizer::deepseek_llm), (W{"a", " ,", " "}));
+  EXPECT_EQ(split("x\r\n\n", PreTokenizer::deepseek_coder), (W{"x", "\r", "\n", "\n"}));
+  EXPECT_EQ(split("", PreTokenizer::deepseek_llm), W{});
+}
+
+TEST(Unicode, LenientUtf8DecodingAsLlamaCpp) {
+  using V = std::vector<uint32_t>;
+  const uint32_t r = 0xFFFD;
+  EXPECT_EQ(unicode::decode_utf8_lenient("a\xf0\x9f\x99\x82"), (V{'a', 0x1F642}));
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xe2\x82"), (V{r, r}));          // cut short: one U+FFFD a byte
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xe2\x82" "a"), (V{r, r, 'a'}));
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xc0\x80"), (V{0}));              // overlong: its value
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xf0\x82\x82\xac"), (V{0x20AC}));
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xed\xa0\x80"), (V{0xD800}));    // a surrogate: its value
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xf4\x90\x80\x80"), (V{r, r, r, r}));  // above U+10FFFF
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xf8\x88\x80\x80\x80\xff\x80"), (V{r, r, r, r, r, r, r}));
 }
 
 TEST(Unicode, Utf8DecodingReplacesMaximalSubparts) {
@@ -259,6 +316,140 @@ TEST(Chat, ChatMlRendering) {
   EXPECT_EQ(chatml_default_system("{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>' }}"), "");
   EXPECT_EQ(chatml_default_system("no template"), "");
 }
+
+// A byte-level vocabulary in a GGUF file: the 256 byte symbols, "ab" (without a merge "a b"),
+// and specials; tokenizer.ggml.pre = pre unless empty; extra metadata from `more`.
+gguf::File vocab_file(const std::string& pre, const std::function<void(gguf::Writer&)>& more = {}) {
+  std::vector<std::string> tokens;
+  uint32_t next = 256;  // GPT-2's byte alphabet
+  for (int b = 0; b < 256; ++b) {
+    const bool self = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    std::string sym;
+    unicode::append_utf8(sym, self ? uint32_t(b) : next++);
+    tokens.push_back(sym);
+  }
+  const std::vector<std::string> extra{"ab", "<|begin_of_text|>", "<|eot_id|>", "<|fim_pad|>", "<custom_eot>"};
+  tokens.insert(tokens.end(), extra.begin(), extra.end());
+  std::vector<int32_t> types(tokens.size(), 1);
+  for (size_t i = 257; i < tokens.size(); ++i) types[i] = 3;  // CONTROL
+  gguf::Writer w;
+  w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
+  if (!pre.empty()) w.set("tokenizer.ggml.pre", gguf::Value::string(pre));
+  w.set("tokenizer.ggml.tokens", gguf::Value::strings(tokens));
+  w.set("tokenizer.ggml.token_type", gguf::Value::array_of<int32_t>(types));
+  w.set("tokenizer.ggml.merges", gguf::Value::strings({}));
+  w.set("tokenizer.ggml.bos_token_id", gguf::Value::of<uint32_t>(257));
+  w.set("tokenizer.ggml.eos_token_id", gguf::Value::of<uint32_t>(258));
+  if (more) more(w);
+  return gguf::File::parse(w.bytes());
+}
+
+TEST(Tokenizer, PreTokenizersFromGguf) {
+  const std::vector<std::pair<std::string, PreTokenizer>> cases{
+      {"", PreTokenizer::gpt2},           {"gpt-2", PreTokenizer::gpt2},    {"smollm", PreTokenizer::digits_then_gpt2},
+      {"llama-bpe", PreTokenizer::llama3}, {"llama3", PreTokenizer::llama3}, {"qwen2", PreTokenizer::qwen2}};
+  for (const auto& c : cases) {
+    const Tokenizer t = Tokenizer::from_gguf(vocab_file(c.first));
+    EXPECT_EQ(t.pre(), c.second) << c.first;
+    // BOS by default with llama3 only (llama.cpp's defaults); the metadata overrides it.
+    EXPECT_EQ(t.add_bos(), c.second == PreTokenizer::llama3) << c.first;
+    // llama3 takes a word that is a token whole, though no merge makes it.
+    const std::vector<int32_t> ab{256}, a_b{t.find("a"), t.find("b")};
+    EXPECT_EQ(t.encode("ab"), c.second == PreTokenizer::llama3 ? ab : a_b) << c.first;
+  }
+  const Tokenizer no_bos = Tokenizer::from_gguf(vocab_file("llama-bpe", [](gguf::Writer& w) {
+    w.set("tokenizer.ggml.add_bos_token", gguf::Value::of<bool>(false));
+  }));
+  EXPECT_FALSE(no_bos.add_bos());
+  EXPECT_EQ(no_bos.encode("ab", true, no_bos.add_bos()), std::vector<int32_t>{256});
+  try {
+    Tokenizer::from_gguf(vocab_file("deepseek-v3"));
+    FAIL() << "an unsupported pre-tokenizer must be refused";
+  } catch (const gguf::FormatError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'tokenizer.ggml.pre' = 'deepseek-v3' is not supported"), std::string::npos) << m;
+    EXPECT_NE(m.find("supported: default, gpt2, gpt-2, smollm"), std::string::npos) << m;
+    EXPECT_NE(m.find("llama-bpe"), std::string::npos) << m;
+    EXPECT_NE(m.find("qwen2"), std::string::npos) << m;
+  }
+}
+
+TEST(Tokenizer, EndOfGenerationFromMetadataAndText) {
+  // eos, <|eot_id|> and <|fim_pad|> by their text, and an eot_token_id from the metadata.
+  const Tokenizer t = Tokenizer::from_gguf(vocab_file("llama-bpe", [](gguf::Writer& w) {
+    w.set("tokenizer.ggml.eot_token_id", gguf::Value::of<uint32_t>(260));
+  }));
+  EXPECT_EQ(t.eog_ids(), (std::vector<int32_t>{258, 259, 260}));
+  EXPECT_TRUE(t.is_eog(258) && t.is_eog(260) && !t.is_eog(257) && !t.is_eog(-1) && !t.is_eog(1 << 30));
+  // A fim_pad id in the metadata replaces the one found by text.
+  const Tokenizer m = Tokenizer::from_gguf(vocab_file("qwen2", [](gguf::Writer& w) {
+    w.set("tokenizer.ggml.fim_pad_token_id", gguf::Value::of<uint32_t>(256));
+  }));
+  EXPECT_EQ(m.eog_ids(), (std::vector<int32_t>{256, 258}));
+}
+
+// llama.cpp's vocabulary files and test vectors (scripts/fetch-llamacpp-vocab): the .out ids
+// for each .inp text (no BOS, special tokens as text, as test-tokenizer-0 runs them), and
+// decode(encode(text)) == text for those texts and for random valid UTF-8.
+class LlamaCppVocab : public ::testing::TestWithParam<const char*> {};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_P(LlamaCppVocab, TestVectorsAndRoundTrips) {
+  const char* cache = std::getenv("LLMK_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::string base = (cache && *cache ? std::string(cache) : std::string(home ? home : "") + "/.cache/llmk") +
+                           "/llamacpp-vocab/ggml-vocab-" + GetParam() + ".gguf";
+  if (!std::ifstream(base) || !std::ifstream(base + ".inp") || !std::ifstream(base + ".out"))
+    GTEST_SKIP() << "skipped: " << base << " not found (run scripts/fetch-llamacpp-vocab)";
+  const gguf::File f = gguf::File::open(base);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  const std::string inp = slurp(base + ".inp"), sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> texts;
+  for (size_t pos = 0; pos < inp.size();) {
+    size_t e = inp.find(sep, pos);
+    if (e == std::string::npos) e = inp.size();
+    texts.push_back(inp.substr(pos, e - pos));
+    pos = e + sep.size();
+  }
+  std::istringstream outs(slurp(base + ".out"));
+  size_t n = 0;
+  for (const std::string& text : texts) {
+    std::string line;
+    ASSERT_TRUE(std::getline(outs, line)) << "no ids for text " << n;
+    std::istringstream ids(line);
+    std::vector<int32_t> want;
+    for (int32_t id; ids >> id;) want.push_back(id);
+    const std::vector<int32_t> got = tok.encode(text, false);
+    EXPECT_EQ(got, want) << GetParam() << " text " << n << ": '" << text << "'";
+    if (tok.kind() == TokenizerKind::bpe) EXPECT_EQ(tok.decode(got), text) << GetParam() << " text " << n;
+    ++n;
+  }
+  EXPECT_GT(n, 20u);
+  if (tok.kind() != TokenizerKind::bpe) return;  // SentencePiece adds a space prefix
+  std::mt19937 rng(7);
+  const std::vector<uint32_t> pool{'a', 'Z', '1', ' ', ' ', '\n', '\r', '\t', '\'', 's', '.', '!', 0xE9, 0xA0, 0x301,
+                                   0x3000, 0x65E5, 0xD55C, 0x1F642, 0x1F3FD, 0x2028, 0x85, 0x7F, 0x0};
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    for (int k = int(rng() % 30); k >= 0; --k) unicode::append_utf8(text, pool[rng() % pool.size()]);
+    EXPECT_EQ(tok.decode(tok.encode(text, false)), text) << GetParam() << " random text " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, LlamaCppVocab,
+                         ::testing::Values("llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "gpt-2", "starcoder",
+                                           "refact", "llama-spm", "phi-3"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 // The real vocabulary. Expected ids: llama.cpp via llama-cpp-python 0.3.36 (as 0.3.16),
 // Llama(model_path, vocab_only=True).tokenize(text.encode(), add_bos=False, special=True).

@@ -1,11 +1,15 @@
-// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT...]`:
+// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines [--null]]] [TEXT...]`:
 // the token ids and pieces of TEXT (or of file F's bytes, '-' for stdin) under the model's
 // tokenizer (default model: fetched when missing). Pieces are shown decoded (bytes, with C
 // escapes for control and non-UTF-8 bytes); --json prints {"ids": [...], "pieces": [...]}
 // with the pieces as JSON strings. --lines tokenizes each line of F on its own (without its
-// '\n'), one result per line: a quick way to compare many texts with another tokenizer.
+// '\n'), one result per line: a quick way to compare many texts with another tokenizer;
+// with --null the texts are separated by NUL bytes instead (so they may hold newlines).
+// --bos adds BOS / EOS where the model's metadata says to (llama.cpp's add_special).
 // --chat renders TEXT as one user message in the model's ChatML template (with its default
 // system prompt and the assistant prompt) before tokenizing: what `llmk chat` feeds the model.
+// `llmk tokenize --vocab [--model M]` prints the tokenizer's kind, pre-tokenizer, size, BOS /
+// EOS ids, add_bos / add_eos and end-of-generation ids as one JSON object.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -63,18 +67,39 @@ void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n
               ms > 0 ? double(n_bytes) / ms / 1e3 : 0.0);
 }
 
+// The tokenizer's metadata as llama.cpp reads it, for comparison with llama.cpp.
+void print_vocab(const llmk::Tokenizer& tok) {
+  static constexpr const char* kPre[] = {"gpt2", "digits_then_gpt2", "llama3", "qwen2", "deepseek_llm", "deepseek_coder"};
+  std::string eog;
+  for (int32_t id : tok.eog_ids()) eog += (eog.empty() ? "" : ", ") + std::to_string(id);
+  std::printf("{\"kind\": \"%s\", \"pre\": \"%s\", \"n_vocab\": %d, \"bos\": %d, \"eos\": %d, "
+              "\"add_bos\": %s, \"add_eos\": %s, \"eog\": [%s]}\n",
+              tok.kind() == llmk::TokenizerKind::spm ? "spm" : "bpe",
+              tok.kind() == llmk::TokenizerKind::spm ? "" : kPre[int(tok.pre())], tok.n_vocab(), tok.bos_id(),
+              tok.eos_id(), tok.add_bos() ? "true" : "false", tok.add_eos() ? "true" : "false", eog.c_str());
+}
+
 int run_tokenize(llmk::cli::Args& args) {
-  const std::string usage = "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT]";
+  const std::string usage =
+      "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines [--null]]] [TEXT]"
+      " | llmk tokenize --vocab [--model NAME|PATH]";
   const std::string model = llmk::cli::model_arg(args);
   const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
-  const bool lines = args.flag("lines"), chat = args.flag("chat");
+  const bool lines = args.flag("lines"), chat = args.flag("chat"), null = args.flag("null"), vocab = args.flag("vocab");
   const std::string file = args.get("file", "");
   args.finish();
+  if (vocab) {
+    LLMK_CHECK_ARG(file.empty() && args.positional().empty(), "tokenize", "--vocab", "1", "takes no TEXT or --file");
+    const llmk::gguf::File gguf = llmk::gguf::File::open(llmk::cli::model_path(model));
+    print_vocab(llmk::Tokenizer::from_gguf(gguf));
+    return 0;
+  }
   LLMK_CHECK_ARG(!args.has("file") || !file.empty(), "tokenize", "--file", "\"\"", "needs a file name ('-' for stdin)");
   LLMK_CHECK_ARG(file.empty() != args.positional().empty(), "tokenize", "TEXT", "(missing or given twice)",
                  "give either TEXT or --file F; " + usage);
   LLMK_CHECK_ARG(!lines || !file.empty(), "tokenize", "--lines", "1", "needs --file F");
   LLMK_CHECK_ARG(!lines || !chat, "tokenize", "--chat", "1", "cannot be combined with --lines");
+  LLMK_CHECK_ARG(!null || lines, "tokenize", "--null", "1", "needs --lines");
   std::string text;
   if (file.empty()) {
     for (const std::string& p : args.positional()) text += (text.empty() ? "" : " ") + p;
@@ -96,7 +121,7 @@ int run_tokenize(llmk::cli::Args& args) {
   }
   auto encode = [&](const std::string& t) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int32_t> ids = tok.encode(t, !no_special, bos);
+    const std::vector<int32_t> ids = tok.encode(t, !no_special, bos && tok.add_bos(), bos && tok.add_eos());
     print(tok, ids, t.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), json);
   };
   if (!lines) {
@@ -104,10 +129,12 @@ int run_tokenize(llmk::cli::Args& args) {
     return 0;
   }
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) encode(line);
+  for (std::string line; std::getline(in, line, null ? '\0' : '\n');) encode(line);
   return 0;
 }
 
 }  // namespace
-LLMK_COMMAND("tokenize", "print the token ids and pieces of a text (--model, --json, --file, --lines, --chat, --no-special, --bos)",
-             run_tokenize, {"json", "no-special", "bos", "lines", "chat"});
+LLMK_COMMAND("tokenize",
+             "print the token ids and pieces of a text (--model, --json, --file, --lines, --null, --chat, --no-special, "
+             "--bos), or the tokenizer's special ids (--vocab)",
+             run_tokenize, {"json", "no-special", "bos", "lines", "chat", "null", "vocab"});
