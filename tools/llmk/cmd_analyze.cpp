@@ -2,7 +2,7 @@
 // built-in devices and on this machine (llmk/analyze.hpp; docs/capacity.md
 // derives every number). Text tables by default; --json prints one JSON object
 // that scripts/plot_capacity.py reads. This machine's bandwidth is the STREAM
-// triad (bench/common) unless --bandwidth is given; its peak is the measured
+// triad (measure_triad_gbps) unless --bandwidth is given; its peak is the measured
 // f32 FMA rate unless --peak-tflops is given.
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/bench.hpp"
 #include "cli.hpp"
 #include "llmk/analyze.hpp"
 #include "llmk/error.hpp"
@@ -329,7 +328,7 @@ int run_analyze(llmk::cli::Args& args) {
   if (device == "all") s.devices = builtin_devices();
   else if (device != "cpu") s.devices = {find_device(device)};
   if (host) {
-    if (bandwidth == 0) bandwidth = llmk::bench::stream_triad_gbps(threads);
+    if (bandwidth == 0) bandwidth = measure_triad_gbps(threads);
     if (peak == 0) peak = measure_peak_tflops(threads);
     s.devices.push_back(host_device(bandwidth, peak));
   }
