@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "llmk/analyze.hpp"
 #include "llmk/cpu_features.hpp"
 #include "llmk/tensor.hpp"
 
@@ -195,27 +196,7 @@ std::vector<Row> median_rounds(const std::vector<std::vector<Row>>& rounds) {
   return out;
 }
 
-double stream_triad_gbps(int threads, size_t total_bytes) {
-  const size_t n = total_bytes / (3 * sizeof(double));
-  Buffer A(n * 8), B(n * 8), C(n * 8);
-  double *a = A.as<double>(), *b = B.as<double>(), *c = C.as<double>();
-  // First touch by the same static schedule as the triad, so pages are local.
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (size_t i = 0; i < n; ++i) {
-    a[i] = 0;
-    b[i] = 1.0;
-    c[i] = 2.0;
-  }
-  const double s = 3.0;
-  const double ms = median_ms(
-      [&] {
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-      },
-      5, 0.5, 20);
-  if (a[n / 2] != 7.0) std::fprintf(stderr, "stream triad: wrong result %g\n", a[n / 2]);
-  return 3.0 * 8.0 * double(n) / (ms * 1e6);
-}
+double stream_triad_gbps(int threads, size_t total_bytes) { return analyze::measure_triad_gbps(threads, total_bytes); }
 
 std::string source_dir() {
   const char* env = std::getenv("LLMK_SOURCE_DIR");

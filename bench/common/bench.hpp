@@ -67,8 +67,7 @@ std::vector<double> interleaved_median_ms(const std::vector<std::function<void()
 // field; in the order the rows first appear.
 std::vector<Row> median_rounds(const std::vector<std::vector<Row>>& rounds);
 
-// STREAM triad a[i] = b[i] + s*c[i] over three double arrays of total_bytes,
-// with the given threads; counts 3 * 8 bytes per element (STREAM convention).
+// llmk::analyze::measure_triad_gbps (llmk/analyze.hpp): the STREAM triad in GB/s.
 double stream_triad_gbps(int threads, size_t total_bytes = 768u << 20);
 
 // Runs `<venv python> <repo>/<script> args...` and parses its JSON-lines

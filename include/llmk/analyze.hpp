@@ -14,6 +14,7 @@
 //  - GB/s and TFLOP/s are decimal (1e9 B/s, 1e12 FLOP/s); device memory is the
 //    datasheet's GB x 1e9 bytes.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -80,6 +81,11 @@ Device host_device(double bandwidth_gbps, double peak_tflops);
 // f32 FMA throughput of this CPU with `threads` threads on the widest SIMD path
 // allowed (llmk::simd_level()), in TFLOP/s: independent FMA chains in registers.
 double measure_peak_tflops(int threads);
+// Memory bandwidth of this machine in GB/s: the STREAM triad a[i] = b[i] + s * c[i] over
+// three double arrays of total_bytes together, with `threads` threads, counting 3 * 8 bytes
+// per element (STREAM's convention, no write-allocate); the median of 5 to 20 timed runs
+// (at least 0.5 s). Throws InvalidArgument for threads < 1 or total_bytes < 24.
+double measure_triad_gbps(int threads, size_t total_bytes = size_t(768) << 20);
 
 // --- sizes ---------------------------------------------------------------
 // Bytes of one head's K (or V) vector of head_dim values.

@@ -34,6 +34,7 @@
 // device, so the step never waits for the GPU).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,16 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // > 0; 1 = off
   float presence_penalty = 0.0f;    // finite; 0 = off
 };
+
+// Throws llmk::InvalidArgument naming `fn`, the field (with `at` appended, e.g. " (row 3)")
+// and its value when a field of p is outside the range given above, or when log2(e)/T
+// overflows f32. sample(), sample_cuda() and Engine::submit check each params with it.
+void validate(const SamplingParams& p, const char* fn = "validate", const std::string& at = "");
+
+// True when softmax(logits[0, v)) is defined: v >= 1, no NaN, no +inf, and not every logit
+// -inf. sample() throws for a row that is not (after its penalties). Throws
+// InvalidArgument for v < 0, or null logits with v > 0.
+bool softmax_defined(const float* logits /* [V] */, int64_t v);
 
 // A row's previous tokens (for the penalties); n >= 0, tokens[i] in [0, V).
 struct TokenHistory {

@@ -1,16 +1,20 @@
 // This machine as a Device: memory from /proc/meminfo, the CPU's name from
-// /proc/cpuinfo, and the f32 FMA peak measured on the widest SIMD path allowed.
+// /proc/cpuinfo, the f32 FMA peak measured on the widest SIMD path allowed, and
+// the STREAM triad bandwidth (which the benches also use as their yardstick).
 #include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "analyze/peak_flops.hpp"
 #include "llmk/analyze.hpp"
 #include "llmk/cpu_features.hpp"
 #include "llmk/error.hpp"
+#include "llmk/tensor.hpp"
 
 namespace llmk::analyze {
 
@@ -71,6 +75,43 @@ double measure_peak_tflops(int threads) {
   }
   if (!(sink == sink)) throw RuntimeError("llmk::analyze::measure_peak_tflops: NaN in the FMA loop");
   return best / 1e12;
+}
+
+double measure_triad_gbps(int threads, size_t total_bytes) {
+  const char* fn = "analyze::measure_triad_gbps";
+  LLMK_CHECK_ARG(threads >= 1, fn, "threads", threads, "must be >= 1");
+  LLMK_CHECK_ARG(total_bytes >= 3 * sizeof(double), fn, "total_bytes", total_bytes, "must be >= 24");
+  const size_t n = total_bytes / (3 * sizeof(double));
+  Buffer A(n * 8), B(n * 8), C(n * 8);
+  double *a = A.as<double>(), *b = B.as<double>(), *c = C.as<double>();
+  // First touch by the same static schedule as the triad, so pages are local.
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = 0;
+    b[i] = 1.0;
+    c[i] = 2.0;
+  }
+  const double s = 3.0;
+  auto triad = [&] {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+  };
+  using clk = std::chrono::steady_clock;
+  triad();  // warm-up
+  std::vector<double> ms;
+  const auto start = clk::now();
+  while (ms.size() < 20) {
+    const auto t0 = clk::now();
+    triad();
+    const auto t1 = clk::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (ms.size() >= 5 && std::chrono::duration<double>(t1 - start).count() >= 0.5) break;
+  }
+  if (a[n / 2] != 7.0) throw RuntimeError("llmk::analyze::measure_triad_gbps: wrong triad result");
+  std::sort(ms.begin(), ms.end());
+  const size_t k = ms.size();
+  const double median = k % 2 ? ms[k / 2] : 0.5 * (ms[k / 2 - 1] + ms[k / 2]);
+  return 3.0 * 8.0 * double(n) / (median * 1e6);
 }
 
 }  // namespace llmk::analyze

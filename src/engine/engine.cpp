@@ -15,9 +15,9 @@
 #include "llmk/attention.hpp"
 #include "llmk/error.hpp"
 #include "llmk/kv_cache.hpp"
+#include "llmk/sample.hpp"
 #include "llmk/tokenizer.hpp"
 #include "llmk/topk.hpp"
-#include "sample/sample_math.hpp"
 
 namespace llmk {
 
@@ -304,7 +304,7 @@ struct Engine::Impl {
       Event ev{s->id, -1, {}, Finish::running};
       // An undefined row (a NaN / +inf / all -inf logit) would make sample() throw mid-step, after other
       // sequences took their tokens: s ends with Finish::error instead, and the step goes on (engine.hpp).
-      if (!std::isnan(sample_math::defined_max(row, V))) {
+      if (softmax_defined(row, V)) {
         const SamplingParams& sp = s->req.sampling;
         TokenHistory h;  // the tokens the penalties see (engine.hpp, Request::sampling)
         if (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f) {
@@ -385,7 +385,7 @@ void Engine::check(const Request& r) const {
                  r.logprobs, "must be in [-1, " + std::to_string(kMaxLogprobs) + "] and < n_vocab");
   // The sampler's own check, here so a bad request is never queued (sample() would throw mid-step, after the
   // model ran).
-  sample_math::check_params("Engine::submit", r.sampling, " (request.sampling)");
+  validate(r.sampling, "Engine::submit", " (request.sampling)");
   const int64_t np = int64_t(r.prompt.size()), n_ctx = p_->model.config().n_ctx;
   LLMK_CHECK_ARG(np <= p_->capacity, "Engine::submit", "prompt", std::to_string(np) + " tokens",
                  "does not fit in the KV cache (kv_tokens = " + std::to_string(p_->cfg.kv_tokens) + ": " +

@@ -20,7 +20,9 @@ namespace sample_math {
 
 std::string row_at(int64_t row) { return " (row " + std::to_string(row) + ")"; }
 
-void check_params(const char* fn, const SamplingParams& p, const std::string& at) {
+}  // namespace sample_math
+
+void validate(const SamplingParams& p, const char* fn, const std::string& at) {
   LLMK_CHECK_ARG(std::isfinite(p.temperature) && p.temperature >= 0, fn, "temperature" + at, p.temperature,
                  "must be finite and >= 0 (0 = greedy)");
   LLMK_CHECK_ARG(p.temperature == 0 || std::isfinite((1.0f / p.temperature) * kLog2e), fn,
@@ -34,10 +36,13 @@ void check_params(const char* fn, const SamplingParams& p, const std::string& at
                  "must be finite (0 = off)");
 }
 
-}  // namespace sample_math
-namespace {
+bool softmax_defined(const float* logits, int64_t v) {
+  LLMK_CHECK_ARG(v >= 0, "softmax_defined", "v", v, "must be >= 0");
+  LLMK_CHECK_ARG(v == 0 || logits != nullptr, "softmax_defined", "logits", logits, "must not be null when v > 0");
+  return !std::isnan(sample_math::defined_max(logits, v));
+}
 
-using sample_math::check_params;
+namespace {
 
 // A row's history where it enters the API: n >= 0 and, when n > 0, tokens to read.
 void check_history(const char* fn, const TokenHistory& h, int64_t row) {
@@ -61,7 +66,7 @@ int32_t sample_row(const float* logits, int64_t v, const SamplingParams& p, cons
   LLMK_CHECK_ARG(v >= 1 && v <= INT32_MAX, fn, "v", v, "needs 1 <= V <= 2^31 - 1");
   LLMK_CHECK_ARG(logits != nullptr, fn, "logits", logits, "must not be null");
   LLMK_CHECK_ARG(u >= 0 && u < 1, fn, "u", u, "must be in [0, 1)");
-  check_params(fn, p, sample_math::row_at(0));
+  validate(p, fn, sample_math::row_at(0));
   check_history(fn, history, 0);
   z.assign(logits, logits + v);
   for (int64_t i = 0; i < history.n; ++i)
@@ -106,7 +111,7 @@ void sample(const TensorView& logits, const SamplingParams* params, const TokenH
   LLMK_CHECK_ARG(rows == 0 || params != nullptr, fn, "params", params, "must not be null");
   LLMK_CHECK_ARG(rows == 0 || tokens != nullptr, fn, "tokens", tokens, "must not be null");
   for (int64_t b = 0; b < rows; ++b) {
-    check_params(fn, params[b], sample_math::row_at(b));
+    validate(params[b], fn, sample_math::row_at(b));
     if (history) check_history(fn, history[b], b);
   }
   // tokens is the one output: it may not lie in anything still read.

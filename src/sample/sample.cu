@@ -182,7 +182,7 @@ void check_common(const char* fn, const TensorView& logits, const SamplingParams
   check_logits(fn, "logits", logits);
   const int64_t rows = logits.rows();
   LLMK_CHECK_ARG(rows == 0 || params != nullptr, fn, "params", params, "must not be null");
-  for (int64_t b = 0; b < rows; ++b) check_params(fn, params[b], row_at(b));
+  for (int64_t b = 0; b < rows; ++b) validate(params[b], fn, row_at(b));
   if (h.indptr == nullptr) {
     LLMK_CHECK_ARG(h.tokens == nullptr && h.nnz == 0, fn, "history.indptr", h.indptr,
                    "is null (no history) but tokens / nnz are set");

@@ -28,19 +28,14 @@
 
 namespace llmk::sample_math {
 
-// Throws InvalidArgument naming `fn`, the field and `at` (" (row 3)") for a bad
-// SamplingParams (defined in sample.cpp; shared by sample(), sample_cuda() and
-// Engine::submit).
-void check_params(const char* fn, const SamplingParams& p, const std::string& at);
-// " (row 3)", the `at` of sample() and sample_cuda().
+// " (row 3)", the `at` of validate() in sample() and sample_cuda().
 std::string row_at(int64_t row);
 
 enum RowMode : int32_t { kGreedy = 0, kSorted = 1, kFull = 2 };
 
 // The row z[0, v)'s max when its softmax is defined (no NaN, no +inf, not
 // all -inf), else NaN: what sample() requires of a row after its penalties,
-// in the pass that finds the max; the engine asks before it samples
-// (llmk/engine.hpp: Finish::error).
+// in the pass that finds the max (softmax_defined() is its public face).
 inline float defined_max(const float* z, int64_t v) {
   float m = -INFINITY;
   bool bad = false;

@@ -6,6 +6,30 @@
 #include <algorithm>
 #include <iterator>
 
+namespace llmk {
+
+int utf8_sequence_length(std::string_view s) {
+  if (s.empty()) return 0;
+  const uint8_t b0 = uint8_t(s[0]);
+  if (b0 < 0x80) return 1;
+  // Well-formed sequences (Unicode Table 3-7): the lead byte fixes the length and the range
+  // of the second byte (this excludes overlong forms, surrogates and > U+10FFFF).
+  int len;
+  uint8_t lo = 0x80, hi = 0xBF;
+  if (b0 >= 0xC2 && b0 <= 0xDF) len = 2;
+  else if (b0 >= 0xE0 && b0 <= 0xEF) len = 3, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+  else if (b0 >= 0xF0 && b0 <= 0xF4) len = 4, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+  else return -1;
+  for (int k = 1; k < len; ++k) {
+    if (size_t(k) >= s.size()) return 0;  // a valid start, cut short
+    const uint8_t b = uint8_t(s[k]);
+    if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return -1;
+  }
+  return len;
+}
+
+}  // namespace llmk
+
 namespace llmk::unicode {
 
 static bool in_ranges(const CodepointRange* r, size_t n, uint32_t cp) {
@@ -27,26 +51,6 @@ bool is_whitespace(uint32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
          (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
          cp == 0x3000;
-}
-
-int utf8_sequence_length(std::string_view s) {
-  if (s.empty()) return 0;
-  const uint8_t b0 = uint8_t(s[0]);
-  if (b0 < 0x80) return 1;
-  // Well-formed sequences (Unicode Table 3-7): the lead byte fixes the length and the range
-  // of the second byte (this excludes overlong forms, surrogates and > U+10FFFF).
-  int len;
-  uint8_t lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) len = 2;
-  else if (b0 >= 0xE0 && b0 <= 0xEF) len = 3, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-  else if (b0 >= 0xF0 && b0 <= 0xF4) len = 4, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-  else return -1;
-  for (int k = 1; k < len; ++k) {
-    if (size_t(k) >= s.size()) return 0;  // a valid start, cut short
-    const uint8_t b = uint8_t(s[k]);
-    if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return -1;
-  }
-  return len;
 }
 
 size_t utf8_invalid_length(std::string_view s) {

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "llmk/utf8.hpp"
+
 namespace llmk::unicode {
 
 struct CodepointRange {
@@ -38,9 +40,7 @@ std::vector<uint32_t> decode_utf8(std::string_view s);
 // llama.cpp aborts) is treated as such a byte too.
 std::vector<uint32_t> decode_utf8_lenient(std::string_view s);
 void append_utf8(std::string& out, uint32_t cp);
-// Length of the valid UTF-8 sequence at the start of s: 1..4, 0 when s holds only the start
-// of a valid sequence (more bytes needed), -1 when the first byte starts no valid sequence.
-int utf8_sequence_length(std::string_view s);
+using llmk::utf8_sequence_length;  // llmk/utf8.hpp
 // For s whose start is not valid (utf8_sequence_length(s) < 0): the length of its maximal
 // ill-formed subpart, 1..3.
 size_t utf8_invalid_length(std::string_view s);

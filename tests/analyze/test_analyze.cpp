@@ -341,5 +341,12 @@ TEST(AnalyzeHost, MachineMemoryAndPeak) {
   }
 }
 
+TEST(AnalyzeHost, TriadBandwidth) {
+  const double gbps = measure_triad_gbps(1, size_t(3) << 20);
+  EXPECT_TRUE(std::isfinite(gbps) && gbps > 0.01) << gbps;  // > 10 MB/s
+  EXPECT_THROW(measure_triad_gbps(0, size_t(3) << 20), InvalidArgument);
+  EXPECT_THROW(measure_triad_gbps(1, 23), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace llmk::analyze

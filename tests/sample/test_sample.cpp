@@ -250,6 +250,47 @@ TEST(Sample, BadArguments) {
   EXPECT_THROW(sample(TensorView::matrix(x.data(), DType::f16, 1, 3), one, nullptr, 0, 0, tok), InvalidArgument);
 }
 
+// validate() is the check sample(), sample_cuda() and Engine::submit run on each
+// SamplingParams: the error names the function, the field with its suffix, and the value.
+TEST(Sample, ValidateNamesFieldAndValue) {
+  auto msg = [](const SamplingParams& p, const char* fn, const std::string& at) -> std::string {
+    try {
+      validate(p, fn, at);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(msg({}, "f", " (row 3)"), "no error");
+  SamplingParams p;
+  p.top_p = 1.5f;
+  EXPECT_EQ(msg(p, "f", " (row 3)"), "llmk::f: argument 'top_p (row 3)' = 1.5: must be in (0, 1]");
+  p = {};
+  p.presence_penalty = INFINITY;
+  EXPECT_EQ(msg(p, "Engine::submit", ""), "llmk::Engine::submit: argument 'presence_penalty' = inf: must be finite (0 = off)");
+  p = {};
+  p.min_p = -0.5f;
+  EXPECT_THROW(validate(p), InvalidArgument);
+}
+
+// softmax_defined() is sample()'s condition on a row (after penalties): no NaN, no +inf, not all -inf.
+TEST(Sample, SoftmaxDefined) {
+  std::vector<float> x = {-INFINITY, 1, 2};
+  EXPECT_TRUE(softmax_defined(x.data(), 3));
+  EXPECT_TRUE(softmax_defined(x.data() + 1, 1));
+  EXPECT_FALSE(softmax_defined(x.data(), 1));  // every logit -inf
+  EXPECT_FALSE(softmax_defined(x.data(), 0));
+  x[2] = INFINITY;
+  EXPECT_FALSE(softmax_defined(x.data(), 3));
+  x[2] = NAN;
+  EXPECT_FALSE(softmax_defined(x.data(), 3));
+  std::vector<float> scratch;
+  EXPECT_THROW(sample_row(x.data(), 3, {}, {}, 0.5, scratch), InvalidArgument);
+  EXPECT_THROW(softmax_defined(x.data(), -1), InvalidArgument);
+  EXPECT_THROW(softmax_defined(nullptr, 2), InvalidArgument);
+  EXPECT_FALSE(softmax_defined(nullptr, 0));
+}
+
 // sample() reads row b at data + b * row_stride, elements contiguous: every
 // view that breaks that is named as 'logits' before any row is read (a
 // negative row stride was a read far outside the buffer, negative rows

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "llmk/tokenizer.hpp"
+#include "llmk/utf8.hpp"
 #include "tests/common/testutil.hpp"
 #include "tokenizer/unicode.hpp"
 
@@ -121,6 +122,21 @@ TEST(Unicode, Utf8DecodingReplacesMaximalSubparts) {
   EXPECT_EQ(unicode::decode_utf8("\xed\xa0\x80"), (V{0xFFFD, 0xFFFD, 0xFFFD}));  // surrogate
   EXPECT_EQ(unicode::decode_utf8("\xe6\x97"), (V{0xFFFD}));             // cut by the end
   EXPECT_TRUE(unicode::is_letter(0x65E5) && unicode::is_number(0x0663) && !unicode::is_letter(0x1F642));
+}
+
+// The public llmk/utf8.hpp: well-formed lengths, 0 for a start cut short, -1 for a bad start.
+TEST(Unicode, Utf8SequenceLength) {
+  EXPECT_EQ(utf8_sequence_length(""), 0);
+  EXPECT_EQ(utf8_sequence_length("a\xff"), 1);
+  EXPECT_EQ(utf8_sequence_length("\xc3\xa9"), 2);
+  EXPECT_EQ(utf8_sequence_length("\xe6\x97\xa5x"), 3);
+  EXPECT_EQ(utf8_sequence_length("\xf0\x9f\x99\x82"), 4);
+  EXPECT_EQ(utf8_sequence_length("\xf0\x9f\x99"), 0);  // cut short
+  EXPECT_EQ(utf8_sequence_length("\xff"), -1);
+  EXPECT_EQ(utf8_sequence_length("\xc0\xaf"), -1);      // overlong
+  EXPECT_EQ(utf8_sequence_length("\xed\xa0\x80"), -1);  // surrogate
+  EXPECT_EQ(utf8_sequence_length("\xf4\x90\x80\x80"), -1);  // above U+10FFFF
+  EXPECT_EQ(utf8_sequence_length("\xc3" "a"), -1);       // no continuation byte
 }
 
 // A small byte-level vocabulary: the 256 byte symbols, then merged pieces.

@@ -42,7 +42,7 @@ Args::Args(int argc, char** argv, int first, std::vector<std::string> flags) {
     } else if (std::find(flags.begin(), flags.end(), key) == flags.end()) {
       value = i + 1 < argc && !option_like(argv[i + 1]) ? std::optional<std::string>(argv[++i]) : std::nullopt;
     }
-    if (const auto it = opts_.find(key); it != opts_.end())  // the first one was dropped
+    if (const auto it = opts_.find(key); it != opts_.end())
       throw_invalid_argument("cli", name, value.value_or("(missing)"),
                              "is given twice (first as " + it->second.name + " " +
                                  it->second.value.value_or("(missing)") + ")");
@@ -96,9 +96,9 @@ double Args::get_double(const std::string& key, double fallback) {
 }
 
 void check_file(const char* cmd, const std::string& flag, const std::string& path) {
-  LLMK_CHECK_ARG(!path.empty(), cmd, flag, "\"\"", "needs a file name");  // was "'' cannot be opened"
+  LLMK_CHECK_ARG(!path.empty(), cmd, flag, "\"\"", "needs a file name");
   std::error_code ec;
-  // a directory opens as a stream that reads nothing: that was an empty text
+  // a directory opens as a stream that reads nothing: refused, never read as an empty text
   LLMK_CHECK_ARG(!std::filesystem::is_directory(path, ec), cmd, flag, path, "is a directory, not a file");
   LLMK_CHECK_ARG(std::ifstream(path, std::ios::binary).good(), cmd, flag, path, "cannot be opened");
 }
@@ -116,7 +116,7 @@ bool Args::has(const std::string& key) { return opts_.count(key) != 0; }
 
 bool Args::flag(const std::string& key) {
   if (!opts_.count(key)) return false;
-  const std::string& v = value(key);  // --json=maybe was on
+  const std::string& v = value(key);
   LLMK_CHECK_ARG(v == "1" || v == "true" || v == "0" || v == "false", "cli", opts_.at(key).name, v,
                  "must be 1, true, 0 or false (or give --" + key + " alone)");
   return v == "1" || v == "true";

@@ -16,8 +16,8 @@ class Args {
   // argv[first..argc) are parsed: "--key value", "--key=value", "--flag", positionals.
   // `flags` names the options that take no value. "-n N" is "--n N" (llama.cpp's
   // spelling) and "-h" is "--help"; any other word of a '-' and a letter is an error
-  // (llama.cpp's "-m F" or "-p TEXT" became prompt text), and every word after "--"
-  // is positional. An option given twice is an error (the first one was dropped). A
+  // (llama.cpp's "-m F" or "-p TEXT" is never prompt text), and every word after "--"
+  // is positional. An option given twice is an error. A
   // "--key" followed by nothing or by another option ("--x", "-x") is recorded as
   // valueless ("--key=-x" passes such a value): reading it throws, and finish()
   // reports it as unknown if nobody reads it.
@@ -33,8 +33,8 @@ class Args {
   // Throws InvalidArgument naming the first option nobody asked for (without a
   // value: the token after an unknown option may not have been meant as one).
   void finish() const;
-  // Throws naming the first positional argument of command `cmd`, which takes none
-  // (they were ignored); `hint` says what to write instead.
+  // Throws naming the first positional argument of command `cmd`, which takes none;
+  // `hint` says what to write instead.
   void no_positionals(const char* cmd, const std::string& hint) const;
 
  private:

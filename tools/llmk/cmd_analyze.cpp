@@ -2,7 +2,7 @@
 // built-in devices and on this machine (llmk/analyze.hpp; docs/capacity.md
 // derives every number). Text tables by default; --json prints one JSON object
 // that scripts/plot_capacity.py reads. This machine's bandwidth is the STREAM
-// triad (bench/common) unless --bandwidth is given; its peak is the measured
+// triad (measure_triad_gbps) unless --bandwidth is given; its peak is the measured
 // f32 FMA rate unless --peak-tflops is given.
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/bench.hpp"
 #include "cli.hpp"
 #include "llmk/analyze.hpp"
 #include "llmk/error.hpp"
@@ -54,9 +53,8 @@ const char* side(double intensity, const Device& d) {
   return intensity >= ridge(d) ? "comp" : intensity >= fp32_ridge(d) ? "mem*" : "mem";
 }
 
-// printf onto `o`. The text is printed once it is whole: a product that overflows int64 (a
-// huge --batch or --block, a config's head_dim) throws midway, and the tables before it were
-// printed as if the run had succeeded.
+// printf onto `o`. The text is printed once it is whole, so a product that overflows int64 (a
+// huge --batch or --block, a config's head_dim) and throws midway leaves stdout empty.
 __attribute__((format(printf, 2, 3))) void out(std::string& o, const char* fmt, ...) {
   va_list ap, ap2;
   va_start(ap, fmt);
@@ -316,7 +314,7 @@ int run_analyze(llmk::cli::Args& args) {
   LLMK_CHECK_ARG(s.opt.block >= 1, "analyze", "--block", s.opt.block, "must be >= 1");
   LLMK_CHECK_ARG(s.opt.reserve_fraction >= 0 && s.opt.reserve_fraction < 1, "analyze", "--reserve",
                  s.opt.reserve_fraction, "must be in [0, 1)");
-  // inf passed these and printed inf throughout
+  // finite, or every table would print inf
   LLMK_CHECK_ARG(s.act_bytes > 0 && std::isfinite(s.act_bytes), "analyze", "--act-bytes", s.act_bytes,
                  "must be finite and > 0");
   LLMK_CHECK_ARG(bandwidth >= 0 && std::isfinite(bandwidth), "analyze", "--bandwidth", bandwidth,
@@ -330,7 +328,7 @@ int run_analyze(llmk::cli::Args& args) {
   if (device == "all") s.devices = builtin_devices();
   else if (device != "cpu") s.devices = {find_device(device)};
   if (host) {
-    if (bandwidth == 0) bandwidth = llmk::bench::stream_triad_gbps(threads);
+    if (bandwidth == 0) bandwidth = measure_triad_gbps(threads);
     if (peak == 0) peak = measure_peak_tflops(threads);
     s.devices.push_back(host_device(bandwidth, peak));
   }

@@ -19,15 +19,15 @@ int run_bench(llmk::cli::Args& args) {
   const std::string only = args.get("only", "");
   for (size_t a = 0, b; a <= only.size() && args.has("only"); a = b + 1) {
     b = std::min(only.find(',', a), only.size());
-    // "" or "a,,b" was no filter at all (attention matched every shape against "")
+    // an empty item would match every shape
     LLMK_CHECK_ARG(b > a, "bench", "--only", only, "holds an empty item (give a,b)");
     opt.only.push_back(only.substr(a, b - a));
   }
   args.finish();
   if (opt.threads > 0) llmk::set_num_threads(opt.threads);
   const auto& names = args.positional();
-  // Every name is checked before any bench runs (a bad second name failed after the first had run).
-  // The benches that read --only; the others ran in full, as if it had not been given.
+  // Every name is checked before any bench runs, so a bad name runs nothing.
+  // The benches that read --only; the others refuse it.
   const std::vector<std::string> takes_only = {"softmax-topk", "attention"};
   for (const auto& n : names) {
     const bool known =

@@ -16,8 +16,8 @@
 #include <sstream>
 #include <string>
 
+#include "llmk/utf8.hpp"
 #include "model_cli.hpp"
-#include "tokenizer/unicode.hpp"
 
 namespace {
 
@@ -27,7 +27,7 @@ std::string escape(const std::string& s, bool json) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    const int len = llmk::unicode::utf8_sequence_length(std::string_view(s).substr(i));
+    const int len = llmk::utf8_sequence_length(std::string_view(s).substr(i));
     if (len <= 0) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);

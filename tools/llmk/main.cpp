@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     } catch (const llmk::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 2;
-    } catch (const std::bad_alloc&) {  // was "error: std::bad_alloc"
+    } catch (const std::bad_alloc&) {  // named as such, with what to shrink
       std::fprintf(stderr, "error: out of memory (a smaller --kv-tokens, -n, --ctx or model may fit)\n");
       return 3;
     } catch (const std::exception& e) {

@@ -30,7 +30,7 @@ struct LoadedModel {
 // --model NAME|PATH, or "" for the default model. NAME is a short name of
 // gguf::kKnownModels (smollm2-135m, gemma-3-270m); anything else is a path. A known model
 // is fetched (a download when it is missing) by model_path() only once every option has
-// been checked: a typo used to start the download and be reported after it.
+// been checked, so a typo is reported before any download.
 inline std::string model_arg(Args& a) {
   const std::string m = a.get("model", "");
   LLMK_CHECK_ARG(!a.has("model") || !m.empty(), "cli", "--model", "\"\"",
@@ -81,15 +81,14 @@ inline void threads_arg(Args& a) {
   if (a.has("threads")) set_num_threads(int(a.get_int("threads", 1, 1, kMaxThreads)));
 }
 
-// --top-k K: >= 0; every K >= the vocabulary is off, so K beyond int32 is clamped (it was
-// truncated: 4294967297 became 1, greedy). --seed S: >= 0 (-1 was 2^64 - 1, not "random").
+// --top-k K: >= 0; every K >= the vocabulary is off, so K beyond int32 is clamped, never
+// truncated (4294967297 is off, not 1: greedy). --seed S: >= 0 (there is no "random" seed).
 inline int32_t top_k_arg(Args& a, int64_t fallback) {
   return int32_t(std::min<int64_t>(a.get_int("top-k", fallback, 0), INT32_MAX));
 }
 inline uint64_t seed_arg(Args& a) { return uint64_t(a.get_int("seed", 0, 0)); }
-// --temp T >= 0 and --top-p P in (0, 1], checked here so the error names the option and
-// the text given: the engine named the request field, and got float(1e39) = inf or
-// float(1e-50) = 0, values nobody passed.
+// --temp T >= 0 and --top-p P in (0, 1], checked here in double so the error names the
+// option and the text given, not the request field and float(1e39) = inf or float(1e-50) = 0.
 inline float temp_arg(Args& a, double fallback) {
   const double t = a.get_double("temp", fallback);
   LLMK_CHECK_ARG(t >= 0 && t <= FLT_MAX, "cli", "--temp", a.get("temp", ""), "must be finite and >= 0 (0 = greedy)");
