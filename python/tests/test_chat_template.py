@@ -264,3 +264,45 @@ def test_base_model_without_template():
         llmk.LLM(str(model), kv_tokens=256, max_seqs=1).chat([_m("user", "Hi")], max_tokens=2)
     with pytest.raises(ValueError, match="chat_template"):
         llmk.LLM(str(model), kv_tokens=256, max_seqs=1, chat_template="vicuna")
+
+
+def _post(port, path, body):
+    import http.client
+    import json
+
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read())
+
+
+@needs_cli
+def test_serve_chat_template():
+    """`llmk serve` on a model without a template serves completions and answers chat requests
+    with a 400 that says why; --chat-template gemma renders them; a bad name stops it."""
+    from serve_util import Server
+
+    model = gemma_model()
+    if model is None:
+        pytest.skip("skipped: gemma-3-270m not available (scripts/fetch-model gemma-3-270m)")
+    chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}
+    for extra, chat_status in (([], 400), (["--chat-template", "gemma"], 200)):
+        s = Server("--model", str(model), "--kv-tokens", "256", "--max-seqs", "1", *extra)
+        try:
+            status, body = _post(s.port, "/v1/chat/completions", chat)
+            assert status == chat_status, body
+            if status == 400:
+                assert body["error"]["param"] == "messages" and "has no chat template" in body["error"]["message"], body
+            else:  # the prompt: <bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n, one bos
+                assert body["usage"]["prompt_tokens"] == len(llmk.LLM(str(model), kv_tokens=256, max_seqs=1).tokenize(
+                    "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n", add_bos=False)) + 1, body
+                status, body = _post(s.port, "/v1/chat/completions",
+                                     {"messages": [{"role": "assistant", "content": "x"}], "max_tokens": 1})
+                assert status == 400 and "Conversation roles must alternate" in body["error"]["message"], body
+            status, body = _post(s.port, "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+            assert status == 200, body
+        finally:
+            s.stop()
+    r = subprocess.run([str(LLMK), "serve", "--port", "0", "--model", str(model), "--chat-template", "vicuna"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "'name' = vicuna" in r.stderr, r.stderr

@@ -1,17 +1,19 @@
-// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT...]`:
+// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat [--chat-template NAME]]
+// [--file F [--lines]] [TEXT...]`:
 // the token ids and pieces of TEXT (or of file F's bytes, '-' for stdin) under the model's
 // tokenizer (default model: fetched when missing). Pieces are shown decoded (bytes, with C
 // escapes for control and non-UTF-8 bytes); --json prints {"ids": [...], "pieces": [...]}
 // with the pieces as JSON strings. --lines tokenizes each line of F on its own (without its
 // '\n'), one result per line: a quick way to compare many texts with another tokenizer.
-// --chat renders TEXT as one user message in the model's ChatML template (with its default
-// system prompt and the assistant prompt) before tokenizing: what `llmk chat` feeds the model.
+// --chat renders TEXT as one user message in the model's chat template (or --chat-template's;
+// with the assistant prompt) before tokenizing: the text `llmk chat` renders.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 #include <string>
 
+#include "llmk/chat_template.hpp"
 #include "model_cli.hpp"
 #include "tokenizer/unicode.hpp"
 
@@ -64,12 +66,14 @@ void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n
 }
 
 int run_tokenize(llmk::cli::Args& args) {
-  const std::string usage = "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines]] [TEXT]";
+  const std::string usage = "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat [--chat-template NAME]] [--file F [--lines]] [TEXT]";
   const std::string model = llmk::cli::model_arg(args);
   const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
   const bool lines = args.flag("lines"), chat = args.flag("chat");
   const std::string file = args.get("file", "");
+  const std::string template_name = args.get("chat-template", "");
   args.finish();
+  LLMK_CHECK_ARG(chat || template_name.empty(), "tokenize", "--chat-template", template_name, "needs --chat");
   LLMK_CHECK_ARG(!args.has("file") || !file.empty(), "tokenize", "--file", "\"\"", "needs a file name ('-' for stdin)");
   LLMK_CHECK_ARG(file.empty() != args.positional().empty(), "tokenize", "TEXT", "(missing or given twice)",
                  "give either TEXT or --file F; " + usage);
@@ -92,7 +96,7 @@ int run_tokenize(llmk::cli::Args& args) {
   const llmk::Tokenizer tok = llmk::Tokenizer::from_gguf(gguf);
   if (chat) {
     const llmk::ChatMessage msg{"user", text};
-    text = llmk::render_chat(tok, {&msg, 1});
+    text = llmk::chat_template_of(tok, template_name).render({&msg, 1}, llmk::chat_render_options(tok));
   }
   auto encode = [&](const std::string& t) {
     const auto t0 = std::chrono::steady_clock::now();
