@@ -9,6 +9,7 @@ error that says so. The families the project supports must be recognised, under 
 listed in SUPPORTED. Skips, saying why, when jinja2 / llama_cpp or the templates are missing.
 """
 import datetime
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -116,11 +117,16 @@ CONVERSATIONS = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
+def _formatter(template, add_generation_prompt):
+    return chat_format.Jinja2ChatFormatter(template=template, eos_token=EOS, bos_token=BOS,
+                                           add_generation_prompt=add_generation_prompt)
+
+
 def jinja_render(template, messages, add_generation_prompt):
     """The oracle: llama-cpp-python's formatter, its strftime_now fixed to DATE. None when the
     template raises."""
-    fmt = chat_format.Jinja2ChatFormatter(template=template, eos_token=EOS, bos_token=BOS,
-                                          add_generation_prompt=add_generation_prompt)
+    fmt = _formatter(template, add_generation_prompt)
     saved = chat_format.Jinja2ChatFormatter.strftime_now
     chat_format.Jinja2ChatFormatter.strftime_now = staticmethod(lambda f: DATE.strftime(f))
     try:
@@ -179,6 +185,37 @@ def test_supported_templates_match_jinja2(templates_dir, fname):
 def test_other_templates_match_jinja2(label):
     template, name = EXTRA[label]
     assert check_template(label, template, name) >= 8
+
+
+PIECES = ["", " ", "\n", "\n\n", "\t", "\u00a0", "\u3000", "\u2028", "\x85", "hi", "Grüße", "日本", "🙂", "<think>",
+          "</think>", "<tool_response>", "</tool_response>", "{{ x }}", "'", '"', "\\", "[INST]", "<|im_end|>"]
+
+
+def random_conversation(rng):
+    roles = ["system", "user", "assistant"]
+    return [_m(rng.choice(roles), "".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 6))))
+            for _ in range(rng.randrange(1, 6))]
+
+
+def test_random_conversations_match_jinja2(templates_dir):
+    """Random roles (alternating or not) and contents built from whitespace, Unicode spaces,
+    <think> / tool-response tags and template-like text, with and without the generation
+    prompt: byte-identical to Jinja2, or an error on both sides. Fixed seed, 150 per template."""
+    import random
+
+    templates = {f: ((templates_dir / f).read_text(), n) for f, n in SUPPORTED.items()}
+    templates.update(EXTRA)
+    for label, (template, name) in sorted(templates.items()):
+        rng = random.Random(1234)
+        for case in range(150):
+            conv, agp = random_conversation(rng), rng.random() < 0.5
+            want = jinja_render(template, conv, agp)
+            got_name, got = llmk_render(template, conv, agp)
+            where = f"{label}, case {case}: {conv!r}, add_generation_prompt={agp}"
+            if want is None:
+                assert got_name is None, f"{where}: Jinja2 raises, llmk rendered {got!r}"
+            else:
+                assert got_name == name and got == want, f"{where}:\n llmk   {got!r}\n jinja2 {want!r}"
 
 
 def test_every_llamacpp_template_is_exact_or_refused(templates_dir):

@@ -295,8 +295,10 @@ std::string ChatTemplate::render(std::span<const ChatMessage> ms, const ChatRend
     case Family::mistral_v0:
       check_alternation(ms, "Conversation roles must alternate user/assistant/user/assistant/...");
       out += o.bos_token;
-      for (const ChatMessage& m : ms)
+      for (const ChatMessage& m : ms) {
+        if (m.role == "system") template_error("Only user and assistant roles are supported!");
         out += m.role == "user" ? "[INST] " + m.content + " [/INST]" : m.content + o.eos_token + (eos_space_ ? " " : "");
+      }
       break;
     case Family::mistral_nemo:
       check_alternation(rest, "After the optional system message, conversation roles must alternate user/assistant/user/assistant/...");

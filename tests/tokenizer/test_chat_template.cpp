@@ -45,6 +45,7 @@ TEST(ChatTemplate, FamiliesByNameMatchJinja2) {
 TEST(ChatTemplate, TemplateExceptionsAreErrors) {
   EXPECT_THROW(render("gemma2", kConv), InvalidArgument);  // System role not supported
   EXPECT_THROW(render("mistral-v0", {{"user", "a"}, {"user", "b"}}), InvalidArgument);
+  EXPECT_THROW(render("mistral-v0", {{"user", "a"}, {"system", "b"}}), InvalidArgument);  // alternates, but a system role
   try {
     render("gemma", {{"assistant", "a"}});
     FAIL() << "no error";
