@@ -3,7 +3,10 @@
   fuzz/corpus/gguf/       small GGUF files: random tiny llama/gpt2 models in each tensor type
                           (gguf package, python/tests/gguf_fixtures.py), v2 and v3 headers,
                           every metadata type, nested arrays, alignment 64, no tensors;
-  fuzz/corpus/tokenizer/  texts: Unicode, digits, whitespace runs, code, special tokens, Llama 3 patterns.
+  fuzz/corpus/tokenizer/  texts: Unicode, digits, whitespace runs, code, special tokens, Llama 3 patterns;
+  fuzz/corpus/chat_template/  a template text, then messages (role byte % 3: system, user,
+                          assistant; then the content), separated by 0x00; the templates
+                          from llama.cpp's models/templates/ (scripts/fetch-llamacpp-vocab).
 Run: .venv/bin/python fuzz/make_corpus.py"""
 import struct
 import sys
@@ -70,8 +73,32 @@ def main():
     for name, text in texts.items():
         (t / name).write_text(text, encoding="utf-8")
     (t / "invalid.bin").write_bytes(b"a\xff\xe6\x97 b\xc0\xaf\xed\xa0\x80\xf0\x9f\x99")
+    chat_template_corpus()
     for p in sorted(g.iterdir()):
         print(f"{p.relative_to(HERE)}: {p.stat().st_size} bytes")
+
+
+def chat_template_corpus():
+    import subprocess
+
+    c = HERE / "corpus" / "chat_template"
+    c.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([str(HERE.parent / "scripts" / "fetch-llamacpp-vocab")], capture_output=True, text=True, check=True)
+    templates = Path(r.stdout.strip()) / "templates"
+    smollm2 = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>"
+               "system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}"
+               "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+               "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}").encode()
+    seeds = {
+        "smollm2": (smollm2, b"\x00\x01Hello\x00\x02Hi there\x00\x01again"),
+        "llama3": ("meta-llama-Llama-3.2-3B-Instruct.jinja", b"\x00\x00 sys \x00\x01\xe3\x80\x80x\xc2\xa0"),
+        "qwen3": ("Qwen-Qwen3-0.6B.jinja", b"\x00\x01q\x00\x02<think>\nr\n</think>\n\na\x00\x01q2\x00\x02b"),
+        "deepseek": ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", b"\x00\x00S\x00\x01u\x00\x02</think>a"),
+        "gemma": ("google-gemma-2-2b-it.jinja", b"\x00\x01u\x00\x02a\x00\x02b"),
+    }
+    for name, (template, messages) in seeds.items():
+        text = template if isinstance(template, bytes) else (templates / template).read_bytes()
+        (c / name).write_bytes(text + messages)
 
 
 if __name__ == "__main__":

@@ -186,6 +186,12 @@ class LLM:
         sequence that fills the whole cache ends with ``"length"``; when
         running sequences need more, the newest is preempted and recomputed
         later (the same tokens).
+    chat_template : str, optional
+        The chat template ``chat`` renders with, by name (``llmk chat
+        --chat-template``: ``"chatml"``, ``"llama3"``, ``"gemma"``, ...;
+        ``llmk._llmk.chat_template_names()``). None: the model's own template,
+        recognised from the file (an error at ``chat`` when the file has none or
+        llmk does not know it).
 
     Notes
     -----
@@ -215,8 +221,14 @@ class LLM:
     """
 
     def __init__(self, model=None, *, kv_type="f16", kv_v_type=None, kv_rotate=False, threads=None, max_seqs=64,
-                 kv_tokens=8192):
+                 kv_tokens=8192, chat_template=None):
         kt = _kv_type(None, "kv_type", kv_type)
+        if chat_template is not None:
+            _str(None, "chat_template", chat_template)
+            names = _llmk.chat_template_names()
+            if chat_template not in names:
+                _fail(None, "chat_template", chat_template, "must be None or one of " + ", ".join(names))
+        self._chat_template = chat_template or ""
         kvt = None if kv_v_type is None else _kv_type(None, "kv_v_type", kv_v_type)
         if not isinstance(kv_rotate, (bool, np.bool_)):
             _fail(None, "kv_rotate", kv_rotate, "must be True or False", TypeError)
@@ -554,9 +566,9 @@ class LLM:
              repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None, logprobs=None):
         """The assistant's reply to a conversation.
 
-        The messages are rendered with the model's chat template as ``llmk chat``
-        renders them (ChatML; the template's default system prompt first when the
-        first message is not a system one), and the defaults are ``llmk chat``'s:
+        The messages are rendered with the model's chat template (or the
+        ``chat_template`` the LLM was made with) as ``llmk chat`` renders them, and
+        the defaults are ``llmk chat``'s:
         ``llm.chat([{"role": "user", "content": X}], seed=S)`` gives the reply of
         ``llmk chat --prompt X --seed S``.
 
@@ -598,8 +610,10 @@ class LLM:
             msgs.append((m["role"], m["content"]))
         params = _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
                            seed, stop, logprobs)
-        _, ids = self._encode_prompts(fn, self._llm.render_chat(msgs), "messages")
-        return self._run(ids, params)[0]
+        ids = self._llm.encode_chat(self._llm.render_chat(msgs, self._chat_template))
+        if len(ids) > self._kv_tokens:
+            _fail(fn, "messages", Text(f"{len(ids)} tokens"), f"does not fit in kv_tokens = {self._kv_tokens}")
+        return self._run([ids], params)[0]
 
     # -- scoring --------------------------------------------------------------------------------
 

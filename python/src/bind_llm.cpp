@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "arrays.hpp"
+#include "llmk/chat_template.hpp"
 #include "llmk/engine.hpp"
 #include "llmk/gguf.hpp"
 #include "llmk/tokenizer.hpp"
@@ -84,6 +85,20 @@ LLMK_PY_BINDINGS(llm) {
         return gguf::resolve_model(spec);
       },
       nb::arg("spec"));
+  // A chat template (Jinja text, or a name when name != "") applied to (role, content) pairs:
+  // (the template's name, the prompt text).
+  m.def(
+      "render_chat_template",
+      [](const std::string& jinja, const std::string& name, const std::vector<std::pair<std::string, std::string>>& msgs,
+         bool add_generation_prompt, const std::string& bos_token, const std::string& eos_token, const std::string& date) {
+        const ChatTemplate t = name.empty() ? ChatTemplate::from_jinja(jinja) : ChatTemplate::from_name(name);
+        std::vector<ChatMessage> m;
+        for (const auto& [role, content] : msgs) m.push_back({role, content});
+        return std::make_pair(t.name(), as_bytes(t.render(m, {add_generation_prompt, bos_token, eos_token, date})));
+      },
+      nb::arg("template"), nb::arg("name"), nb::arg("messages"), nb::arg("add_generation_prompt"), nb::arg("bos_token"),
+      nb::arg("eos_token"), nb::arg("date"));
+  m.def("chat_template_names", [] { return ChatTemplate::names(); });
   m.def("known_models", [] {
     nb::list out;
     for (const gguf::KnownModel& k : gguf::known_models()) out.append(nb::make_tuple(k.name, k.file));
@@ -156,12 +171,14 @@ LLMK_PY_BINDINGS(llm) {
             return as_bytes(l.tok.decode(ids, skip_special));
           },
           nb::arg("ids"), nb::arg("skip_special"))
+      // The prompt of a conversation: the model's template, or the one named (name != "").
       .def("render_chat",
-           [](const PyLLM& l, const std::vector<std::pair<std::string, std::string>>& msgs) {
+           [](const PyLLM& l, const std::vector<std::pair<std::string, std::string>>& msgs, const std::string& name) {
              std::vector<ChatMessage> m;
              for (const auto& [role, content] : msgs) m.push_back({role, content});
-             return render_chat(l.tok, m);
-           })
+             return chat_template_of(l.tok, name).render(m, chat_render_options(l.tok));
+           }, nb::arg("messages"), nb::arg("name") = "")
+      .def("encode_chat", [](const PyLLM& l, const std::string& text) { return encode_chat_prompt(l.tok, text); })
       // One request (prompt ids, max_tokens, sampling, seed, stop strings, logprobs: -1 = off);
       // InvalidArgument as Engine::submit names it, nothing queued then.
       .def(

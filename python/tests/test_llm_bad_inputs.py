@@ -52,6 +52,9 @@ def test_constructor_arguments_are_named(path, tmp_path):
     raises(ValueError, "argument 'kv_tokens' = -5", L, path, kv_tokens=-5)
     raises(TypeError, "argument 'kv_tokens' = None", L, path, kv_tokens=None)
     raises(TypeError, "argument 'kv_tokens' = '8'", L, path, kv_tokens="8")
+    raises(ValueError, "argument 'chat_template' = 'vicuna': must be None or one of chatml, qwen3", L, path,
+           chat_template="vicuna")
+    raises(TypeError, "argument 'chat_template' = int: must be a str", L, path, chat_template=3)
     raises(TypeError, "unexpected keyword argument 'kv'", L, path, kv="f16")
 
 
@@ -95,6 +98,8 @@ def test_fixed_kv_tokens_bound_the_prompt(path):
     assert n > 8
     raises(ValueError, f"argument 'prompts[1]' = {n} tokens: does not fit in kv_tokens = 8", small.generate,
            ["hi", "hello world the end"])
+    with pytest.raises(ValueError, match=r"argument 'messages' = \d+ tokens: does not fit in kv_tokens = 8"):
+        small.chat([{"role": "user", "content": "hi"}])  # SmolLM2's default system prompt alone is longer
     out = small.generate("hi", max_tokens=50)
     assert out.finish_reason in ("length", "eos") and len(out.tokens) <= 50
 

@@ -1,9 +1,8 @@
-// ChatML rendering for SmolLM2-Instruct (`llmk chat`), and the default system prompt read
-// from the model's Jinja template. Only this one template family is rendered: a general Jinja
-// engine is out of scope; python/tests/test_tokenizer_llamacpp.py checks the output against
-// the GGUF's own template rendered by Jinja2.
+// ChatML rendering with an explicit default system prompt, and render_chat, which renders with
+// the model's own template (llmk/chat_template.hpp).
 #include <string>
 
+#include "llmk/chat_template.hpp"
 #include "llmk/tokenizer.hpp"
 
 namespace llmk {
@@ -34,7 +33,7 @@ std::string chatml_default_system(std::string_view tpl) {
 }
 
 std::string render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages) {
-  return render_chatml(messages, true, chatml_default_system(tok.chat_template()));
+  return chat_template_of(tok).render(messages, chat_render_options(tok));
 }
 
 }  // namespace llmk

@@ -1,13 +1,15 @@
-// `llmk chat [--model PATH] [--system TEXT] [--prompt TEXT] [-n N] [--temp T] [--top-k K]
-// [--top-p P] [--seed S] [--kv-type f32|f16|q8|q4] [--kv-tokens N] [--no-prefix-cache] [--threads N]`:
-// a conversation with an instruct model through its ChatML template (SmolLM2-Instruct's, with its
-// default system prompt unless --system). Reads user turns from stdin (one line each; an empty line
+// `llmk chat [--model PATH] [--system TEXT] [--prompt TEXT] [--chat-template NAME] [-n N] [--temp T]
+// [--top-k K] [--top-p P] [--seed S] [--kv-type f32|f16|q8|q4] [--kv-tokens N] [--no-prefix-cache]
+// [--threads N]`: a conversation with an instruct model through its own chat template
+// (llmk/chat_template.hpp; SmolLM2's brings its default system prompt unless --system), or the
+// family --chat-template names. Reads user turns from stdin (one line each; an empty line
 // or EOF ends), streams each reply; with --prompt, answers that one message and exits. One engine
 // serves the whole conversation: each turn's prompt starts with the earlier turns, whose KV blocks
 // the prefix cache still holds, so a turn runs the model on its new tokens only.
 #include <algorithm>
 #include <iostream>
 
+#include "llmk/chat_template.hpp"
 #include "model_cli.hpp"
 
 namespace {
@@ -33,6 +35,7 @@ int run_chat(Args& args) {
   const std::string system = args.get("system", "");
   const bool one_shot = args.has("prompt");
   const std::string prompt = args.get("prompt", "");
+  const std::string template_name = args.get("chat-template", "");
   threads_arg(args);
   args.finish();
   LLMK_CHECK_ARG(pos.empty(), "chat", "positional", pos.front(), "unexpected (use --prompt TEXT)");
@@ -40,7 +43,10 @@ int run_chat(Args& args) {
   LLMK_CHECK_ARG(!one_shot || !prompt.empty(), "chat", "--prompt", "\"\"", "must not be empty");
   LLMK_CHECK_ARG(n >= 1 && n <= kMaxNewTokens, "chat", "-n", n, "must be in [1, 2^31]");
 
+  if (!template_name.empty()) ChatTemplate::from_name(template_name);  // a bad name fails before the model loads
   LoadedModel lm(model_path(model));
+  const ChatTemplate tpl = chat_template_of(lm.tok, template_name);
+  const ChatRenderOptions render_opts = chat_render_options(lm.tok);
   std::vector<ChatMessage> messages;
   if (has_system) messages.push_back({"system", system});
   Engine eng(lm.model, &lm.tok, ec);
@@ -57,7 +63,7 @@ int run_chat(Args& args) {
     messages.push_back({"user", line});
     Request r = base;
     r.seed = base.seed + uint64_t(turn);
-    r.prompt = lm.tok.encode(render_chat(lm.tok, messages), true, lm.tok.add_bos());
+    r.prompt = encode_chat_prompt(lm.tok, tpl.render(messages, render_opts));
     // A reply ends when the conversation fills the cache (Finish::length).
     const EngineStats before = eng.stats();
     eng.submit(r);
@@ -79,4 +85,4 @@ int run_chat(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("chat", "chat with an instruct model (ChatML; --prompt for one turn, --system, -n, --temp)", run_chat, {"kv-rotate", "no-prefix-cache"});
+LLMK_COMMAND("chat", "chat with an instruct model (its chat template or --chat-template NAME; --prompt for one turn, --system, -n, --temp)", run_chat, {"kv-rotate", "no-prefix-cache"});

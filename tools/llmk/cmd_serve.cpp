@@ -1,5 +1,5 @@
 // `llmk serve [--model PATH] [--host 127.0.0.1] [--port 8080] [--max-seqs N] [--kv-type T]
-// [--kv-tokens N] [--api-key KEY] [--max-queue N] [--threads N] [--no-prefix-cache]`:
+// [--kv-tokens N] [--api-key KEY] [--max-queue N] [--threads N] [--no-prefix-cache] [--chat-template NAME]`:
 // an OpenAI-compatible HTTP server (cpp-httplib, nlohmann-json) on the engine, bound to a
 // loopback address only. The API, errors, metrics and thread model are in docs/serving.md.
 // HTTP threads parse and check a request, submit it to the AsyncEngine (whose one thread
@@ -20,9 +20,11 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
+#include "llmk/chat_template.hpp"
 #include "model_cli.hpp"
 
 namespace {
@@ -122,14 +124,21 @@ struct Job {
 
 class Server {
  public:
-  Server(LoadedModel& lm, const EngineConfig& ec, int64_t max_queue, std::string api_key, std::string name)
+  Server(LoadedModel& lm, const EngineConfig& ec, int64_t max_queue, std::string api_key, std::string name,
+         const std::string& chat_template)
       : lm_(lm),
         ae_(lm.model, &lm.tok, ec, max_queue),
         api_key_(std::move(api_key)),
         name_(std::move(name)),
         context_(std::min<int64_t>(lm.model.config().n_ctx, ec.kv_tokens / ec.block_tokens * ec.block_tokens)),
-        default_system_(chatml_default_system(lm.tok.chat_template())),
-        created_(int64_t(std::time(nullptr))) {}
+        created_(int64_t(std::time(nullptr))) {
+    try {  // a model without a known template still serves completions; its chat requests get the reason
+      chat_ = chat_template_of(lm.tok, chat_template);
+    } catch (const InvalidArgument& e) {
+      if (!chat_template.empty()) throw;
+      no_chat_ = e.what();
+    }
+  }
 
   void routes(httplib::Server& http) {
     http.set_payload_max_length(kMaxBodyBytes);
@@ -310,7 +319,12 @@ class Server {
       const std::string r = *role == "developer" ? "system" : role->get<std::string>();
       msgs.push_back({r, text});
     }
-    return encode(render_chatml(msgs, true, msgs[0].role == "system" ? "" : default_system_), "messages");
+    if (!chat_) throw bad("messages", no_chat_);
+    try {
+      return encode_chat_prompt(lm_.tok, chat_->render(msgs, chat_render_options(lm_.tok)));
+    } catch (const InvalidArgument& e) {  // the template refuses the conversation
+      throw bad("messages", e.what());
+    }
   }
 
   Job parse(const std::string& raw, bool chat) const {
@@ -664,7 +678,8 @@ class Server {
   AsyncEngine ae_;
   const std::string api_key_, name_;
   const int64_t context_;
-  const std::string default_system_;
+  std::optional<ChatTemplate> chat_;
+  std::string no_chat_;  // why chat_ is empty
   const int64_t created_;
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> next_id_{0};
@@ -705,6 +720,7 @@ int run_serve(Args& args) {
   ec.prefix_cache = !args.flag("no-prefix-cache");
   const int64_t max_queue = args.get_int("max-queue", 256, 1, 1 << 20);
   const std::string api_key = args.get("api-key", "");
+  const std::string chat_template = args.get("chat-template", "");
   LLMK_CHECK_ARG(!args.has("api-key") || !api_key.empty(), "serve", "--api-key", "\"\"", "must not be empty");
   threads_arg(args);
   args.finish();
@@ -715,7 +731,7 @@ int run_serve(Args& args) {
   LoadedModel lm(path);
   std::string name = path.substr(path.find_last_of('/') + 1);
   if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
-  Server srv(lm, ec, max_queue, api_key, name);
+  Server srv(lm, ec, max_queue, api_key, name, chat_template);
   httplib::Server http;
   const size_t pool = size_t(ec.max_seqs + std::min<int64_t>(max_queue, 1024) + 8);
   http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };

@@ -1,4 +1,5 @@
-// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines [--null]]] [TEXT...]`:
+// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat [--chat-template NAME]]
+// [--file F [--lines [--null]]] [TEXT...]`:
 // the token ids and pieces of TEXT (or of file F's bytes, '-' for stdin) under the model's
 // tokenizer (default model: fetched when missing). Pieces are shown decoded (bytes, with C
 // escapes for control and non-UTF-8 bytes); --json prints {"ids": [...], "pieces": [...]}
@@ -6,8 +7,8 @@
 // '\n'), one result per line: a quick way to compare many texts with another tokenizer;
 // with --null the texts are separated by NUL bytes instead (so they may hold newlines).
 // --bos adds BOS / EOS where the model's metadata says to (llama.cpp's add_special).
-// --chat renders TEXT as one user message in the model's ChatML template (with its default
-// system prompt and the assistant prompt) before tokenizing: what `llmk chat` feeds the model.
+// --chat renders TEXT as one user message in the model's chat template (or --chat-template's;
+// with the assistant prompt) before tokenizing: the text `llmk chat` renders.
 // `llmk tokenize --vocab [--model M]` prints the tokenizer's kind, pre-tokenizer, size, BOS /
 // EOS ids, add_bos / add_eos and end-of-generation ids as one JSON object.
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "llmk/chat_template.hpp"
 #include "llmk/utf8.hpp"
 #include "model_cli.hpp"
 
@@ -81,13 +83,15 @@ void print_vocab(const llmk::Tokenizer& tok) {
 
 int run_tokenize(llmk::cli::Args& args) {
   const std::string usage =
-      "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat] [--file F [--lines [--null]]] [TEXT]"
-      " | llmk tokenize --vocab [--model NAME|PATH]";
+      "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat [--chat-template NAME]]"
+      " [--file F [--lines [--null]]] [TEXT] | llmk tokenize --vocab [--model NAME|PATH]";
   const std::string model = llmk::cli::model_arg(args);
   const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
   const bool lines = args.flag("lines"), chat = args.flag("chat"), null = args.flag("null"), vocab = args.flag("vocab");
   const std::string file = args.get("file", "");
+  const std::string template_name = args.get("chat-template", "");
   args.finish();
+  LLMK_CHECK_ARG(chat || template_name.empty(), "tokenize", "--chat-template", template_name, "needs --chat");
   if (vocab) {
     LLMK_CHECK_ARG(file.empty() && args.positional().empty(), "tokenize", "--vocab", "1", "takes no TEXT or --file");
     const llmk::gguf::File gguf = llmk::gguf::File::open(llmk::cli::model_path(model));
@@ -117,7 +121,7 @@ int run_tokenize(llmk::cli::Args& args) {
   const llmk::Tokenizer tok = llmk::Tokenizer::from_gguf(gguf);
   if (chat) {
     const llmk::ChatMessage msg{"user", text};
-    text = llmk::render_chat(tok, {&msg, 1});
+    text = llmk::chat_template_of(tok, template_name).render({&msg, 1}, llmk::chat_render_options(tok));
   }
   auto encode = [&](const std::string& t) {
     const auto t0 = std::chrono::steady_clock::now();
