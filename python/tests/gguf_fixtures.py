@@ -267,10 +267,11 @@ def _quantize_any(a: np.ndarray, ggml_type: str):
     return _quantize(a, ggml_type)
 
 
-def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0, ctx=2048) -> Path:
+def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0, ctx=2048, omit=()) -> Path:
     """A random-weight `family` model (FAMILIES) with the family's real tokenizer metadata.
     Weights N(0, 1/sqrt(fan_in)) stored as ggml_type (norms, biases and RoPE factors F32);
-    untied output; d_model 64 (256 for Q4_K), d_ff 2 d_model."""
+    untied output; d_model 64 (256 for Q4_K), d_ff 2 d_model. `omit`: metadata keys left out
+    (tests of a missing key)."""
     import gguf
 
     spec = FAMILIES[family]
@@ -335,6 +336,8 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
             w.add_tensor(name, data)
         else:
             w.add_tensor(name, data, raw_dtype=qt)
+    for key in omit:
+        del w.kv_data[0][key]
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
