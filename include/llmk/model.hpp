@@ -1,12 +1,21 @@
-// Decoder-only transformers on weights kept in their stored type: Llama
-// (RMSNorm, RoPE on adjacent pairs as in llama-arch GGUF, GQA, SwiGLU, optional
-// tied embeddings and q/k/v biases), GPT-2 (LayerNorm, learned positions,
-// fused QKV with biases, GELU MLP) and Gemma-3 (embeddings scaled by sqrt(d),
-// RMSNorm before and after attention and the FFN, RMSNorm on each head's q and k,
-// NEOX RoPE with a local base on the sliding-window layers and a global one on the
-// others, GeGLU with the tanh GELU, tied output). Gemma-3's sliding window is not
-// applied: forward() refuses a position at or past it (attention would still see
-// the positions before the window).
+// Decoder-only transformers on weights kept in their stored type. The families
+// (general.architecture; llmk::known_archs() lists them):
+// - llama (Llama 2/3, SmolLM2, Mistral): RMSNorm, RoPE on adjacent pairs as in
+//   llama-arch GGUF, GQA, SwiGLU, optional tied embeddings and q/k/v biases,
+//   Llama 3's per-frequency RoPE divisors (rope_freqs.weight);
+// - qwen2: llama with q/k/v biases and NEOX RoPE (pairs i, i + d_rot/2);
+// - qwen3: qwen2 without biases, with RMSNorm on each head's q and k;
+// - phi3: NEOX RoPE, fused QKV (attn_qkv) and fused gate|up (ffn_up) matrices,
+//   LongRoPE divisors (rope_factors_short) and attention factor;
+// - gpt2: LayerNorm, learned positions, fused QKV with biases, GELU MLP;
+// - gemma3: embeddings scaled by sqrt(d), RMSNorm before and after attention and
+//   the FFN, q/k head norms, NEOX RoPE with a local base on the sliding-window
+//   layers and a global one on the others, GeGLU with the tanh GELU, tied output.
+// Every RoPE family rotates by theta_i = pos * scale * base^(-2i / d_rot) / f_i
+// (f: the file's divisors, 1 without; scale: 1 / rope.scaling.factor for linear
+// scaling) and multiplies cos and sin by rope.scaling.attn_factor.
+// Sliding windows are not applied: forward() refuses a position at or past one
+// (attention would still see the positions before the window).
 //
 // A Model views its weights (mmap'd GGUF, or buffers of a random model it owns)
 // and runs forward() on a Batch: any tokens of any sequences, each with its own
@@ -34,7 +43,9 @@ class File;
 class Writer;
 }
 
-enum class Arch : uint8_t { llama, gpt2, gemma3 };
+enum class Arch : uint8_t { llama, gpt2, gemma3, qwen2, qwen3, phi3 };
+const char* arch_name(Arch a);   // general.architecture's value, e.g. "qwen2"
+std::string known_archs();       // "llama, gpt2, ...": the values from_gguf takes
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -46,8 +57,14 @@ struct ModelConfig {
   int64_t head_dim = 0;  // values per head; 0: d_model / n_head
   // gemma3: layer l is a sliding-window layer when swa_period > 0 and l % swa_period <
   // swa_period - 1; those rotate with rope_base_local and see sliding_window positions.
+  // llama (Mistral): every layer's window when sliding_window > 0.
   int64_t sliding_window = 0, swa_period = 0;
   float rope_base_local = 10000.0f;
+  // RoPE scaling (rope.scaling.*): theta *= rope_freq_scale; cos, sin *= rope_attn_factor.
+  float rope_freq_scale = 1.0f, rope_attn_factor = 1.0f;
+  // phi3 with LongRoPE factors: llmk applies the short ones, which hold below the original
+  // context; forward() refuses positions at or past it (0: no limit).
+  int64_t rope_short_ctx = 0;
   int64_t d_head() const { return head_dim > 0 ? head_dim : d_model / n_head; }
   bool is_local(int64_t l) const { return swa_period > 0 && l % swa_period < swa_period - 1; }
   int64_t d_kv() const { return n_head_kv * d_head(); }  // K (or V) values per token per layer
@@ -59,15 +76,16 @@ struct LayerWeights {
   const float* attn_norm_b = nullptr;  // [d_model] (gpt2)
   WeightView wq, wk, wv;               // llama: [n_head*dh, d], [n_kv*dh, d], [n_kv*dh, d]
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // optional
-  WeightView wqkv;                     // gpt2: [3d, d] rows q | k | v
-  const float* bqkv = nullptr;         // [3d]
+  WeightView wqkv;                     // gpt2, phi3: [dq + 2 dkv, d] rows q | k | v
+  const float* bqkv = nullptr;         // [dq + 2 dkv]
   WeightView wo;                       // [d, n_head*dh]
   const float* bo = nullptr;           // [d] (gpt2)
   const float* ffn_norm = nullptr;     // [d]
   const float* ffn_norm_b = nullptr;   // [d] (gpt2)
   WeightView w_gate, w_up, w_down;     // [d_ff, d] (gate: llama, gemma3), [d_ff, d], [d, d_ff]
+                                       // phi3: no gate, w_up [2 d_ff, d] rows gate | up
   const float *b_up = nullptr, *b_down = nullptr;  // [d_ff], [d] (gpt2)
-  const float *q_norm = nullptr, *k_norm = nullptr;  // [d_head] (gemma3)
+  const float *q_norm = nullptr, *k_norm = nullptr;  // [d_head] (gemma3, qwen3)
   const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] (gemma3)
 };
 
@@ -142,8 +160,10 @@ class Model {
   ModelConfig cfg_;
   WeightView tok_embd_, pos_embd_, output_;  // [V, d], [n_ctx, d] (gpt2), [V, d] (= tok_embd_ when tied)
   const float *out_norm_ = nullptr, *out_norm_b_ = nullptr;  // [d]
+  const float* rope_div_ = nullptr;  // [rope_dim / 2] RoPE frequency divisors (rope_freqs / rope_factors_short)
   std::vector<LayerWeights> layers_;
   struct Owned;
+  struct Slots;  // the architecture table's slots -> these members (model_internal.hpp)
   std::unique_ptr<Owned> owned_;  // random weights, converted norm vectors, scratch
   friend std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens);
 };

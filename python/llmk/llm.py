@@ -283,7 +283,8 @@ class LLM:
     def config(self):
         """The model and engine configuration, as a new dict.
 
-        Keys: ``path``, ``name``, ``architecture`` (``"llama"`` or ``"gpt2"``),
+        Keys: ``path``, ``name``, ``architecture`` (the file's general.architecture:
+        ``"llama"``, ``"qwen2"``, ``"qwen3"``, ``"phi3"``, ``"gpt2"`` or ``"gemma3"``),
         ``n_vocab``, ``n_ctx`` (trained context), ``d_model``, ``n_layer``,
         ``n_head``, ``n_head_kv``, ``d_head``, ``d_ff``, ``rope_dim``,
         ``rope_base``, ``norm_eps``, ``tied_embeddings``, ``weight_types``

@@ -249,7 +249,7 @@ LLMK_PY_BINDINGS(llm) {
         const ModelConfig& c = l.model.config();
         nb::dict d;
         d["path"] = l.file.path();
-        d["architecture"] = c.arch == Arch::gpt2 ? "gpt2" : "llama";
+        d["architecture"] = arch_name(c.arch);
         d["name"] = l.file.get_string_or("general.name", "");
         d["n_vocab"] = c.n_vocab;
         d["n_ctx"] = c.n_ctx;

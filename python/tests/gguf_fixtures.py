@@ -208,3 +208,156 @@ def llamacpp_vocab(name: str):
         texts.pop()
     outs = [[int(x) for x in l.split()] for l in (d / f"ggml-vocab-{name}.gguf.out").read_text().split("\n")[: len(texts)]]
     return model, list(zip(texts, outs))
+
+
+# The families of issue 31 as small random-weight models carrying the real tokenizer of the
+# family (llama.cpp's vocab-only files, scripts/fetch-llamacpp-vocab). Each entry: the
+# general.architecture, the vocab file, the head layout and what differs from Llama 2.
+FAMILIES = {
+    # Llama 3.x: llama-bpe vocabulary (128,256), GQA, llama3 RoPE divisors in rope_freqs.weight
+    "llama3": dict(arch="llama", vocab="llama-bpe", n_head=4, n_head_kv=2, rope_base=500000.0, rope_freqs=True),
+    # Mistral: llama arch, SentencePiece, GQA 4:1, a sliding window longer than the tested prompt
+    "mistral": dict(arch="llama", vocab="llama-spm", n_head=4, n_head_kv=1, rope_base=1e6, sliding_window=4096),
+    # Qwen2 / 2.5: q, k, v biases, NEOX RoPE
+    "qwen2": dict(arch="qwen2", vocab="qwen2", n_head=4, n_head_kv=2, rope_base=1e6, qkv_bias=True),
+    # Qwen3: q/k head RMSNorm, no biases, head_dim (key_length) != d_model / n_head
+    "qwen3": dict(arch="qwen3", vocab="qwen2", n_head=4, n_head_kv=2, rope_base=1e6, qk_norm=True, head_scale=2),
+    # Phi-3: fused QKV and gate|up, LongRoPE short/long factors and attention factor
+    "phi3": dict(arch="phi3", vocab="phi-3", n_head=4, n_head_kv=2, rope_base=10000.0, fused=True, longrope=True),
+}
+# Q4_K needs rows of 256 values: those files get d_model 256.
+WEIGHT_TYPES = ["F32", "F16", "Q8_0", "Q4_K"]
+
+
+def vocab_path(name: str) -> Path | None:
+    """llama.cpp's ggml-vocab-<name>.gguf from the cache (scripts/fetch-llamacpp-vocab), or None."""
+    cache = Path(os.environ.get("LLMK_CACHE", Path.home() / ".cache" / "llmk"))
+    p = cache / "llamacpp-vocab" / f"ggml-vocab-{name}.gguf"
+    return p if p.is_file() else None
+
+
+def _copy_tokenizer(w, vocab_file: Path) -> int:
+    """Every tokenizer.* key of vocab_file into writer w, types kept; returns the vocabulary size."""
+    import gguf
+
+    r = gguf.GGUFReader(str(vocab_file))
+    n = 0
+    for key, f in r.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vt = f.types[0]
+        if vt == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, f.contents(), vt, sub_type=f.types[1])
+        else:
+            w.add_key_value(key, f.contents(), vt)
+        if key == "tokenizer.ggml.tokens":
+            n = len(f.data)
+    return n
+
+
+def _quantize_any(a: np.ndarray, ggml_type: str):
+    """(data, raw_dtype) for the gguf writer: the gguf package quantizes what it can; Q4_K goes
+    through llmk's reference quantizer (the gguf package has none)."""
+    if ggml_type == "Q4_K":
+        import gguf
+        import llmk
+
+        q = llmk.quantize("q4_k", a.astype(np.float32).ravel())
+        return q.reshape(a.shape[0], -1), gguf.GGMLQuantizationType.Q4_K
+    return _quantize(a, ggml_type)
+
+
+def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0, ctx=2048, omit=()) -> Path:
+    """A random-weight `family` model (FAMILIES) with the family's real tokenizer metadata.
+    Weights N(0, 1/sqrt(fan_in)) stored as ggml_type (norms, biases and RoPE factors F32);
+    untied output; d_model 64 (256 for Q4_K), d_ff 2 d_model. `omit`: metadata keys left out
+    (tests of a missing key)."""
+    import gguf
+
+    spec = FAMILIES[family]
+    vf = vocab_path(spec["vocab"])
+    if vf is None:
+        raise FileNotFoundError(f"ggml-vocab-{spec['vocab']}.gguf not cached (scripts/fetch-llamacpp-vocab)")
+    arch = spec["arch"]
+    d = 256 if ggml_type == "Q4_K" else 64
+    n_ff, nh, nkv = 2 * d, spec["n_head"], spec["n_head_kv"]
+    hd = d // nh * spec.get("head_scale", 1)
+    dq, dkv = nh * hd, nkv * hd
+    rng = np.random.default_rng(seed)
+    rnd = lambda *shape: (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+    vec = lambda n, mean, sd: (mean + sd * rng.standard_normal(n)).astype(np.float32)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"random {family} {ggml_type}")
+    n_vocab = _copy_tokenizer(w, vf)
+    w.add_context_length(ctx)
+    w.add_embedding_length(d)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(spec["rope_base"])
+    w.add_rope_dimension_count(hd)
+    if hd * nh != d:
+        w.add_key_length(hd)
+        w.add_value_length(hd)
+    if spec.get("sliding_window"):
+        w.add_sliding_window(spec["sliding_window"])
+    t = {"token_embd.weight": rnd(n_vocab, d) * np.sqrt(d) * 0.5, "output_norm.weight": vec(d, 1.0, 0.1),
+         "output.weight": rnd(n_vocab, d) * 4}
+    if spec.get("rope_freqs"):  # Llama 3.1's scaling (factor 8, low/high freq factors 1 and 4, 8192 original)
+        t["rope_freqs.weight"] = llama3_rope_freqs(hd, spec["rope_base"])
+    if spec.get("longrope"):
+        w.add_key_value(f"{arch}.rope.scaling.original_context_length", ctx // 2, gguf.GGUFValueType.UINT32)
+        w.add_key_value(f"{arch}.rope.scaling.attn_factor", 1.19, gguf.GGUFValueType.FLOAT32)
+        t["rope_factors_long.weight"] = vec(hd // 2, 8.0, 2.0).clip(1.0, None)
+        t["rope_factors_short.weight"] = vec(hd // 2, 1.5, 0.3).clip(1.0, None)
+    for i in range(n_layer):
+        b = f"blk.{i}."
+        t[b + "attn_norm.weight"] = vec(d, 1.0, 0.1)
+        if spec.get("fused"):
+            t[b + "attn_qkv.weight"] = rnd(dq + 2 * dkv, d)
+        else:
+            t[b + "attn_q.weight"], t[b + "attn_k.weight"], t[b + "attn_v.weight"] = rnd(dq, d), rnd(dkv, d), rnd(dkv, d)
+        if spec.get("qkv_bias"):
+            t[b + "attn_q.bias"], t[b + "attn_k.bias"], t[b + "attn_v.bias"] = vec(dq, 0, 0.5), vec(dkv, 0, 0.5), vec(dkv, 0, 0.5)
+        if spec.get("qk_norm"):
+            t[b + "attn_q_norm.weight"], t[b + "attn_k_norm.weight"] = vec(hd, 1.0, 0.1), vec(hd, 1.0, 0.1)
+        t[b + "attn_output.weight"] = rnd(d, dq)
+        t[b + "ffn_norm.weight"] = vec(d, 1.0, 0.1)
+        if spec.get("fused"):
+            t[b + "ffn_up.weight"] = rnd(2 * n_ff, d)
+        else:
+            t[b + "ffn_gate.weight"], t[b + "ffn_up.weight"] = rnd(n_ff, d), rnd(n_ff, d)
+        t[b + "ffn_down.weight"] = rnd(d, n_ff)
+    for name, a in t.items():
+        data, qt = _quantize_any(a, "F32" if a.ndim == 1 else ggml_type)
+        if qt is None:
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, data, raw_dtype=qt)
+    for key in omit:
+        del w.kv_data[0][key]
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)
+
+
+def llama3_rope_freqs(head_dim: int, base: float, factor=8.0, low=1.0, high=4.0, orig_ctx=8192) -> np.ndarray:
+    """rope_freqs.weight as llama.cpp's converter computes it for rope_type llama3
+    (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors): a divisor per frequency."""
+    freqs = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    low_wl, high_wl = orig_ctx / low, orig_ctx / high
+    out = []
+    for f in freqs:
+        wl = 2 * np.pi / f
+        if wl < high_wl:
+            out.append(1.0)
+        elif wl > low_wl:
+            out.append(factor)
+        else:
+            smooth = (orig_ctx / wl - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)

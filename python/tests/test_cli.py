@@ -99,3 +99,18 @@ def test_model_short_names():
     by_name = json.loads(run("tokenize", "--model", "gemma-3-270m", "--json", "Hello world").stdout)
     by_path = json.loads(run("tokenize", "--model", str(path), "--json", "Hello world").stdout)
     assert by_name == by_path and by_name["ids"] == [9259, 1902]
+
+
+@pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
+def test_info_describes_a_model_file(tmp_path):
+    """`llmk info --model F`: architecture, shapes, tensor types, tokenizer and template of the file."""
+    from gguf_fixtures import write_llama
+
+    path = write_llama(tmp_path / "tiny.gguf", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, ggml_type="Q8_0")
+    out = run("info", "--model", str(path)).stdout.splitlines()
+    assert "architecture: llama" in out, out
+    assert any(l.startswith("shapes: n_vocab 272, n_ctx 256, d_model 64, n_layer 2, n_head 4, n_head_kv 2, d_head 16, d_ff 96")
+               for l in out), out
+    assert any(l.startswith("tensor types: F32 x5 ") and " Q8_0 x15 " in l for l in out), out
+    assert "tokenizer: gpt2, pre-tokenizer smollm, 272 tokens, bos 1, eos 2" in out, out
+    assert any(l.startswith("chat template: 199 bytes: {% for message in messages %}") for l in out), out

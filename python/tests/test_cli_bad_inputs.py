@@ -234,3 +234,12 @@ def test_kv_type_names_are_the_same_in_every_command(model):
     assert a.returncode == 0 and a.stdout == b.stdout, a.stderr
     assert "argument '--kv-type' = q3: must be f32|f16|bf16|q8|q4 (or int8|int4)" in error(
         "generate", "--model", model, "-n", "1", "--kv-type", "q3", "hi")
+
+
+def test_logits_names_bad_ids_and_missing_out(model, tmp_path):
+    out = str(tmp_path / "o.f32")
+    assert "argument '--ids' = x: must be token ids >= 0" in error("logits", "--model", model, "--ids", "1,2 x", "--out", out)
+    assert "argument '--ids' = -3: must be token ids >= 0" in error("logits", "--model", model, "--ids", "-3", "--out", out)
+    assert "argument '--ids[1]' = 999: must be < n_vocab = " in error("logits", "--model", model, "--ids", "1 999", "--out", out)
+    assert "argument '--ids' = \"\": must hold at least one token id" in error("logits", "--model", model, "--out", out)
+    assert "argument '--out' = (missing): give the file the logits go to" in error("logits", "--model", model, "--ids", "1")

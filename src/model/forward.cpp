@@ -17,14 +17,16 @@
 namespace llmk {
 namespace {
 
-// The rotation of position pos: cs[2i], cs[2i+1] = cos, sin of
-// pos * base^(-2i / rope_dim) for i < rope_dim / 2, in double, rounded to f32
-// (computed once a token and used by every layer's q and k).
-void rope_table(int64_t rope_dim, float base, int64_t pos, float* cs) {
+// The rotation of position pos: cs[2i], cs[2i+1] = a cos, a sin of
+// theta_i = pos * base^(-2i / rope_dim) * scale / div[i] for i < rope_dim / 2 (model.hpp; a =
+// attn_factor, div = 1 when null), in double, rounded to f32 (computed once a token and
+// used by every layer's q and k).
+void rope_table(int64_t rope_dim, float base, int64_t pos, float* cs, const ModelConfig& c, const float* div) {
   for (int64_t i = 0; i < rope_dim / 2; ++i) {
-    const double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(rope_dim));
-    cs[2 * i] = float(std::cos(theta));
-    cs[2 * i + 1] = float(std::sin(theta));
+    const double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(rope_dim)) *
+                         double(c.rope_freq_scale) / (div ? double(div[i]) : 1.0);
+    cs[2 * i] = float(std::cos(theta) * double(c.rope_attn_factor));
+    cs[2 * i + 1] = float(std::sin(theta) * double(c.rope_attn_factor));
   }
 }
 
@@ -64,10 +66,10 @@ float gelu(float x) {  // GPT-2's tanh approximation
   return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
-// NEOX RoPE (gemma3): rotates the pairs (i, i + dh/2) of each head by the angles of cs
-// (rope_table with rope_dim = dh).
-void rope_row_neox(float* x, int64_t heads, int64_t dh, const float* cs) {
-  const int64_t half = dh / 2;
+// NEOX RoPE (qwen2, qwen3, phi3, gemma3): rotates the pairs (i, i + rope_dim/2) of the first
+// rope_dim values of each head by the angles of cs.
+void rope_row_neox(float* x, int64_t heads, int64_t dh, int64_t rope_dim, const float* cs) {
+  const int64_t half = rope_dim / 2;
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < half; ++i) {
       const float c = cs[2 * i], s = cs[2 * i + 1];
@@ -76,6 +78,21 @@ void rope_row_neox(float* x, int64_t heads, int64_t dh, const float* cs) {
       p[i] = a * c - b * s;
       p[i + half] = a * s + b * c;
     }
+}
+
+// RMSNorm of each dh-value head of the rows x[rows, heads * dh] in place (tmp: scratch of the same size).
+void head_norm(float* x, const float* w, float eps, int64_t rows, int64_t heads, int64_t dh, std::vector<float>& tmp,
+               std::vector<float>& stats) {
+  tmp.resize(size_t(rows * heads * dh));
+  normalize(false, x, w, nullptr, eps, rows * heads, dh, tmp.data(), stats);
+  std::copy(tmp.begin(), tmp.begin() + rows * heads * dh, x);
+}
+
+// A position at or past a limit the forward does not apply is refused, naming it.
+void check_limit(const Batch& b, int64_t limit, const std::string& what) {
+  for (size_t t = 0; t < b.pos.size() && limit > 0; ++t)
+    LLMK_CHECK_ARG(b.pos[t] < limit, "Model::forward", "batch.pos[" + std::to_string(t) + "]", b.pos[t],
+                   "must be < " + what);
 }
 
 }  // namespace
@@ -97,9 +114,16 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     LLMK_CHECK_ARG(b.seq[t] >= 0, fn, "batch.seq[" + std::to_string(t) + "]", b.seq[t], "must be >= 0");
   }
   if (T == 0) return 0;
-  if (c.arch == Arch::gemma3) return forward_gemma3(b, kv, logits);
+  const arch::ArchInfo& a = arch::info(c.arch);
+  if (a.family == arch::Family::gemma3) return forward_gemma3(b, kv, logits);
+  check_limit(b, c.sliding_window,
+              "the sliding window (" + std::to_string(c.sliding_window) + "): llmk's attention does not apply it");
+  check_limit(b, c.rope_short_ctx,
+              "rope.scaling.original_context_length (" + std::to_string(c.rope_short_ctx) +
+                  "): llmk applies the short LongRoPE factors only");
+  const bool layer_norm = a.norm == arch::Norm::layer;
   const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
-  const int64_t ff = c.d_ff;
+  const int64_t ff = c.d_ff, ffw = a.ffn == arch::Ffn::swiglu && layers_[0].w_gate.data == nullptr ? 2 * ff : ff;
   Owned& s = *owned_;
   s.x.resize(size_t(T * d));
   s.h.resize(size_t(T * d));
@@ -107,7 +131,7 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
   s.k.resize(size_t(T * dkv));
   s.v.resize(size_t(T * dkv));
   s.att.resize(size_t(T * dq));
-  s.ff.resize(size_t(T * std::max(ff, 3 * d)));
+  s.ff.resize(size_t(T * std::max(ffw, dq + 2 * dkv)));
   s.ff2.resize(size_t(T * ff));
   float *x = s.x.data(), *h = s.h.data();
   const int threads = num_threads();
@@ -116,7 +140,7 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
   for (int64_t t = 0; t < T; ++t) {
     dequantize_row(tok_embd_, b.tokens[t], x + t * d);
-    if (gpt2) {
+    if (pos_embd_.data) {
       std::vector<float> p(static_cast<size_t>(d));
       dequantize_row(pos_embd_, b.pos[t], p.data());
       for (int64_t i = 0; i < d; ++i) x[t * d + i] += p[size_t(i)];
@@ -124,37 +148,52 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
   }
 
   std::vector<float>& rope = s.rope;  // [T, rope_dim]: each token's rotation, for every layer
-  if (!gpt2) {
-    rope.resize(size_t(T * c.rope_dim));
+  const int64_t rd = c.rope_dim;
+  if (a.rope != arch::Rope::none) {
+    rope.resize(size_t(T * rd));
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
-    for (int64_t t = 0; t < T; ++t) rope_table(c.rope_dim, c.rope_base, b.pos[t], rope.data() + t * c.rope_dim);
+    for (int64_t t = 0; t < T; ++t) rope_table(rd, c.rope_base, b.pos[t], rope.data() + t * rd, c, rope_div_);
   }
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = layers_[size_t(l)];
-    normalize(gpt2, x, L.attn_norm, L.attn_norm_b, c.norm_eps, T, d, h, s.stats);
-    // q [T, dq], k and v [T, dkv], contiguous (gpt2: split from the fused product)
+    normalize(layer_norm, x, L.attn_norm, L.attn_norm_b, c.norm_eps, T, d, h, s.stats);
+    // q [T, dq], k and v [T, dkv], contiguous (fused: split from one product)
     float *q = s.q.data(), *k = s.k.data(), *v = s.v.data();
-    if (gpt2) {
-      float* qkv = s.ff.data();  // [T, 3d]; ff is free until the MLP
-      matmul(h, d, L.wqkv, qkv, 3 * d, T);
-      add_bias(qkv, 3 * d, L.bqkv, T, 3 * d);
+    if (L.wqkv.data) {
+      const int64_t w = dq + 2 * dkv;
+      float* qkv = s.ff.data();  // [T, w]; ff is free until the MLP
+      matmul(h, d, L.wqkv, qkv, w, T);
+      add_bias(qkv, w, L.bqkv, T, w);
       for (int64_t t = 0; t < T; ++t) {
-        std::copy_n(qkv + t * 3 * d, d, q + t * d);
-        std::copy_n(qkv + t * 3 * d + d, d, k + t * d);
-        std::copy_n(qkv + t * 3 * d + 2 * d, d, v + t * d);
+        std::copy_n(qkv + t * w, dq, q + t * dq);
+        std::copy_n(qkv + t * w + dq, dkv, k + t * dkv);
+        std::copy_n(qkv + t * w + dq + dkv, dkv, v + t * dkv);
       }
     } else {
       matmul(h, d, L.wq, q, dq, T);
       matmul(h, d, L.wk, k, dkv, T);
       matmul(h, d, L.wv, v, dkv, T);
-      add_bias(q, dq, L.bq, T, dq);
-      add_bias(k, dkv, L.bk, T, dkv);
-      add_bias(v, dkv, L.bv, T, dkv);
+    }
+    add_bias(q, dq, L.bq, T, dq);
+    add_bias(k, dkv, L.bk, T, dkv);
+    add_bias(v, dkv, L.bv, T, dkv);
+    if (a.qk_norm) {
+      head_norm(q, L.q_norm, c.norm_eps, T, nh, dh, s.tmp, s.stats);
+      head_norm(k, L.k_norm, c.norm_eps, T, nkv, dh, s.tmp, s.stats);
+    }
+    if (a.rope != arch::Rope::none) {
+      const bool neox = a.rope == arch::Rope::neox;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
       for (int64_t t = 0; t < T; ++t) {
-        rope_row(q + t * dq, nh, dh, c.rope_dim, rope.data() + t * c.rope_dim);
-        rope_row(k + t * dkv, nkv, dh, c.rope_dim, rope.data() + t * c.rope_dim);
+        const float* cs = rope.data() + t * rd;
+        if (neox) {
+          rope_row_neox(q + t * dq, nh, dh, rd, cs);
+          rope_row_neox(k + t * dkv, nkv, dh, rd, cs);
+        } else {
+          rope_row(q + t * dq, nh, dh, rd, cs);
+          rope_row(k + t * dkv, nkv, dh, rd, cs);
+        }
       }
     }
     float* att = s.att.data();
@@ -164,17 +203,25 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     add_bias(h, d, L.bo, T, d);
     for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
 
-    normalize(gpt2, x, L.ffn_norm, L.ffn_norm_b, c.norm_eps, T, d, h, s.stats);
+    normalize(layer_norm, x, L.ffn_norm, L.ffn_norm_b, c.norm_eps, T, d, h, s.stats);
     float *u = s.ff.data(), *g = s.ff2.data();
-    matmul(h, d, L.w_up, u, ff, T);
-    if (gpt2) {
+    matmul(h, d, L.w_up, u, ffw, T);
+    if (a.ffn == arch::Ffn::gelu) {
       add_bias(u, ff, L.b_up, T, ff);
       for (int64_t i = 0; i < T * ff; ++i) u[i] = gelu(u[i]);
-    } else {
+    } else if (ffw == ff) {
       matmul(h, d, L.w_gate, g, ff, T);
       // SiLU(gate) * up, element by element (the same bits on any thread)
 #pragma omp parallel for num_threads(threads) schedule(static) if (T * ff >= 1024)
       for (int64_t i = 0; i < T * ff; ++i) u[i] *= g[i] / (1.0f + std::exp(-g[i]));
+    } else {
+      // fused rows gate | up: g[t, i] = SiLU(u[t, i]) * u[t, ff + i], then W_down reads g
+#pragma omp parallel for num_threads(threads) schedule(static) if (T * ff >= 1024)
+      for (int64_t i = 0; i < T * ff; ++i) {
+        const float gi = u[i / ff * 2 * ff + i % ff], up = u[i / ff * 2 * ff + ff + i % ff];
+        g[i] = up * (gi / (1.0f + std::exp(-gi)));
+      }
+      u = g;
     }
     matmul(u, ff, L.w_down, h, d, T);
     add_bias(h, d, L.b_down, T, d);
@@ -185,7 +232,7 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
   for (int64_t t = 0; t < T; ++t)
     if (b.want.empty() || b.want[t]) std::copy_n(x + t * d, d, h + n++ * d);
   if (n) {
-    normalize(gpt2, h, out_norm_, out_norm_b_, c.norm_eps, n, d, x, s.stats);
+    normalize(layer_norm, h, out_norm_, out_norm_b_, c.norm_eps, n, d, x, s.stats);
     matmul(x, d, output_, logits, c.n_vocab, n);
   }
   return n;
@@ -229,8 +276,8 @@ int64_t Model::forward_gemma3(const Batch& b, KvStore& kv, float* logits) {
   s.rope_local.resize(size_t(T * dh));
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
   for (int64_t t = 0; t < T; ++t) {
-    rope_table(dh, c.rope_base, b.pos[t], s.rope.data() + t * dh);
-    rope_table(dh, c.rope_base_local, b.pos[t], s.rope_local.data() + t * dh);
+    rope_table(dh, c.rope_base, b.pos[t], s.rope.data() + t * dh, c, rope_div_);
+    rope_table(dh, c.rope_base_local, b.pos[t], s.rope_local.data() + t * dh, c, rope_div_);
   }
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -245,8 +292,8 @@ int64_t Model::forward_gemma3(const Batch& b, KvStore& kv, float* logits) {
     matmul(h, d, L.wv, v, dkv, T);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
     for (int64_t t = 0; t < T; ++t) {
-      rope_row_neox(q + t * dq, nh, dh, cs + t * dh);
-      rope_row_neox(k + t * dkv, nkv, dh, cs + t * dh);
+      rope_row_neox(q + t * dq, nh, dh, dh, cs + t * dh);
+      rope_row_neox(k + t * dkv, nkv, dh, dh, cs + t * dh);
     }
     float* att = s.att.data();
     kv.store(l, b, k, v);

@@ -18,8 +18,8 @@ void ModelConfig::validate() const {
   LLMK_CHECK_ARG(n_vocab > 0, fn, "n_vocab", n_vocab, "must be > 0");
   LLMK_CHECK_ARG(n_ctx > 0, fn, "n_ctx", n_ctx, "must be > 0");
   LLMK_CHECK_ARG(n_layer > 0, fn, "n_layer", n_layer, "must be > 0");
-  LLMK_CHECK_ARG(head_dim >= 0 && (arch == Arch::gemma3 || head_dim == 0), fn, "head_dim", head_dim,
-                 "must be >= 0, and 0 (d_model / n_head) but for gemma3");
+  LLMK_CHECK_ARG(head_dim >= 0 && (arch != Arch::gpt2 || head_dim == 0), fn, "head_dim", head_dim,
+                 "must be >= 0, and 0 (d_model / n_head) for gpt2");
   LLMK_CHECK_ARG(n_head > 0 && (head_dim > 0 || d_model % n_head == 0), fn, "n_head", n_head,
                  "must be > 0 and divide d_model (unless head_dim is set)");
   LLMK_CHECK_ARG(sliding_window >= 0 && swa_period >= 0 && (arch == Arch::gemma3 || swa_period == 0), fn, "swa_period",
@@ -37,6 +37,13 @@ void ModelConfig::validate() const {
   LLMK_CHECK_ARG(arch != Arch::gpt2 || n_head_kv == n_head, fn, "n_head_kv", n_head_kv, "must equal n_head for gpt2");
   LLMK_CHECK_ARG(arch != Arch::gemma3 || rope_dim == 0 || rope_dim == d_head(), fn, "rope_dim", rope_dim,
                  "must be d_head (or 0) for gemma3: NEOX RoPE over the whole head");
+  LLMK_CHECK_ARG(rope_freq_scale > 0 && std::isfinite(rope_freq_scale), fn, "rope_freq_scale", rope_freq_scale,
+                 "must be finite and > 0");
+  LLMK_CHECK_ARG(rope_attn_factor > 0 && std::isfinite(rope_attn_factor), fn, "rope_attn_factor", rope_attn_factor,
+                 "must be finite and > 0");
+  LLMK_CHECK_ARG(rope_short_ctx >= 0, fn, "rope_short_ctx", rope_short_ctx, "must be >= 0");
+  LLMK_CHECK_ARG(sliding_window == 0 || arch == Arch::gemma3 || arch == Arch::llama, fn, "sliding_window",
+                 sliding_window, "must be 0 but for gemma3 and llama");
 }
 
 Model::Model() : owned_(std::make_unique<Owned>()) {}
@@ -100,7 +107,7 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
   c.validate();
   Model m;
   m.cfg_ = c;
-  if (m.cfg_.rope_dim == 0) m.cfg_.rope_dim = c.d_head();
+  if (m.cfg_.rope_dim == 0 && arch::info(c.arch).rope != arch::Rope::none) m.cfg_.rope_dim = c.d_head();
   std::mt19937_64 g(seed);
   auto& B = m.owned_->blobs;
   auto& V = m.owned_->vecs;
@@ -125,12 +132,21 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
       L.bo = random_vec(V, d, 0.0f, 0.1f, g);
       L.b_up = random_vec(V, c.d_ff, 0.0f, 0.1f, g);
       L.b_down = random_vec(V, d, 0.0f, 0.1f, g);
+    } else if (c.arch == Arch::phi3) {  // fused q | k | v and gate | up
+      L.wqkv = random_weight(B, t, dq + 2 * dkv, d, sd_in, g);
     } else {
-      if (c.arch == Arch::gemma3) {
+      if (c.arch == Arch::gemma3 || c.arch == Arch::qwen3) {
         L.q_norm = random_vec(V, dh, 1.0f, 0.1f, g);
         L.k_norm = random_vec(V, dh, 1.0f, 0.1f, g);
+      }
+      if (c.arch == Arch::gemma3) {
         L.post_attn_norm = random_vec(V, d, 1.0f, 0.1f, g);
         L.post_ffn_norm = random_vec(V, d, 1.0f, 0.1f, g);
+      }
+      if (c.arch == Arch::qwen2) {
+        L.bq = random_vec(V, dq, 0.0f, 0.5f, g);
+        L.bk = random_vec(V, dkv, 0.0f, 0.5f, g);
+        L.bv = random_vec(V, dkv, 0.0f, 0.5f, g);
       }
       L.wq = random_weight(B, t, dq, d, sd_in, g);
       L.wk = random_weight(B, t, dkv, d, sd_in, g);
@@ -138,9 +154,15 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
       L.w_gate = random_weight(B, t, c.d_ff, d, sd_in, g);
     }
     L.wo = random_weight(B, t, d, dq, 1.0 / std::sqrt(double(dq)), g);
-    L.w_up = random_weight(B, t, c.d_ff, d, sd_in, g);
+    L.w_up = random_weight(B, t, c.arch == Arch::phi3 ? 2 * c.d_ff : c.d_ff, d, sd_in, g);
     L.w_down = random_weight(B, t, d, c.d_ff, sd_ff, g);
     m.layers_.push_back(L);
+  }
+  if (c.arch == Arch::phi3) {  // LongRoPE-like frequency divisors in [1, 4)
+    auto& div = V.emplace_back(size_t(m.cfg_.rope_dim / 2));
+    std::uniform_real_distribution<float> u(1.0f, 4.0f);
+    for (float& x : div) x = u(g);
+    m.rope_div_ = div.data();
   }
   return m;
 }

@@ -49,47 +49,94 @@ const float* vec(const gguf::File& f, const std::string& name, int64_t n, std::v
 }
 }  // namespace
 
-Model Model::from_gguf(const gguf::File& f) {
-  Model m;
-  ModelConfig& c = m.cfg_;
-  const std::string arch(f.get_string("general.architecture"));
-  if (arch == "llama") c.arch = Arch::llama;
-  else if (arch == "gpt2") c.arch = Arch::gpt2;
-  else if (arch == "gemma3") c.arch = Arch::gemma3;
-  else throw FormatError(f.path() + ": general.architecture = '" + arch + "' (supported: llama, gpt2, gemma3)");
-  const bool gemma3 = c.arch == Arch::gemma3;
-  const bool gpt2 = c.arch == Arch::gpt2;
-  const std::string p = arch + ".";
-  c.n_ctx = f.get_int(p + "context_length");
-  c.d_model = f.get_int(p + "embedding_length");
-  c.n_layer = f.get_int(p + "block_count");
-  c.d_ff = f.get_int(p + "feed_forward_length");
-  c.n_head = f.get_int(p + "attention.head_count");
-  c.n_head_kv = f.get_int_or(p + "attention.head_count_kv", c.n_head);
-  if (gpt2) {
-    c.norm_eps = f.get_f32(p + "attention.layer_norm_epsilon");
-  } else {
-    c.norm_eps = f.get_f32(p + "attention.layer_norm_rms_epsilon");
-    c.rope_base = f.get_f32_or(p + "rope.freq_base", 10000.0f);
-    c.rope_dim = f.get_int_or(p + "rope.dimension_count", c.n_head > 0 ? c.d_model / c.n_head : 0);
+WeightView* Model::Slots::mat(Model& m, LayerWeights& L, arch::Slot s) {
+  using S = arch::Slot;
+  switch (s) {
+    case S::tok_embd: return &m.tok_embd_;
+    case S::pos_embd: return &m.pos_embd_;
+    case S::output: return &m.output_;
+    case S::wq: return &L.wq;
+    case S::wk: return &L.wk;
+    case S::wv: return &L.wv;
+    case S::wqkv: return &L.wqkv;
+    case S::wo: return &L.wo;
+    case S::w_gate: return &L.w_gate;
+    case S::w_up: return &L.w_up;
+    case S::w_down: return &L.w_down;
+    default: return nullptr;
   }
-  if (gemma3) {
-    // llama.cpp's reading (src/models/gemma3.cpp): head_dim from key_length (= value_length),
-    // global RoPE base rope.freq_base, local base rope.freq_base_swa (10000 when absent),
-    // window attention.sliding_window on l % 6 < 5 (pattern 6 when absent).
-    c.head_dim = f.get_int(p + "attention.key_length");
-    if (f.get_int_or(p + "attention.value_length", c.head_dim) != c.head_dim)
-      throw FormatError(f.path() + ": " + p + "attention.value_length differs from key_length (unsupported)");
-    c.rope_dim = c.head_dim;
-    c.rope_base = f.get_f32_or(p + "rope.freq_base", 1e6f);
-    c.rope_base_local = f.get_f32_or(p + "rope.freq_base_swa", 10000.0f);
-    c.sliding_window = f.get_int_or(p + "attention.sliding_window", 0);
-    if (f.has(p + "attention.sliding_window_pattern") && f.get(p + "attention.sliding_window_pattern").type == gguf::ValueType::array)
+}
+
+const float** Model::Slots::vec(Model& m, LayerWeights& L, arch::Slot s) {
+  using S = arch::Slot;
+  switch (s) {
+    case S::out_norm: return &m.out_norm_;
+    case S::out_norm_b: return &m.out_norm_b_;
+    case S::rope_div: return &m.rope_div_;
+    case S::attn_norm: return &L.attn_norm;
+    case S::attn_norm_b: return &L.attn_norm_b;
+    case S::bq: return &L.bq;
+    case S::bk: return &L.bk;
+    case S::bv: return &L.bv;
+    case S::bqkv: return &L.bqkv;
+    case S::bo: return &L.bo;
+    case S::ffn_norm: return &L.ffn_norm;
+    case S::ffn_norm_b: return &L.ffn_norm_b;
+    case S::b_up: return &L.b_up;
+    case S::b_down: return &L.b_down;
+    case S::q_norm: return &L.q_norm;
+    case S::k_norm: return &L.k_norm;
+    case S::post_attn_norm: return &L.post_attn_norm;
+    case S::post_ffn_norm: return &L.post_ffn_norm;
+    default: return nullptr;
+  }
+}
+
+namespace {
+// The metadata of the architecture's table into c; then the keys whose meaning
+// is not one field: defaults that depend on other keys, RoPE scaling, windows.
+void read_config(const gguf::File& f, const arch::ArchInfo& a, ModelConfig& c) {
+  const std::string p = std::string(a.name) + ".";
+  for (const arch::KeySpec& k : a.keys) {
+    const std::string key = p + k.key;
+    if (k.i) c.*k.i = k.required ? f.get_int(key) : f.get_int_or(key, int64_t(k.fallback));
+    if (k.f) c.*k.f = k.required ? f.get_f32(key) : f.get_f32_or(key, float(k.fallback));
+  }
+  if (c.n_head_kv == 0) c.n_head_kv = c.n_head;
+  if (a.rope == arch::Rope::none) return;
+  if (c.head_dim > 0 && f.get_int_or(p + "attention.value_length", c.head_dim) != c.head_dim)
+    throw FormatError(f.path() + ": " + p + "attention.value_length differs from key_length (unsupported)");
+  if (c.rope_dim == 0) c.rope_dim = c.d_head();
+  // llama.cpp (llama-model.cpp): type "linear" unless stated; factor f gives freq_scale 1 / f
+  // (0 or absent: 1); attn_factor multiplies cos and sin. yarn's ramp is not implemented.
+  const std::string scaling(f.get_string_or(p + "rope.scaling.type", "linear"));
+  if (scaling != "linear" && scaling != "none" && scaling != "longrope")
+    throw FormatError(f.path() + ": " + p + "rope.scaling.type = '" + scaling +
+                      "' is not supported (linear, none, longrope are)");
+  const float factor = f.get_f32_or(p + "rope.scaling.factor", 0.0f);
+  c.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+  c.rope_attn_factor = f.get_f32_or(p + "rope.scaling.attn_factor", 1.0f);
+  if (a.arch == Arch::gemma3) {
+    if (f.has(p + "attention.sliding_window_pattern") &&
+        f.get(p + "attention.sliding_window_pattern").type == gguf::ValueType::array)
       throw FormatError(f.path() + ": " + p + "attention.sliding_window_pattern as a per-layer array is not supported");
     c.swa_period = c.sliding_window > 0 ? f.get_int_or(p + "attention.sliding_window_pattern", 6) : 0;
     if (f.get_f32_or(p + "final_logit_softcapping", 0.0f) != 0.0f)
       throw FormatError(f.path() + ": " + p + "final_logit_softcapping is not supported");
   }
+  if (a.arch == Arch::phi3 && f.find_tensor("rope_factors_long.weight"))
+    c.rope_short_ctx = f.get_int_or(p + "rope.scaling.original_context_length", c.n_ctx);
+}
+}  // namespace
+
+Model Model::from_gguf(const gguf::File& f) {
+  Model m;
+  ModelConfig& c = m.cfg_;
+  const std::string name(f.get_string("general.architecture"));
+  const arch::ArchInfo* a = arch::find(name);
+  if (!a) throw FormatError(f.path() + ": general.architecture = '" + name + "' (supported: " + known_archs() + ")");
+  c.arch = a->arch;
+  read_config(f, *a, c);
   const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
   c.n_vocab = emb.ne[1];
   c.tied = f.find_tensor("output.weight") == nullptr;
@@ -99,44 +146,29 @@ Model Model::from_gguf(const gguf::File& f) {
     throw FormatError(f.path() + ": unusable model hyperparameters: " + e.what());
   }
   auto& V = m.owned_->vecs;
-  const int64_t d = c.d_model, dq = c.n_head * c.d_head(), dkv = c.d_kv();
-  m.tok_embd_ = matrix(f, "token_embd.weight", d, c.n_vocab);
-  m.output_ = c.tied ? m.tok_embd_ : matrix(f, "output.weight", d, c.n_vocab);
-  if (gpt2) m.pos_embd_ = matrix(f, "position_embd.weight", d, c.n_ctx);
-  m.out_norm_ = vec(f, "output_norm.weight", d, V);
-  if (gpt2) m.out_norm_b_ = vec(f, "output_norm.bias", d, V);
-  for (int64_t l = 0; l < c.n_layer; ++l) {
+  m.layers_.resize(size_t(c.n_layer));
+  LayerWeights none;
+  for (int64_t l = -1; l < c.n_layer; ++l) {  // -1: the global tensors
+    LayerWeights& L = l < 0 ? none : m.layers_[size_t(l)];
     const std::string b = "blk." + std::to_string(l) + ".";
-    LayerWeights L;
-    L.attn_norm = vec(f, b + "attn_norm.weight", d, V);
-    L.ffn_norm = vec(f, b + "ffn_norm.weight", d, V);
-    L.wo = matrix(f, b + "attn_output.weight", dq, d);
-    L.w_up = matrix(f, b + "ffn_up.weight", d, c.d_ff);
-    L.w_down = matrix(f, b + "ffn_down.weight", c.d_ff, d);
-    if (gpt2) {
-      L.attn_norm_b = vec(f, b + "attn_norm.bias", d, V);
-      L.ffn_norm_b = vec(f, b + "ffn_norm.bias", d, V);
-      L.wqkv = matrix(f, b + "attn_qkv.weight", d, 3 * d);
-      L.bqkv = vec(f, b + "attn_qkv.bias", 3 * d, V);
-      L.bo = vec(f, b + "attn_output.bias", d, V);
-      L.b_up = vec(f, b + "ffn_up.bias", c.d_ff, V);
-      L.b_down = vec(f, b + "ffn_down.bias", d, V);
-    } else {
-      L.wq = matrix(f, b + "attn_q.weight", d, dq);
-      L.wk = matrix(f, b + "attn_k.weight", d, dkv);
-      L.wv = matrix(f, b + "attn_v.weight", d, dkv);
-      L.bq = vec(f, b + "attn_q.bias", dq, V, true);
-      L.bk = vec(f, b + "attn_k.bias", dkv, V, true);
-      L.bv = vec(f, b + "attn_v.bias", dkv, V, true);
-      L.w_gate = matrix(f, b + "ffn_gate.weight", d, c.d_ff);
-      if (gemma3) {
-        L.q_norm = vec(f, b + "attn_q_norm.weight", c.d_head(), V);
-        L.k_norm = vec(f, b + "attn_k_norm.weight", c.d_head(), V);
-        L.post_attn_norm = vec(f, b + "post_attention_norm.weight", d, V);
-        L.post_ffn_norm = vec(f, b + "post_ffw_norm.weight", d, V);
+    const bool fused = l >= 0 && f.find_tensor(b + "attn_qkv.weight");
+    for (const arch::TensorSpec& t : a->tensors) {
+      if (t.per_layer != (l >= 0)) continue;
+      const std::string tn = t.per_layer ? b + t.name : t.name;
+      const bool need = t.need == arch::Need::required || (t.need == arch::Need::unfused && !fused);
+      if (!need && !f.find_tensor(tn)) continue;
+      const int64_t rows = arch::dim(c, t.rows);
+      if (t.cols == arch::Dim::none) {
+        *Slots::vec(m, L, t.slot) = vec(f, tn, rows, V);
+      } else {
+        *Slots::mat(m, L, t.slot) = matrix(f, tn, arch::dim(c, t.cols), rows);
       }
     }
-    m.layers_.push_back(L);
+  }
+  if (c.tied) m.output_ = m.tok_embd_;
+  if (c.rope_short_ctx > 0) {  // long factors: checked for shape (llama.cpp reads them past the original context)
+    std::vector<std::vector<float>> unused;
+    vec(f, "rope_factors_long.weight", c.rope_dim / 2, unused);
   }
   return m;
 }
@@ -151,61 +183,37 @@ GgmlType ggml_of(WType t) { return GgmlType(wtype_traits(t).ggml_type); }
 void Model::add_to_gguf(gguf::Writer& w) const {
   using gguf::Value;
   const ModelConfig& c = cfg_;
-  const bool gpt2 = c.arch == Arch::gpt2;
-  LLMK_CHECK_ARG(c.arch != Arch::gemma3, "Model::add_to_gguf", "config.arch", "gemma3", "is not written (llama and gpt2 are)");
-  const std::string arch = gpt2 ? "gpt2" : "llama", p = arch + ".";
-  w.set("general.architecture", Value::string(arch));
-  w.set(p + "context_length", Value::of(uint32_t(c.n_ctx)));
-  w.set(p + "embedding_length", Value::of(uint32_t(c.d_model)));
-  w.set(p + "block_count", Value::of(uint32_t(c.n_layer)));
-  w.set(p + "feed_forward_length", Value::of(uint32_t(c.d_ff)));
-  w.set(p + "attention.head_count", Value::of(uint32_t(c.n_head)));
-  w.set(p + "attention.head_count_kv", Value::of(uint32_t(c.n_head_kv)));
-  if (gpt2) {
-    w.set(p + "attention.layer_norm_epsilon", Value::of(c.norm_eps));
-  } else {
-    w.set(p + "attention.layer_norm_rms_epsilon", Value::of(c.norm_eps));
-    w.set(p + "rope.freq_base", Value::of(c.rope_base));
-    w.set(p + "rope.dimension_count", Value::of(uint32_t(c.rope_dim)));
+  const arch::ArchInfo& a = arch::info(c.arch);
+  const std::string p = std::string(a.name) + ".";
+  w.set("general.architecture", Value::string(a.name));
+  for (const arch::KeySpec& k : a.keys) {
+    if (k.i && (k.required || c.*k.i != 0)) w.set(p + k.key, Value::of(uint32_t(c.*k.i)));
+    if (k.f) w.set(p + k.key, Value::of(c.*k.f));
   }
-  auto mat = [&](const std::string& name, const WeightView& v) {
-    if (!v.data) return;
-    LLMK_CHECK_ARG(v.row_bytes == wtype_row_bytes(v.type, v.cols), "Model::add_to_gguf", name, v.row_bytes,
-                   "rows must be packed");
-    w.add_tensor(name, ggml_of(v.type), {v.cols, v.rows},
-                 {static_cast<const uint8_t*>(v.data), size_t(v.rows * v.row_bytes)});
-  };
-  auto vec = [&](const std::string& name, const float* x, int64_t n) {
-    if (x) w.add_tensor(name, GgmlType::F32, {n}, {reinterpret_cast<const uint8_t*>(x), size_t(n) * 4});
-  };
-  const int64_t d = c.d_model, dq = c.n_head * c.d_head(), dkv = c.d_kv();
-  mat("token_embd.weight", tok_embd_);
-  if (!c.tied) mat("output.weight", output_);
-  mat("position_embd.weight", pos_embd_);
-  vec("output_norm.weight", out_norm_, d);
-  vec("output_norm.bias", out_norm_b_, d);
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = layers_[size_t(l)];
+  if (c.swa_period > 0) w.set(p + "attention.sliding_window_pattern", Value::of(uint32_t(c.swa_period)));
+  if (c.rope_freq_scale != 1.0f) w.set(p + "rope.scaling.factor", Value::of(1.0f / c.rope_freq_scale));
+  if (c.rope_attn_factor != 1.0f) w.set(p + "rope.scaling.attn_factor", Value::of(c.rope_attn_factor));
+  LLMK_CHECK_ARG(c.rope_short_ctx == 0, "Model::add_to_gguf", "config.rope_short_ctx", c.rope_short_ctx,
+                 "must be 0 (LongRoPE long factors are not written)");
+  for (int64_t l = -1; l < c.n_layer; ++l) {
+    const LayerWeights& L = l < 0 ? LayerWeights{} : layers_[size_t(l)];
     const std::string b = "blk." + std::to_string(l) + ".";
-    vec(b + "attn_norm.weight", L.attn_norm, d);
-    vec(b + "attn_norm.bias", L.attn_norm_b, d);
-    vec(b + "ffn_norm.weight", L.ffn_norm, d);
-    vec(b + "ffn_norm.bias", L.ffn_norm_b, d);
-    mat(b + "attn_q.weight", L.wq);
-    mat(b + "attn_k.weight", L.wk);
-    mat(b + "attn_v.weight", L.wv);
-    vec(b + "attn_q.bias", L.bq, dq);
-    vec(b + "attn_k.bias", L.bk, dkv);
-    vec(b + "attn_v.bias", L.bv, dkv);
-    mat(b + "attn_qkv.weight", L.wqkv);
-    vec(b + "attn_qkv.bias", L.bqkv, 3 * d);
-    mat(b + "attn_output.weight", L.wo);
-    vec(b + "attn_output.bias", L.bo, d);
-    mat(b + "ffn_gate.weight", L.w_gate);
-    mat(b + "ffn_up.weight", L.w_up);
-    vec(b + "ffn_up.bias", L.b_up, c.d_ff);
-    mat(b + "ffn_down.weight", L.w_down);
-    vec(b + "ffn_down.bias", L.b_down, d);
+    for (const arch::TensorSpec& t : a.tensors) {
+      if (t.per_layer != (l >= 0)) continue;
+      const std::string name = t.per_layer ? b + t.name : t.name;
+      if (t.cols == arch::Dim::none) {
+        const float* x = *Slots::vec(*this, L, t.slot);
+        const int64_t n = arch::dim(c, t.rows);
+        if (x) w.add_tensor(name, GgmlType::F32, {n}, {reinterpret_cast<const uint8_t*>(x), size_t(n) * 4});
+        continue;
+      }
+      const WeightView& v = *Slots::mat(*this, L, t.slot);
+      if (!v.data || (t.slot == arch::Slot::output && c.tied)) continue;
+      LLMK_CHECK_ARG(v.row_bytes == wtype_row_bytes(v.type, v.cols), "Model::add_to_gguf", name, v.row_bytes,
+                     "rows must be packed");
+      w.add_tensor(name, ggml_of(v.type), {v.cols, v.rows},
+                   {static_cast<const uint8_t*>(v.data), size_t(v.rows * v.row_bytes)});
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "llmk/model.hpp"
+#include "model/arch.hpp"
 
 namespace llmk {
 
@@ -15,6 +16,19 @@ struct Model::Owned {
   std::vector<float> x, h, q, k, v, att, ff, ff2, stats;
   std::vector<float> rope;  // [T, rope_dim] cos / sin pairs of each token's position
   std::vector<float> rope_local, tmp;  // gemma3: the local base's table; a [T, width] scratch
+};
+
+// Where each arch::Slot lives: matrices (tok_embd, pos_embd, output, layer matrices) as
+// WeightView, vectors as const float*. The other accessor gives nullptr.
+struct Model::Slots {
+  static WeightView* mat(Model& m, LayerWeights& L, arch::Slot s);
+  static const float** vec(Model& m, LayerWeights& L, arch::Slot s);
+  static const WeightView* mat(const Model& m, const LayerWeights& L, arch::Slot s) {
+    return mat(const_cast<Model&>(m), const_cast<LayerWeights&>(L), s);
+  }
+  static const float* const* vec(const Model& m, const LayerWeights& L, arch::Slot s) {
+    return vec(const_cast<Model&>(m), const_cast<LayerWeights&>(L), s);
+  }
 };
 
 }  // namespace llmk

@@ -6,6 +6,7 @@
 
 #include "llmk/error.hpp"
 #include "llmk/model.hpp"
+#include "model/arch.hpp"
 
 namespace llmk {
 namespace {
@@ -33,19 +34,27 @@ Vec norm(const Vec& x, const float* w, const float* b, bool layer_norm, double e
   return y;
 }
 
-// NEOX pairs (i, i + dh/2) over the whole head (gemma3).
-void rope_neox(double* x, int64_t heads, int64_t dh, double base, int64_t pos) {
+// theta_i of position pos (model.hpp): pos * base^(-2i / rope_dim) * scale / div[i].
+double angle(const ModelConfig& c, const float* div, double base, int64_t pos, int64_t i, int64_t rope_dim) {
+  return double(pos) * std::pow(base, -2.0 * double(i) / double(rope_dim)) * c.rope_freq_scale / (div ? div[i] : 1.0);
+}
+
+// Rotates each head's pairs (i, i + rope_dim/2) (neox) or (2i, 2i+1), i < rope_dim / 2, by
+// theta_i, cos and sin scaled by the attention factor.
+void rope(double* x, int64_t heads, int64_t dh, int64_t rope_dim, bool neox, const ModelConfig& c, const float* div,
+          double base, int64_t pos) {
   for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < dh / 2; ++i) {
-      const double th = double(pos) * std::pow(base, -2.0 * double(i) / double(dh));
+    for (int64_t i = 0; i < rope_dim / 2; ++i) {
+      const double th = angle(c, div, base, pos, i, rope_dim), af = c.rope_attn_factor;
       double* p = x + h * dh;
-      const double a = p[i], b = p[i + dh / 2];
-      p[i] = a * std::cos(th) - b * std::sin(th);
-      p[i + dh / 2] = a * std::sin(th) + b * std::cos(th);
+      const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + rope_dim / 2 : 2 * i + 1;
+      const double a = p[i0], b = p[i1];
+      p[i0] = af * (a * std::cos(th) - b * std::sin(th));
+      p[i1] = af * (a * std::sin(th) + b * std::cos(th));
     }
 }
 
-// RMSNorm of each dh-value head of x (gemma3's q / k norm).
+// RMSNorm of each dh-value head of x (the q / k norm of qwen3 and gemma3).
 void head_norm(Vec& x, int64_t dh, const float* w, double eps) {
   for (size_t h0 = 0; h0 < x.size(); h0 += size_t(dh)) {
     const Vec part(x.begin() + long(h0), x.begin() + long(h0) + dh);
@@ -54,61 +63,55 @@ void head_norm(Vec& x, int64_t dh, const float* w, double eps) {
   }
 }
 
-void rope(double* x, int64_t heads, int64_t dh, int64_t rope_dim, double base, int64_t pos) {
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < rope_dim / 2; ++i) {
-      const double th = double(pos) * std::pow(base, -2.0 * double(i) / double(rope_dim));
-      double* p = x + h * dh + 2 * i;
-      const double a = p[0], b = p[1];
-      p[0] = a * std::cos(th) - b * std::sin(th);
-      p[1] = a * std::sin(th) + b * std::cos(th);
-    }
-}
+double silu(double g) { return g / (1.0 + std::exp(-g)); }
+double gelu_tanh(double e) { return 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (e + 0.044715 * e * e * e))); }
 }  // namespace
 
 std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens) {
   const ModelConfig& c = m.cfg_;
-  const bool gpt2 = c.arch == Arch::gpt2, gemma3 = c.arch == Arch::gemma3;
+  const arch::ArchInfo& a = arch::info(c.arch);
+  const bool gemma3 = a.family == arch::Family::gemma3, layer_norm = a.norm == arch::Norm::layer;
   const int64_t T = int64_t(tokens.size()), d = c.d_model, dh = c.d_head(), nh = c.n_head, dkv = c.d_kv();
-  const int64_t G = c.n_head / c.n_head_kv;
+  const int64_t G = c.n_head / c.n_head_kv, dq = nh * dh;
   std::vector<Vec> kc(size_t(c.n_layer)), vc(size_t(c.n_layer));  // [layer][pos * dkv]
   Vec logits;
   for (int64_t t = 0; t < T; ++t) {
     LLMK_CHECK_ARG(tokens[t] >= 0 && tokens[t] < c.n_vocab, "forward_ref", "tokens[t]", tokens[t], "out of vocabulary");
+    LLMK_CHECK_ARG((c.sliding_window == 0 || t < c.sliding_window) && (c.rope_short_ctx == 0 || t < c.rope_short_ctx),
+                   "forward_ref", "tokens.size()", T, "must be <= the sliding window and the LongRoPE short context");
     Vec x(static_cast<size_t>(d));
     dequantize_row_f64(m.tok_embd_, tokens[t], x.data());
     if (gemma3)
       for (auto& e : x) e *= std::sqrt(double(d));
-    if (gpt2) {
+    if (m.pos_embd_.data) {
       Vec p(static_cast<size_t>(d));
       dequantize_row_f64(m.pos_embd_, t, p.data());
       for (int64_t i = 0; i < d; ++i) x[size_t(i)] += p[size_t(i)];
     }
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const LayerWeights& L = m.layers_[size_t(l)];
-      const Vec h = norm(x, L.attn_norm, L.attn_norm_b, gpt2, c.norm_eps);
+      const Vec h = norm(x, L.attn_norm, L.attn_norm_b, layer_norm, c.norm_eps);
       Vec q, k, v;
-      if (gpt2) {
+      if (L.wqkv.data) {
         const Vec qkv = matvec(L.wqkv, h, L.bqkv);
-        q.assign(qkv.begin(), qkv.begin() + d);
-        k.assign(qkv.begin() + d, qkv.begin() + 2 * d);
-        v.assign(qkv.begin() + 2 * d, qkv.end());
+        q.assign(qkv.begin(), qkv.begin() + dq);
+        k.assign(qkv.begin() + dq, qkv.begin() + dq + dkv);
+        v.assign(qkv.begin() + dq + dkv, qkv.end());
       } else {
         q = matvec(L.wq, h, L.bq);
         k = matvec(L.wk, h, L.bk);
         v = matvec(L.wv, h, L.bv);
-        if (gemma3) {
-          LLMK_CHECK_ARG(!c.is_local(l) || c.sliding_window == 0 || t < c.sliding_window, "forward_ref", "tokens.size()",
-                         T, "must be <= the sliding window (not applied)");
-          head_norm(q, dh, L.q_norm, c.norm_eps);
-          head_norm(k, dh, L.k_norm, c.norm_eps);
-          const double base = c.is_local(l) ? c.rope_base_local : c.rope_base;
-          rope_neox(q.data(), nh, dh, base, t);
-          rope_neox(k.data(), c.n_head_kv, dh, base, t);
-        } else {
-          rope(q.data(), nh, dh, c.rope_dim, c.rope_base, t);
-          rope(k.data(), c.n_head_kv, dh, c.rope_dim, c.rope_base, t);
-        }
+      }
+      if (a.qk_norm) {
+        head_norm(q, dh, L.q_norm, c.norm_eps);
+        head_norm(k, dh, L.k_norm, c.norm_eps);
+      }
+      if (a.rope != arch::Rope::none) {
+        const bool neox = a.rope == arch::Rope::neox;
+        const double base = c.is_local(l) ? c.rope_base_local : c.rope_base;
+        const int64_t rd = c.rope_dim > 0 ? c.rope_dim : dh;
+        rope(q.data(), nh, dh, rd, neox, c, m.rope_div_, base, t);
+        rope(k.data(), c.n_head_kv, dh, rd, neox, c, m.rope_div_, base, t);
       }
       auto& K = kc[size_t(l)];
       auto& V = vc[size_t(l)];
@@ -132,23 +135,23 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
       Vec o = matvec(L.wo, att, L.bo);
       if (gemma3) o = norm(o, L.post_attn_norm, nullptr, false, c.norm_eps);
       for (int64_t i = 0; i < d; ++i) x[size_t(i)] += o[size_t(i)];
-      const Vec h2 = norm(x, L.ffn_norm, L.ffn_norm_b, gpt2, c.norm_eps);
+      const Vec h2 = norm(x, L.ffn_norm, L.ffn_norm_b, layer_norm, c.norm_eps);
       Vec u = matvec(L.w_up, h2, L.b_up);
-      if (gpt2) {
-        for (auto& e : u) e = 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (e + 0.044715 * e * e * e)));
-      } else if (gemma3) {
-        const Vec g = matvec(L.w_gate, h2, nullptr);
-        for (size_t i = 0; i < u.size(); ++i)
-          u[i] *= 0.5 * g[i] * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i])));
+      if (a.ffn == arch::Ffn::gelu) {
+        for (auto& e : u) e = gelu_tanh(e);
+      } else if (!L.w_gate.data) {  // fused rows gate | up
+        const size_t n = u.size() / 2;
+        for (size_t i = 0; i < n; ++i) u[i] = silu(u[i]) * u[n + i];
+        u.resize(n);
       } else {
         const Vec g = matvec(L.w_gate, h2, nullptr);
-        for (size_t i = 0; i < u.size(); ++i) u[i] *= g[i] / (1.0 + std::exp(-g[i]));
+        for (size_t i = 0; i < u.size(); ++i) u[i] *= a.ffn == arch::Ffn::swiglu ? silu(g[i]) : gelu_tanh(g[i]);
       }
       Vec dn = matvec(L.w_down, u, L.b_down);
       if (gemma3) dn = norm(dn, L.post_ffn_norm, nullptr, false, c.norm_eps);
       for (int64_t i = 0; i < d; ++i) x[size_t(i)] += dn[size_t(i)];
     }
-    const Vec out = matvec(m.output_, norm(x, m.out_norm_, m.out_norm_b_, gpt2, c.norm_eps), nullptr);
+    const Vec out = matvec(m.output_, norm(x, m.out_norm_, m.out_norm_b_, layer_norm, c.norm_eps), nullptr);
     logits.insert(logits.end(), out.begin(), out.end());
   }
   return logits;

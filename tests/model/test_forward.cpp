@@ -25,7 +25,7 @@ ModelConfig tiny(Arch a) {
   c.d_model = 64;
   c.n_layer = 2;
   c.n_head = 4;
-  c.n_head_kv = a == Arch::llama ? 2 : 4;
+  c.n_head_kv = a == Arch::gpt2 ? 4 : 2;
   c.d_ff = 96;
   c.tied = a == Arch::gpt2;
   c.rope_base = 10000.0f;
@@ -38,6 +38,12 @@ ModelConfig tiny(Arch a) {
     c.sliding_window = 64;
     c.swa_period = 2;
   }
+  if (a == Arch::qwen3) c.head_dim = 32;  // n_head * head_dim = 128 != d_model, as Qwen3's files have
+  if (a == Arch::phi3) {                  // LongRoPE-like attention factor, partial rotation
+    c.rope_attn_factor = 1.19f;
+    c.rope_dim = 8;
+  }
+  if (a == Arch::llama) c.rope_freq_scale = 0.5f;  // linear RoPE scaling, factor 2
   return c;
 }
 
@@ -94,13 +100,13 @@ TEST_P(ForwardTypes, MatchesDoubleOracle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ForwardTypes,
-                         ::testing::Combine(::testing::Values(Arch::llama, Arch::gpt2, Arch::gemma3),
+                         ::testing::Combine(::testing::Values(Arch::llama, Arch::gpt2, Arch::gemma3, Arch::qwen2,
+                                                              Arch::qwen3, Arch::phi3),
                                             ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0,
                                                               WType::q4_0, WType::q4_1, WType::q5_0, WType::q5_1)),
                          [](const auto& info) {
                            const Arch a = std::get<0>(info.param);
-                           return std::string(a == Arch::llama ? "llama_" : a == Arch::gpt2 ? "gpt2_" : "gemma3_") +
-                                  wtype_name(std::get<1>(info.param));
+                           return std::string(arch_name(a)) + "_" + wtype_name(std::get<1>(info.param));
                          });
 
 // gemma3's sliding window is not applied, so a position at or past it is refused, naming it.
@@ -121,7 +127,7 @@ TEST(Forward, Gemma3RefusesPositionsPastTheWindow) {
 // Cached vs uncached: token-by-token decoding through the cache gives the same
 // bits as recomputing the whole prefix in one batch.
 TEST(Forward, CachedEqualsUncached) {
-  for (Arch a : {Arch::llama, Arch::gpt2}) {
+  for (Arch a : {Arch::llama, Arch::gpt2, Arch::qwen2, Arch::qwen3, Arch::phi3}) {
     Model m = Model::random(tiny(a), WType::q4_1, 3);
     const int64_t V = m.config().n_vocab;
     const auto toks = tokens_of(9, 11, V);
@@ -131,7 +137,7 @@ TEST(Forward, CachedEqualsUncached) {
     for (int64_t t = 0; t < int64_t(toks.size()); ++t) {
       const int32_t tok = toks[size_t(t)], seq = 0;
       m.forward({{&tok, 1}, {&t, 1}, {&seq, 1}, {}}, kv, lg.data());
-      ASSERT_TRUE(std::equal(lg.begin(), lg.end(), full.begin() + t * V)) << "position " << t;
+      ASSERT_TRUE(std::equal(lg.begin(), lg.end(), full.begin() + t * V)) << arch_name(a) << " position " << t;
     }
   }
 }
@@ -257,7 +263,7 @@ using namespace llmk;
 // A random model written to GGUF and read back computes the same bits; the
 // loader rejects a wrong shape by naming the tensor.
 TEST(ModelGguf, RoundTripComputesTheSameLogits) {
-  for (Arch a : {Arch::llama, Arch::gpt2})
+  for (Arch a : {Arch::llama, Arch::gpt2, Arch::gemma3, Arch::qwen2, Arch::qwen3, Arch::phi3})
     for (WType t : {WType::q4_1, WType::f16}) {
       Model m = Model::random(tiny(a), t, 9);
       gguf::Writer w;
@@ -268,7 +274,9 @@ TEST(ModelGguf, RoundTripComputesTheSameLogits) {
       EXPECT_EQ(back.config().tied, m.config().tied);
       EXPECT_EQ(back.weight_bytes(), m.weight_bytes());
       const auto toks = tokens_of(6, 4, m.config().n_vocab);
-      EXPECT_EQ(prefill(back, toks), prefill(m, toks)) << (a == Arch::llama ? "llama " : "gpt2 ") << wtype_name(t);
+      EXPECT_EQ(back.config().head_dim, m.config().head_dim);
+      EXPECT_EQ(back.config().rope_dim, m.config().rope_dim);
+      EXPECT_EQ(prefill(back, toks), prefill(m, toks)) << arch_name(a) << " " << wtype_name(t);
     }
 }
 
@@ -283,7 +291,72 @@ TEST(ModelGguf, WrongShapeNamesTheTensor) {
     Model::from_gguf(f);
     FAIL() << "no error";
   } catch (const gguf::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_up.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_gate.weight' has shape [64, 96], expected [64, 128]"),
+              std::string::npos) << e.what();
+  }
+}
+
+// The file's architecture must be one llmk knows; the error lists them.
+TEST(ModelGguf, UnknownArchitectureListsTheKnownOnes) {
+  Model m = Model::random(tiny(Arch::llama), WType::f32, 9);
+  gguf::Writer w;
+  m.add_to_gguf(w);
+  w.set("general.architecture", gguf::Value::string("mamba"));
+  const auto bytes = w.bytes();
+  const gguf::File f = gguf::File::parse(bytes, "mamba.gguf");
+  try {
+    Model::from_gguf(f);
+    FAIL() << "no error";
+  } catch (const gguf::FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("'mamba' (supported: llama, gpt2, gemma3, qwen2, qwen3, phi3)"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Every required key of each architecture's table, left out, is named by the error.
+TEST(ModelGguf, MissingRequiredKeyIsNamed) {
+  for (Arch a : {Arch::llama, Arch::gpt2, Arch::gemma3, Arch::qwen2, Arch::qwen3, Arch::phi3}) {
+    Model m = Model::random(tiny(a), WType::f32, 9);
+    gguf::Writer full;
+    m.add_to_gguf(full);
+    const auto ok = full.bytes();
+    const gguf::File g = gguf::File::parse(ok, "ok.gguf");
+    const std::string p = std::string(arch_name(a)) + ".";
+    for (const char* key : {"context_length", "embedding_length", "block_count", "feed_forward_length",
+                            "attention.head_count"}) {
+      gguf::Writer w;
+      for (const auto& [k, v] : g.metadata())
+        if (k != p + key) w.set(k, v);
+      for (const gguf::TensorInfo& t : g.tensors())
+        w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
+                     {static_cast<const uint8_t*>(t.data), size_t(t.n_bytes)});
+      const auto bytes = w.bytes();
+      const gguf::File f = gguf::File::parse(bytes, "nokey.gguf");
+      try {
+        Model::from_gguf(f);
+        ADD_FAILURE() << arch_name(a) << ": no error without " << key;
+      } catch (const gguf::FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find(p + key), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+// A Mistral-style window and LongRoPE's short context are limits forward() does not apply:
+// a position at or past one is refused, naming it.
+TEST(Forward, PositionsPastUnappliedLimitsAreRefused) {
+  for (const bool window : {true, false}) {
+    ModelConfig c = tiny(window ? Arch::llama : Arch::phi3);
+    (window ? c.sliding_window : c.rope_short_ctx) = 8;
+    Model m = Model::random(c, WType::f32, 5);
+    DenseKv kv(m.config(), 1, 64);
+    const std::vector<int32_t> toks = {1, 2};
+    const std::vector<int64_t> pos = {7, 8};
+    const std::vector<int32_t> seq = {0, 0};
+    std::vector<float> logits(size_t(2 * c.n_vocab));
+    const std::string msg = test::invalid_argument_message([&] { m.forward({toks, pos, seq, {}}, kv, logits.data()); });
+    EXPECT_NE(msg.find("'batch.pos[1]' = 8"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(window ? "sliding window (8)" : "original_context_length (8)"), std::string::npos) << msg;
   }
 }
 }  // namespace
