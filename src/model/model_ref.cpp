@@ -98,8 +98,6 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
         k = matvec(L.wk, h, L.bk);
         v = matvec(L.wv, h, L.bv);
         if (gemma3) {
-          LLMK_CHECK_ARG(!c.is_local(l) || c.sliding_window == 0 || t < c.sliding_window, "forward_ref", "tokens.size()",
-                         T, "must be <= the sliding window (not applied)");
           head_norm(q, dh, L.q_norm, c.norm_eps);
           head_norm(k, dh, L.k_norm, c.norm_eps);
           const double base = c.is_local(l) ? c.rope_base_local : c.rope_base;
@@ -115,17 +113,19 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
       K.insert(K.end(), k.begin(), k.end());
       V.insert(V.end(), v.begin(), v.end());
       Vec att(size_t(nh * dh), 0.0), p(size_t(t + 1));
+      // gemma3's local layers see positions j with t - j < sliding_window (llama.cpp's rule)
+      const int64_t j0 = gemma3 && c.is_local(l) && c.sliding_window > 0 ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
       for (int64_t hd = 0; hd < nh; ++hd) {
         const int64_t kvh = hd / G;
         double mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j <= t; ++j) {
+        for (int64_t j = j0; j <= t; ++j) {
           double sc = 0;
           for (int64_t i = 0; i < dh; ++i) sc += q[size_t(hd * dh + i)] * K[size_t(j * dkv + kvh * dh + i)];
           p[size_t(j)] = sc / std::sqrt(double(dh));
           mx = std::max(mx, p[size_t(j)]);
         }
-        for (auto& e : p) sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= t; ++j)
+        for (int64_t j = j0; j <= t; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+        for (int64_t j = j0; j <= t; ++j)
           for (int64_t i = 0; i < dh; ++i)
             att[size_t(hd * dh + i)] += p[size_t(j)] / sum * V[size_t(j * dkv + kvh * dh + i)];
       }
