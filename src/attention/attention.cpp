@@ -412,6 +412,8 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
   const int64_t max_len = validate_common(fn, q, kv, p, Hq, scale, out);
   LLMK_CHECK_ARG(opt.splits >= 0 && opt.splits <= 1024, fn, "opt.splits", opt.splits, "must be in [0, 1024]");
   LLMK_CHECK_ARG(opt.window >= 0, fn, "opt.window", opt.window, "must be >= 0 (0: no window)");
+  LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0,
+                 fn, "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
   if (kv.device == Device::cuda) {
 #ifdef LLMK_HAVE_CUDA
     // device tables are not read on the host: the caller states the longest context
@@ -452,9 +454,11 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
   std::vector<Work> work;  // (b, head group c, split s) at (b * HG + c) * ns + s
   for (int64_t b = 0; b < p.num_seqs; ++b) {
     // the window's positions [lo, len), split from the tile boundary a at or before lo;
-    // the first split walks [lo, kx) first (run_prefill's rule, the walk from 0)
+    // the first split walks [lo, kx) first: run_prefill's rule, in the walk from the
+    // start g0 of lo's prefill chunk (so one split equals a one-token prefill within a chunk)
     const int64_t len = kv_len_of(p, b, kv.block_tokens), lo = W ? std::max<int64_t>(0, len - W) : 0;
-    const int64_t a = lo / kTile * kTile, kx = lo > 0 ? attn::tile_end_at(kv, 0, len, lo) : 0;
+    const int64_t g0 = lo / opt.prefill_chunk * opt.prefill_chunk;
+    const int64_t a = lo / kTile * kTile, kx = lo > 0 ? attn::tile_end_at(kv, g0, g0 + opt.prefill_chunk, lo) : 0;
     const int64_t chunk = ((len - a + ns - 1) / ns + kTile - 1) / kTile * kTile;  // tile-aligned split length
     for (int64_t c = 0; c < HG; ++c)
       for (int64_t s = 0; s < ns; ++s) {
