@@ -10,7 +10,8 @@
 // Bytes: the model's weight bytes, read once per forward (so gbps = weight bytes x forwards /
 // time; KV reads are not counted). Default model: scripts/fetch-model; --model NAME|PATH another
 // (gemma-3-270m); without the default a random Llama model of its shape is run by llmk alone
-// (peer skipped). --quick runs a 2-layer random model of that width (vocabulary 4096), llmk only.
+// (peer skipped). --quick runs a 2-layer random model of that width (vocabulary 4096), llmk only;
+// --quick --model runs that model, and its peer, at the quick sizes (one round, no long row).
 // The vocabulary's share of a decode step (a real model only, impl "llmk-part"): the output
 // matmul (the final normed activations [B, d] times the output weight, [V, d]) and the
 // engine's per-row sampling (the defined-max check and sample(), greedy as the rows above) of
@@ -118,7 +119,7 @@ int run(const Options& opt) {
   const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
   const int64_t lplen = opt.quick ? 0 : 2048, ln = 32;  // the long-context decode row
   const std::vector<int64_t> batches = {8, 32};
-  const std::string path = opt.quick ? "" : opt.model.empty() ? gguf::default_model_path() : gguf::resolve_model(opt.model);
+  const std::string path = !opt.model.empty() ? gguf::resolve_model(opt.model) : opt.quick ? "" : gguf::default_model_path();
   std::unique_ptr<gguf::File> file;
   std::unique_ptr<Model> model;
   std::vector<int32_t> ids;
