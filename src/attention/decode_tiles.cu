@@ -419,10 +419,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     const int64_t p = p0 + (lane < nv ? lane : 0), blk = p / a.bt;
     const uint32_t row = (uint32_t(blocks[blk]) * hkv + hk32) * bt + uint32_t(p - blk * a.bt);
     // tokens before the window's first (tlo of them: the first tile of a
-    // window) are scored -inf, and P.V reads token tlo's V row for them
-    // (weight 0), never their own, which may hold a NaN
+    // window) are scored -inf, and P.V reads token tlo's V row for them and
+    // for the lanes past nv (weight 0), never their own or the tile's first,
+    // which may hold a NaN
     const int tlo = int(max(int64_t(0), min(int64_t(nv - 1), lo - p0)));
-    const uint32_t rlo = __shfl_sync(0xffffffffu, row, tlo), prow = lane < tlo ? rlo : row;
+    const uint32_t rlo = __shfl_sync(0xffffffffu, row, tlo), prow = lane < tlo || lane >= nv ? rlo : row;
     __syncwarp();  // the previous tile's reads of ktile and wts are done
     for (int r0 = 0; r0 < nv; r0 += run) {  // one run of consecutive rows at a time
       const uint4* src = reinterpret_cast<const uint4*>(a.k + uint64_t(__shfl_sync(0xffffffffu, row, r0)) * a.krow);
