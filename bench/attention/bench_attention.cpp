@@ -8,6 +8,10 @@
 //    where the 16-token pattern costs (docs/kv_cache.md, "Measured");
 //  - the allocator-waste experiment: 256 sequences of 1..4096 tokens held in
 //    16-token blocks against one max-length allocation per sequence;
+//  - sliding-window decode (AttentionOptions::window = 512, gemma3's local
+//    layers) against full attention at the same context, Gemma-3-270M's
+//    layer (4 query heads, 1 kv head, head_dim 256), batch 1, f32 and int8,
+//    paged: the windowed rows stay flat in the context (window_experiment);
 //  - the STREAM triad of this machine, the bandwidth yardstick.
 // --only a,b: each item is a storage type (run only those, plus f32 for the
 // ratios) or a piece of the shape ("llama3", "B1 ", "ctx8192") that must occur in it;
@@ -166,6 +170,51 @@ void add_roofline_fields(Row& r, const Model& m, KvType t, int64_t ctx, int64_t 
   r.extra["flops_per_byte"] = buf;
 }
 
+// Gemma-3-270M's layer at batch 1: decode (attention_decode) and the engine's
+// one-token prefill (attention_prefill) with the 512-position window of its
+// local layers ("window512") and without ("full"), per context, timed in
+// turns. Bytes counted: the K and V rows a call reads, min(ctx, 512) rows
+// windowed (the whole blocks before the window are skipped).
+void window_experiment(Reporter& rep, const std::vector<int64_t>& ctxs, KvType t, bool quick) {
+  const Model m{"gemma3-270m", 4, 1, 256};
+  constexpr int64_t W = 512, bt = 16;
+  for (int64_t ctx : ctxs) {
+    const std::string shape = std::string(m.name) + " B1 ctx" + std::to_string(ctx);
+    Pools p = make_pools(m, t, ctx / bt, bt);
+    PageTable pt;
+    pt.indptr = {0, ctx / bt};
+    pt.indices.resize(size_t(ctx / bt));
+    std::iota(pt.indices.begin(), pt.indices.end(), 0);
+    std::shuffle(pt.indices.begin(), pt.indices.end(), std::mt19937(7));
+    pt.last_len = {int32_t(bt)};
+    std::vector<float> q(size_t(m.Hq * m.D), 0.05f), out(q.size());
+    const float scale = float(1 / std::sqrt(double(m.D)));
+    const int64_t qo[] = {0, 1};
+    AttentionOptions full, win;
+    win.window = W;
+    std::vector<std::function<void()>> fns = {
+        [&] { attention_decode(q.data(), p.view, pt.view(), m.Hq, scale, out.data(), full); },
+        [&] { attention_decode(q.data(), p.view, pt.view(), m.Hq, scale, out.data(), win); },
+        [&] { attention_prefill(q.data(), qo, p.view, pt.view(), m.Hq, scale, out.data(), full); },
+        [&] { attention_prefill(q.data(), qo, p.view, pt.view(), m.Hq, scale, out.data(), win); }};
+    std::vector<double> fastest;
+    const std::vector<double> ms = interleaved_median_ms(fns, quick ? 1 : 7, quick ? 0.002 : 0.03, &fastest);
+    const char* impls[] = {"full", "window512", "full", "window512"};
+    const char* ops[] = {"decode", "decode", "prefill1", "prefill1"};
+    for (size_t i = 0; i < 4; ++i) {
+      const int64_t rows = i % 2 ? std::min(ctx, W) : ctx;
+      const int64_t bytes = rows * m.Hkv * 2 * kv_row_bytes(t, m.D);
+      rep.add({"attention", impls[i], ops[i], shape, kv_type_name(t), ms[i], double(bytes) / (ms[i] * 1e6),
+               {{"simd", simd_name(simd_level())}, {"min_ms", std::to_string(fastest[i])}}});
+    }
+    char buf[200];  // the fastest calls: on a loaded machine the medians time the waits
+    std::snprintf(buf, sizeof buf, "%-30s %-5s fastest call: decode full %.4f ms, window512 %.4f ms (%.2fx); "
+                  "prefill1 full %.4f ms, window512 %.4f ms (%.2fx)", shape.c_str(), kv_type_name(t), fastest[0],
+                  fastest[1], fastest[0] / fastest[1], fastest[2], fastest[3], fastest[2] / fastest[3]);
+    rep.note(buf);
+  }
+}
+
 bool is_type(const std::string& s) {
   for (const char* t : {"f32", "f16", "bf16", "int8", "int4"})
     if (s == t) return true;
@@ -187,15 +236,20 @@ int run(const Options& opt) {
                        [&](const std::string& o) { return is_type(o) || (shape + " ").find(o) != std::string::npos; });
   };
   bool any = false;  // checked before anything runs: a --only that matches nothing ran nothing and exited 0
+  const Model gemma{"gemma3-270m", 4, 1, 256};
   for (const Model& m : models)
     for (int64_t B : batches)
       for (int64_t ctx : ctxs) any = any || selected(shape_of(m, B, ctx));
+  std::vector<int64_t> wctxs;  // the window experiment's contexts
+  for (int64_t ctx : ctxs)
+    if (selected(shape_of(gemma, 1, ctx))) wctxs.push_back(ctx);
+  any = any || !wctxs.empty();
   if (!any) {
     std::string given;
     for (const auto& o : opt.only) given += (given.empty() ? "" : ",") + o;
     throw_invalid_argument("bench attention", "--only", given,
                            "matches no shape (each item a type f32|f16|bf16|int8|int4 or a piece of a shape such as "
-                           "\"llama3\", \"B1 \", \"ctx8192\"" +
+                           "\"llama3\", \"gemma3\", \"B1 \", \"ctx8192\"" +
                                std::string(opt.quick ? "; --quick runs B1 ctx512 only)" : ")"));
   }
   Reporter rep(opt, "attention",
@@ -205,6 +259,10 @@ int run(const Options& opt) {
                "max-length block per sequence");
   rep.note(simd_note());
   std::vector<std::string> skipped;
+  for (const KvType t : {KvType::f32, KvType::int8})
+    if (!wctxs.empty() && (t == KvType::f32 || !std::any_of(opt.only.begin(), opt.only.end(), is_type) ||
+                           std::find(opt.only.begin(), opt.only.end(), kv_type_name(t)) != opt.only.end()))
+      window_experiment(rep, wctxs, t, opt.quick);
   for (const Model& m : models)
     for (int64_t B : batches)
       for (int64_t ctx : ctxs) {
@@ -302,6 +360,18 @@ int run(const Options& opt) {
   rep.add({"attention", "stream", "triad", std::to_string(threads) + " threads", "f64", 1.0, triad, {}});
   rep.ratios("paged", {"contiguous"});
   rep.ratios("paged-64", {"contiguous"});
+  rep.ratios("window512", {"full"});
+  // windowed decode against its own time at the smallest context: flat in the context
+  for (const Row& a : rep.rows())
+    if (a.impl == "window512" && a.op == "decode")
+      for (const Row& f : rep.rows())
+        if (f.impl == "window512" && f.op == "decode" && f.dtype == a.dtype && f.shape == gemma.name + std::string(" B1 ctx") + std::to_string(wctxs.front())) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "%-30s %-5s windowed decode takes %.2fx its time at ctx %lld (fastest calls: %.2fx)",
+                        a.shape.c_str(), a.dtype.c_str(), a.median_ms / f.median_ms, static_cast<long long>(wctxs.front()),
+                        std::stod(a.extra.at("min_ms")) / std::stod(f.extra.at("min_ms")));
+          rep.note(buf);
+        }
   // the engine's path (one-token prefill) against decode, paged, per shape and type
   for (const Row& a : rep.rows())
     if (a.impl == "paged" && (a.op == "prefill1" || a.op == "prefill1-1chunk"))

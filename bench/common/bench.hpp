@@ -20,6 +20,7 @@ struct Options {
   bool quick = false;   // small shapes and few reps: a smoke test, not a measurement
   int threads = 0;      // 0 = llmk's default
   std::vector<std::string> only;  // --only a,b: restrict shapes/impls where the bench supports it
+  std::string model;    // --model NAME|PATH (bench generate): "" = the default model
 };
 
 struct Row {

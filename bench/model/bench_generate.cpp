@@ -8,9 +8,14 @@
 //   peak_rss_mb (every row): the process's peak resident set so far (llmk: this process, before
 //   the peer runs; llama.cpp: the peer process).
 // Bytes: the model's weight bytes, read once per forward (so gbps = weight bytes x forwards /
-// time; KV reads are not counted). Default model: scripts/fetch-model; without it a random
-// Llama model of the same shape is run by llmk alone (peer skipped). --quick runs a 2-layer
-// random model of that width (vocabulary 4096), llmk only.
+// time; KV reads are not counted). Default model: scripts/fetch-model; --model NAME|PATH another
+// (gemma-3-270m); without the default a random Llama model of its shape is run by llmk alone
+// (peer skipped). --quick runs a 2-layer random model of that width (vocabulary 4096), llmk only;
+// --quick --model runs that model, and its peer, at the quick sizes (one round, no long row).
+// The vocabulary's share of a decode step (a real model only, impl "llmk-part"): the output
+// matmul (the final normed activations [B, d] times the output weight, [V, d]) and the
+// engine's per-row sampling (the defined-max check and sample(), greedy as the rows above) of
+// B = 1 and 8 rows, timed alone in turns, as a share of the decode_b1 / decode_b8 step.
 // median_ms is the time per forward. The rows run in 3 rounds (1 with --quick), llmk's round
 // then the peer's, in turn, and each row reports its median round: on a shared machine whose
 // speed drifts, both sides then see the same mix of quiet and loaded phases.
@@ -21,16 +26,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 
 #include "bench/common/bench.hpp"
 #include "llmk/cpu_features.hpp"
 #include "llmk/engine.hpp"
+#include "llmk/ggml_quants.hpp"
 #include "llmk/gguf.hpp"
 #include "llmk/parallel.hpp"
+#include "llmk/sample.hpp"
 #include "llmk/tokenizer.hpp"
+#include "sample/sample_math.hpp"
 
 namespace llmk::bench {
 namespace {
@@ -54,6 +64,52 @@ double peak_rss_mb() {
   return double(u.ru_maxrss) / 1024.0;
 }
 
+// The output matmul and the sampler of B = 1 and 8 rows, timed alone (interleaved), and their
+// share of llmk's decode_b1 / decode_b8 step (rows of `med`).
+void vocab_share(Reporter& rep, const gguf::File& f, const Model& m, const std::vector<Row>& med, bool quick) {
+  const ModelConfig& c = m.config();
+  const gguf::TensorInfo& t = f.find_tensor("output.weight") ? f.tensor("output.weight") : f.tensor("token_embd.weight");
+  const WTypeTraits* tr = wtype_traits_for_ggml(uint32_t(t.type));
+  if (!tr) return;
+  const WeightView w{t.data, tr->type, c.n_vocab, c.d_model, t.row_bytes};
+  const int64_t V = c.n_vocab, d = c.d_model;
+  std::vector<float> x(size_t(8 * d)), logits(size_t(8 * V));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int64_t(i * 2654435761u % 2001) - 1000) / 1000.0f;
+  matmul(x.data(), d, w, logits.data(), V, 8);  // realistic logits for the sampler
+  SamplingParams sp{0.0f};  // greedy, as the decode rows
+  std::vector<int32_t> tok(8);
+  uint64_t step = 0;
+  const auto sample_rows = [&](int64_t B) {
+    for (int64_t b = 0; b < B; ++b) {  // as the engine: the defined-max check, then sample() of one row
+      const float* row = logits.data() + b * V;
+      if (!std::isnan(sample_math::defined_max(row, V)))
+        sample(TensorView::matrix(row, DType::f32, 1, V), &sp, nullptr, 1, step++, &tok[size_t(b)]);
+    }
+  };
+  const std::vector<std::function<void()>> fns = {
+      [&] { matmul(x.data(), d, w, logits.data(), V, 1); }, [&] { sample_rows(1); },
+      [&] { matmul(x.data(), d, w, logits.data(), V, 8); }, [&] { sample_rows(8); }};
+  const std::vector<double> ms = interleaved_median_ms(fns, quick ? 1 : 7, quick ? 0.002 : 0.05);
+  const char* ops[] = {"output_matmul", "sampler", "output_matmul", "sampler"};
+  for (size_t i = 0; i < 4; ++i) {
+    const int64_t B = i < 2 ? 1 : 8;
+    rep.add({"generate", "llmk-part", ops[i], std::to_string(B) + " rows", std::string(wtype_name(w.type)) + " [" +
+             std::to_string(V) + ", " + std::to_string(d) + "]", ms[i], i % 2 ? 0.0 : double(t.n_bytes) / (ms[i] * 1e6),
+             {{"simd", simd_name(simd_level())}}});
+  }
+  for (int64_t B : {int64_t(1), int64_t(8)})
+    for (const Row& r : med)
+      if (r.impl == "llmk" && r.op == "decode_b" + std::to_string(B)) {
+        const size_t i = B == 1 ? 0 : 2;
+        char buf[200];
+        std::snprintf(buf, sizeof buf,
+                      "decode_b%lld step %.3f ms: output matmul %.3f ms (%.0f%%), sampler %.3f ms (%.0f%%), the rest %.0f%%",
+                      static_cast<long long>(B), r.median_ms, ms[i], 100 * ms[i] / r.median_ms, ms[i + 1],
+                      100 * ms[i + 1] / r.median_ms, 100 * (1 - (ms[i] + ms[i + 1]) / r.median_ms));
+        rep.note(buf);
+      }
+}
+
 int run(const Options& opt) {
   Reporter rep(opt, "generate",
                "tok/s = tokens / wall time; gbps = model weight bytes x forwards / time (KV reads not counted); "
@@ -63,7 +119,7 @@ int run(const Options& opt) {
   const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
   const int64_t lplen = opt.quick ? 0 : 2048, ln = 32;  // the long-context decode row
   const std::vector<int64_t> batches = {8, 32};
-  const std::string path = opt.quick ? "" : gguf::default_model_path();
+  const std::string path = !opt.model.empty() ? gguf::resolve_model(opt.model) : opt.quick ? "" : gguf::default_model_path();
   std::unique_ptr<gguf::File> file;
   std::unique_ptr<Model> model;
   std::vector<int32_t> ids;
@@ -164,11 +220,13 @@ int run(const Options& opt) {
       if (!peer.empty()) all.push_back(std::move(peer));
     }
   }
-  for (const Row& m : median_rounds(all)) rep.add(m);
+  const std::vector<Row> med = median_rounds(all);
+  for (const Row& m : med) rep.add(m);
   if (file) {
     if (!why.empty()) rep.note("peer skipped: " + why);
     rep.ratios("llmk", {"llama.cpp"});
     if (also_avx2) rep.ratios("llmk-avx2", {"llama.cpp"});
+    vocab_share(rep, *file, *model, med, opt.quick);
   }
   return 0;
 }

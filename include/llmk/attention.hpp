@@ -20,6 +20,11 @@
 //   pages:   PageTableView over the same B sequences; kv_len(b) =
 //            (blocks(b) - 1) * block_tokens + last_len[b].
 //   out[t, h, :] = sum_j softmax_j(scale * q[t,h,:] . K[j, h/G, :]) V[j, h/G, :]
+//   window (opt.window, 0 = none): the query at position p sees only the keys
+//            at positions k with p - window < k <= p (llama.cpp's standard sliding
+//            window, gemma3's local layers). Positions before a row's window are
+//            never read: whole blocks before it are skipped, and a row's first
+//            visible tile starts at its window's first position.
 //   A key whose score is -inf (an infinite K element) gets weight 0; a row whose
 //   visible keys all score -inf is NaN (0 / 0), as softmax; a NaN or +inf score makes
 //   its row NaN. A NaN or infinity in a row's V reaches only the rows that see it;
@@ -99,9 +104,10 @@ DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv);
 struct AttentionOptions {
   int splits = 0;           // decode: context splits per sequence (CUDA: per (sequence, kv-head)); 0 = choose
   DecodeCudaKernel cuda_decode = DecodeCudaKernel::automatic;  // CUDA decode: the kernel (forced ones must fit)
-  int64_t prefill_chunk = 1024;  // CPU prefill: positions a context chunk (a multiple of 16); the rows' bits depend on it
+  int64_t prefill_chunk = 1024;  // CPU prefill (and a windowed CPU decode's first tile): positions a context chunk (a multiple of 16); the rows' bits depend on it
   int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
   int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host reads no device table)
+  int64_t window = 0;       // sliding window in positions (>= 0; 0 = none): see the header comment; CPU and CUDA decode, CPU prefill
   Stream stream = nullptr;  // CUDA
 };
 
@@ -119,10 +125,11 @@ int64_t attention_decode_heads_per_item(const KvLayerView& kv);
 
 // The oracle, in double, over a DENSE cache as in llama2.c:
 //   k, v [kv_indptr[B], Hkv, D] f32: sequence b's tokens are rows kv_indptr[b] ..;
-//   q [T, Hq, D], qo_indptr [B+1] as for prefill (decode: qo_len = 1); out [T, Hq, D] double.
+//   q [T, Hq, D], qo_indptr [B+1] as for prefill (decode: qo_len = 1); out [T, Hq, D] double;
+//   window as AttentionOptions::window.
 void attention_reference(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
                          const int64_t* kv_indptr, int64_t num_seqs, int64_t n_heads, int64_t n_kv_heads,
-                         int64_t head_dim, double scale, double* out);
+                         int64_t head_dim, double scale, double* out, int64_t window = 0);
 
 // Quantizes K and V rows [T, Hkv * D] (device f32) into the device pools of kv
 // through slots [T] (device int64), bitwise like KvCache::write (rotating the K

@@ -106,8 +106,9 @@ class KvStore {
   // k, v: [T, d_kv], row t = token t of the batch (heads concatenated).
   virtual void store(int64_t layer, const Batch& b, const float* k, const float* v) = 0;
   // out[t, h] = softmax_j(q[t, h] . K[j, h / G] / sqrt(d_head)) V[j, h / G] over
-  // positions j in [0, pos[t]] of seq[t]; q, out: [T, n_head * d_head].
-  virtual void attend(int64_t layer, const Batch& b, const float* q, float* out) = 0;
+  // positions j in [0, pos[t]] of seq[t], and with window > 0 only those with
+  // pos[t] - j < window (AttentionOptions::window); q, out: [T, n_head * d_head].
+  virtual void attend(int64_t layer, const Batch& b, const float* q, float* out, int64_t window) = 0;
 };
 
 // A dense f32 cache [layer, seq, pos, 2, d_kv] (llama2.c's): the simplest
@@ -118,7 +119,7 @@ class DenseKv final : public KvStore {
  public:
   DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos);  // c must pass c.validate()
   void store(int64_t layer, const Batch& b, const float* k, const float* v) override;
-  void attend(int64_t layer, const Batch& b, const float* q, float* out) override;
+  void attend(int64_t layer, const Batch& b, const float* q, float* out, int64_t window) override;
 
  private:
   void check(const char* fn, int64_t layer, const Batch& b) const;

@@ -195,6 +195,8 @@ def test_bench_options_are_checked_before_any_bench_runs():
                       (["--only", "x"], "argument '--only' = x: needs a bench NAME"),
                       (["attention", "--only", "a,,b", "--quick"], "argument '--only' = a,,b: holds an empty item"),
                       (["triad", "nonexistent", "--quick"], "argument 'NAME' = nonexistent: no such bench"),
+                      (["triad", "--model", "gemma-3-270m", "--quick"],
+                       "argument '--model' = gemma-3-270m: is read by bench generate only (not triad)"),
                       # ran nothing and exited 0
                       (["attention", "--only", "llama4", "--quick"], "argument '--only' = llama4: matches no shape"),
                       (["attention", "--only", "int8,B32", "--quick"], "argument '--only' = int8,B32: matches no shape")):

@@ -24,7 +24,7 @@ namespace llmk {
 namespace attn {
 #ifdef LLMK_HAVE_CUDA
 void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads, float scale,
-                 float* out, int splits, DecodeCudaKernel kernel, Stream stream);
+                 float* out, int splits, int64_t window, DecodeCudaKernel kernel, Stream stream);
 int decode_cuda_splits(int64_t work, int64_t max_kv_len);
 #endif
 }  // namespace attn
@@ -110,11 +110,13 @@ AttendFn pick_attend() {
 }
 
 // One decode item: sequence b's query (row t of q, at position pos), kv heads
-// [h, h + nh), positions [k0, k1). Decode items hold every kv head of their
-// sequence when a head's run of a block is short (the kernel then reads each
-// block as one run: attention_kernel.hpp), else one head.
+// [h, h + nh), positions [k0, k1), walked as [k0, kx) then [kx, k1) (kx: the
+// tile boundary after a window's first position, tile_end_at; else k0).
+// Decode items hold every kv head of their sequence when a head's run of a
+// block is short (the kernel then reads each block as one run:
+// attention_kernel.hpp), else one head.
 struct Work {
-  int64_t b, h, nh, t, pos, k0, k1;
+  int64_t b, h, nh, t, pos, k0, k1, kx;
 };
 
 // Runs every decode item; writes (m, l, acc) of item i, head h + j, row r to
@@ -142,9 +144,11 @@ void run_items(const float* q, const KvLayerView& kv, const PageTableView& p, in
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      Item it{qs.data(), limit.data(), int(G), w.k0, w.k1, p.indices + p.indptr[w.b], w.h, int(NH), m.data(),
+      Item it{qs.data(), limit.data(), int(G), w.k0, w.kx, p.indices + p.indptr[w.b], w.h, int(NH), m.data(),
               l.data(), acc.data()};
-      fn(kv, it, scratch.data());
+      if (w.kx > w.k0) fn(kv, it, scratch.data());
+      it.k0 = w.kx, it.k1 = w.k1;
+      if (w.k1 > w.kx) fn(kv, it, scratch.data());
       for (int64_t r = 0; r < NH * G; ++r) {
         float* o = part + (i * NH * G + r) * (D + 2);
         o[0] = m[size_t(r)];
@@ -184,7 +188,7 @@ void merge(const float* part, int64_t ns, int64_t step, int64_t D, float* out) {
 // partial states are kept and folded afterwards (split); otherwise an item runs
 // all its tile's chunks and folds them as it goes.
 struct PrefillTile {
-  int64_t b, h, t0, nq, pos0, nc;  // sequence, kv head, q rows [t0, t0 + nq) at positions pos0 .., chunks
+  int64_t b, h, t0, nq, pos0, cf, nc;  // sequence, kv head, q rows [t0, t0 + nq) at positions pos0 .., chunks [cf, nc)
 };
 struct PrefillItem {
   int64_t tile, c0, c1;  // chunks [c0, c1) of the tile
@@ -212,8 +216,15 @@ void fold(float& M, float& L, float* A, float m, float l, const float* acc, int6
   }
 }
 
+// With a window W, row r (position pos_r) sees [lo_r, pos_r], lo_r = pos_r - W + 1:
+// chunks before the first row's lo are not visited, and in the chunk that
+// holds lo_r the row walks [lo_r, X_r) (X_r: the boundary of the chunk walk's
+// tile holding lo_r, attn::tile_end_at), then the chunk walk's tiles from X_r.
+// Rows with lo_r at or before the chunk's start walk it from the start. A
+// tile a row does not see is an exact no-op for it, so each row's bits still
+// depend only on its position, q, C and the rows it sees.
 void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale, int64_t C,
-                 const std::vector<PrefillTile>& tiles, float* out) {
+                 int64_t W, const std::vector<PrefillTile>& tiles, float* out) {
   if (tiles.empty()) return;
   const int64_t D = kv.head_dim, G = Hq / kv.n_kv_heads, R = attn::kQTile * G;
   const int64_t nthreads = num_threads();
@@ -230,7 +241,7 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
         pieces = p2;
         break;
       }
-    for (const PrefillTile& t : tiles) split_floats += t.nc * t.nq * G * (D + 2);
+    for (const PrefillTile& t : tiles) split_floats += (t.nc - t.cf) * t.nq * G * (D + 2);
     if (split_floats > (int64_t(16) << 20)) pieces = 1;
   }
   const bool split = pieces > 1;
@@ -238,11 +249,11 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
   std::vector<int64_t> first(tiles.size()), per(tiles.size());  // a tile's first item, chunks an item
   int64_t off = 0;
   for (size_t t = 0; t < tiles.size(); ++t) {
-    const int64_t nc = tiles[t].nc, rows = tiles[t].nq * G;
+    const int64_t cf = tiles[t].cf, nc = tiles[t].nc - cf, rows = tiles[t].nq * G;
     per[t] = split ? (nc + std::min(pieces, nc) - 1) / std::min(pieces, nc) : nc;
     first[t] = int64_t(items.size());
-    for (int64_t c0 = 0; c0 < nc; c0 += per[t]) {
-      const int64_t c1 = std::min(nc, c0 + per[t]);
+    for (int64_t c0 = cf; c0 < cf + nc; c0 += per[t]) {
+      const int64_t c1 = std::min(cf + nc, c0 + per[t]);
       items.push_back({int64_t(t), c0, c1, off});
       if (split) off += (c1 - c0) * rows * (D + 2);
     }
@@ -269,14 +280,37 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
         }
       std::fill(L.begin(), L.begin() + rows, 0.0f);
       for (int64_t c = it.c0; c < it.c1; ++c) {
-        // the chunk's rows: those at positions >= its start (a suffix of the tile)
-        const int64_t k0 = c * C, r0 = std::max<int64_t>(0, k0 - w.pos0) * G;
+        // the chunk's rows: those at positions >= its start (a suffix of the
+        // tile) whose window starts before its end, [r0, rb)
+        const int64_t k0 = c * C, kend = std::min(k0 + C, w.pos0 + w.nq);
+        const int64_t r0 = std::max<int64_t>(0, k0 - w.pos0) * G;
+        const int64_t rb = W ? std::clamp<int64_t>(k0 + C + W - 1 - w.pos0, 0, w.nq) * G : rows;
         std::fill(m.begin() + r0, m.begin() + rows, -INFINITY);
         std::fill(l.begin() + r0, l.begin() + rows, 0.0f);
         std::fill(acc.begin() + r0 * D, acc.begin() + rows * D, 0.0f);
-        Item ki{qs.data() + r0 * D, limit.data() + r0, int(rows - r0), k0, std::min(k0 + C, w.pos0 + w.nq),
-                p.indices + p.indptr[w.b], w.h, 1, m.data() + r0, l.data() + r0, acc.data() + r0 * D};
-        fn(kv, ki, scratch.data());
+        const auto run = [&](int64_t ra, int64_t rz, int64_t a, int64_t z) {  // rows [ra, rz) over [a, z)
+          if (rz <= ra || z <= a) return;
+          Item ki{qs.data() + ra * D, limit.data() + ra, int(rz - ra), a, z, p.indices + p.indptr[w.b], w.h, 1,
+                  m.data() + ra, l.data() + ra, acc.data() + ra * D};
+          fn(kv, ki, scratch.data());
+        };
+        // rows [r0, ra) see the chunk from k0; each later one from its lo, inside it
+        int64_t ra = rb, J = k0;
+        const auto lo_of = [&](int64_t r) { return w.pos0 + r / G - W + 1; };
+        if (W)
+          for (int64_t r = r0; r < rb; r += G)
+            if (lo_of(r) > k0) {
+              ra = std::min(ra, r);
+              J = std::max(J, attn::tile_end_at(kv, k0, k0 + C, lo_of(r)));
+            }
+        J = std::min(J, kend);
+        run(r0, ra, k0, J);
+        for (int64_t r = ra; r < rb; r += G) {
+          const int64_t X = std::min(attn::tile_end_at(kv, k0, k0 + C, lo_of(r)), kend);
+          run(r, r + G, lo_of(r), X);
+          run(r, r + G, X, J);
+        }
+        run(r0, rb, J, kend);
         for (int64_t r = r0; r < rows; ++r) {
           if (split) {
             float* o = part.data() + it.part + ((c - it.c0) * rows + r) * (D + 2);
@@ -303,8 +337,8 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
     std::vector<float> A(static_cast<size_t>(D));
     for (int64_t r = 0; r < rows; ++r) {
       float M = -INFINITY, L = 0;
-      for (int64_t c = 0; c <= (w.pos0 + r / G) / C; ++c) {
-        const PrefillItem& it = items[size_t(first[size_t(t)] + c / per[size_t(t)])];
+      for (int64_t c = w.cf; c <= (w.pos0 + r / G) / C; ++c) {
+        const PrefillItem& it = items[size_t(first[size_t(t)] + (c - w.cf) / per[size_t(t)])];
         const float* o = part.data() + it.part + ((c - it.c0) * rows + r) * (D + 2);
         fold(M, L, A.data(), o[0], o[1], o + 2, D);
       }
@@ -377,6 +411,9 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
   const char* fn = "attention_decode";
   const int64_t max_len = validate_common(fn, q, kv, p, Hq, scale, out);
   LLMK_CHECK_ARG(opt.splits >= 0 && opt.splits <= 1024, fn, "opt.splits", opt.splits, "must be in [0, 1024]");
+  LLMK_CHECK_ARG(opt.window >= 0, fn, "opt.window", opt.window, "must be >= 0 (0: no window)");
+  LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0,
+                 fn, "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
   if (kv.device == Device::cuda) {
 #ifdef LLMK_HAVE_CUDA
     // device tables are not read on the host: the caller states the longest context
@@ -398,8 +435,8 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
                    "opt.cuda_decode", std::string(decode_cuda_kernel_name(run)),
                    "needs K and V both int8 or both int4, kv.k 16-byte aligned, block_tokens x row bytes a multiple "
                    "of 16 and block_tokens dividing 32 or a multiple of 32");
-    const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, len);
-    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, run, opt.stream);
+    const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, opt.window ? std::min(len, opt.window) : len);
+    attn::decode_cuda(q, kv, p, Hq, scale, out, ns, opt.window, run, opt.stream);
     return;
 #else
     throw_invalid_argument(fn, "kv.device", "cuda", "this llmk was built without CUDA");
@@ -412,14 +449,22 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
   LLMK_CHECK_ARG(!ranges_overlap(out, p.num_seqs * Hq * D * 4, q, p.num_seqs * Hq * D * 4), fn, "out", out,
                  "must not overlap q");
   const int64_t nh = attention_decode_heads_per_item(kv), HG = H / nh;  // HG head groups a sequence
-  const int64_t ns = opt.splits ? opt.splits : cpu_splits(p.num_seqs * HG, max_len);
+  const int64_t W = opt.window;
+  const int64_t ns = opt.splits ? opt.splits : cpu_splits(p.num_seqs * HG, W ? std::min(W, max_len) : max_len);
   std::vector<Work> work;  // (b, head group c, split s) at (b * HG + c) * ns + s
   for (int64_t b = 0; b < p.num_seqs; ++b) {
-    const int64_t len = kv_len_of(p, b, kv.block_tokens);
-    const int64_t chunk = ((len + ns - 1) / ns + kTile - 1) / kTile * kTile;  // tile-aligned split length
+    // the window's positions [lo, len), split from the tile boundary a at or before lo;
+    // the first split walks [lo, kx) first: run_prefill's rule, in the walk from the
+    // start g0 of lo's prefill chunk (so one split equals a one-token prefill within a chunk)
+    const int64_t len = kv_len_of(p, b, kv.block_tokens), lo = W ? std::max<int64_t>(0, len - W) : 0;
+    const int64_t g0 = lo / opt.prefill_chunk * opt.prefill_chunk;
+    const int64_t a = lo / kTile * kTile, kx = lo > 0 ? attn::tile_end_at(kv, g0, g0 + opt.prefill_chunk, lo) : 0;
+    const int64_t chunk = ((len - a + ns - 1) / ns + kTile - 1) / kTile * kTile;  // tile-aligned split length
     for (int64_t c = 0; c < HG; ++c)
-      for (int64_t s = 0; s < ns; ++s)
-        work.push_back({b, c * nh, nh, b, len - 1, std::min(len, s * chunk), std::min(len, (s + 1) * chunk)});
+      for (int64_t s = 0; s < ns; ++s) {
+        const int64_t k0 = std::min(len, std::max(lo, a + s * chunk)), k1 = std::min(len, a + (s + 1) * chunk);
+        work.push_back({b, c * nh, nh, b, len - 1, k0, std::max(k0, k1), std::clamp(kx, k0, std::max(k0, k1))});
+      }
   }
   std::vector<float> part(work.size() * size_t(nh * G * (D + 2))), qrot;
   run_items(rotated_queries(q, p.num_seqs * Hq, kv, qrot), kv, p, Hq, scale, work, part.data());
@@ -438,7 +483,9 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
   const char* fn = "attention_prefill";
   validate_common(fn, q, kv, p, Hq, scale, out);
   LLMK_CHECK_ARG(qo_indptr != nullptr, fn, "qo_indptr", qo_indptr, "must not be null");
+  LLMK_CHECK_ARG(opt.window >= 0, fn, "opt.window", opt.window, "must be >= 0 (0: no window)");
   if (kv.device == Device::cuda) {
+    LLMK_CHECK_ARG(opt.window == 0, fn, "opt.window", opt.window, "must be 0 for CUDA tensors: the device prefill has no window");
 #ifdef LLMK_HAVE_CUDA
     // device tables are not read on the host: the caller states qo_indptr[B]
     LLMK_CHECK_ARG(opt.num_tokens >= 0, fn, "opt.num_tokens", opt.num_tokens,
@@ -452,7 +499,7 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
   LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
   LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0,
                  fn, "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
-  const int64_t H = kv.n_kv_heads, D = kv.head_dim, C = opt.prefill_chunk;
+  const int64_t H = kv.n_kv_heads, D = kv.head_dim, C = opt.prefill_chunk, W = opt.window;
   std::vector<PrefillTile> tiles;
   for (int64_t b = 0; b < p.num_seqs; ++b) {
     const int64_t qo = qo_indptr[b + 1] - qo_indptr[b], len = kv_len_of(p, b, kv.block_tokens);
@@ -462,13 +509,14 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < qo; i += attn::kQTile) {
         const int64_t nq = std::min<int64_t>(attn::kQTile, qo - i), pos0 = len - qo + i;
-        tiles.push_back({b, h, qo_indptr[b] + i, nq, pos0, (pos0 + nq - 1) / C + 1});
+        const int64_t cf = W ? std::max<int64_t>(0, pos0 - W + 1) / C : 0;  // chunks before the first row's window: unseen
+        tiles.push_back({b, h, qo_indptr[b] + i, nq, pos0, cf, (pos0 + nq - 1) / C + 1});
       }
   }
   const int64_t T = qo_indptr[p.num_seqs];
   LLMK_CHECK_ARG(!ranges_overlap(out, T * Hq * D * 4, q, T * Hq * D * 4), fn, "out", out, "must not overlap q");
   std::vector<float> qrot;
-  run_prefill(rotated_queries(q, T * Hq, kv, qrot), kv, p, Hq, scale, C, tiles, out);
+  run_prefill(rotated_queries(q, T * Hq, kv, qrot), kv, p, Hq, scale, C, W, tiles, out);
 }
 
 }  // namespace llmk

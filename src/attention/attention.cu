@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
   load_queries(a, qs, NG, ng, b, hk, g0);
   __syncthreads();
   const SplitRange range = split_range(a, b, split, 16);
-  const int64_t k0 = range.k0, k1 = range.k1;
+  const int64_t k0 = max(range.k0, range.lo), k1 = range.k1;  // any start works here: no masked positions
   const int32_t* blocks = range.blocks;
 
   float qr[NG][E];
@@ -416,7 +416,7 @@ int decode_cuda_splits(int64_t work, int64_t max_kv_len) {
 }
 
 void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, int64_t Hq, float scale, float* out,
-                 int splits, DecodeCudaKernel kernel, Stream stream) {
+                 int splits, int64_t window, DecodeCudaKernel kernel, Stream stream) {
   DecodeArgs a{};
   a.q = q, a.k = static_cast<const uint8_t*>(kv.k), a.v = static_cast<const uint8_t*>(kv.v);
   a.indptr = p.indptr, a.indices = p.indices, a.last_len = p.last_len, a.out = out;
@@ -424,7 +424,7 @@ void decode_cuda(const float* q, const KvLayerView& kv, const PageTableView& p, 
   a.krow = uint32_t(kv_row_bytes(kv.k_type, kv.head_dim)), a.vrow = uint32_t(kv_row_bytes(kv.v_type, kv.head_dim));
   const int NG = heads_per_cta(Hq / kv.n_kv_heads);
   a.groups = int((Hq / kv.n_kv_heads + NG - 1) / NG);
-  a.splits = splits, a.scale = scale, a.kt = kv.k_type, a.vt = kv.v_type;
+  a.splits = splits, a.window = window, a.scale = scale, a.kt = kv.k_type, a.vt = kv.v_type;
   // this launch's scratch: the split partials, then the rotated queries
   const cudaStream_t s = cudaStream_t(stream);
   const size_t part_bytes = splits > 1 ? size_t(p.num_seqs * Hq * splits * (kv.head_dim + 2)) * sizeof(float) : 0;

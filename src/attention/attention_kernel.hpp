@@ -707,11 +707,11 @@ void int_weights_avx2(const float* dt, const float* mt, int n, const float* p, i
       }
       sc[rg] = nk[g];
     }
-    if constexpr (T == KvType::int4)
+    if constexpr (T == KvType::int4)  // the mins of the positions the row sees only (pv_weights)
       for (int64_t g = 0; g < ng; ++g) {
-        __m256 m = _mm256_mul_ps(_mm256_loadu_ps(p + r * kTile), _mm256_loadu_ps(mt + g * kTile));
+        __m256 m = _mm256_mul_ps(pr[0], _mm256_and_ps(_mm256_loadu_ps(mt + g * kTile), vm[0]));
         for (int hh = 1; hh < 4; ++hh)
-          m = _mm256_fmadd_ps(_mm256_loadu_ps(p + r * kTile + 8 * hh), _mm256_loadu_ps(mt + g * kTile + 8 * hh), m);
+          m = _mm256_fmadd_ps(pr[hh], _mm256_and_ps(_mm256_loadu_ps(mt + g * kTile + 8 * hh), vm[hh]), m);
         msum[r * ng + g] = simd::Avx2::hsum(m);
       }
   }
@@ -723,7 +723,9 @@ void int_weights_avx2(const float* dt, const float* mt, int n, const float* p, i
 // folded into the weight w[(r * ng + g) * kTile + t] = p_rt d_tg and the int4
 // min into one term per (row, group), msum[r * ng + g] = sum_t p_rt m_tg over
 // the positions t < nvis[r] row r may see (a position it may not see is never
-// touched, not even times p = 0: its V may hold a NaN, llmk/kv_quant.hpp). The
+// touched, not even times p = 0: its V may hold a NaN, llmk/kv_quant.hpp), in
+// an order that does not depend on the tile's length n (a row's bits
+// must not depend on where the item's last row ends the tile). The
 // float types use p itself (ng = 1). The scales of the n..kTile positions past
 // the tile are 0. dm: [2][ng][kTile] scratch.
 template <class S, KvType T, bool kInt = false>
@@ -848,13 +850,13 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
         }
         sc[rg] = nk;
       }
-      if constexpr (T == KvType::int4) {  // msum = sum_t p_t m_t, 4 groups' sums at once (causal edges: below)
-        const __m512 pf0 = _mm512_loadu_ps(p + r * kTile), pf1 = _mm512_loadu_ps(p + r * kTile + 16);
+      if constexpr (T == KvType::int4) {  // msum = sum_t p_t m_t over the seen t, 4 groups' sums at once
+        const __mmask16 v0 = __mmask16(vis), v1 = __mmask16(vis >> 16);
         for (int64_t g0 = 0; g0 < ng; g0 += 4) {
           __m512 x[4];
           for (int j = 0; j < 4; ++j)
-            x[j] = g0 + j < ng ? _mm512_fmadd_ps(pf1, _mm512_loadu_ps(mt + (g0 + j) * kTile + 16),
-                                                 _mm512_mul_ps(pf0, _mm512_loadu_ps(mt + (g0 + j) * kTile)))
+            x[j] = g0 + j < ng ? _mm512_fmadd_ps(pr[1], _mm512_maskz_loadu_ps(v1, mt + (g0 + j) * kTile + 16),
+                                                 _mm512_mul_ps(pr[0], _mm512_maskz_loadu_ps(v0, mt + (g0 + j) * kTile)))
                                : _mm512_setzero_ps();
           alignas(16) float ms[4];
           _mm_store_ps(ms, hsum4_avx512(x[0], x[1], x[2], x[3]));
@@ -866,22 +868,16 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
 #endif
   for (int r = 0; r < R; ++r)
     for (int64_t g = 0; g < ng; ++g) {
-      V m = S::zero();
       for (int t = 0; t < kTile; t += W) {
         const V pt = S::load(p + r * kTile + t);
         S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
-        if constexpr (T == KvType::int4) m = S::fmadd(pt, S::load(mt + g * kTile + t), m);
       }
-      if constexpr (T == KvType::int4) msum[r * ng + g] = S::hsum(m);
+      if constexpr (T == KvType::int4) {  // the mins of the positions the row sees only
+        float ms = 0.0f;
+        for (int t = 0; t < nvis[r]; ++t) ms = std::fma(p[r * kTile + t], mt[g * kTile + t], ms);
+        msum[r * ng + g] = ms;
+      }
     }
-  if constexpr (T == KvType::int4)
-    for (int r = 0; r < R; ++r)
-      if (nvis[r] < n)  // a causal edge: the min term of only the positions the row sees
-        for (int64_t g = 0; g < ng; ++g) {
-          float ms = 0.0f;
-          for (int t = 0; t < nvis[r]; ++t) ms += p[r * kTile + t] * mt[g * kTile + t];
-          msum[r * ng + g] = ms;
-        }
 }
 
 // Rows r < NR (acc row stride D), elements [c, c + NV * W) of one group:
@@ -1282,6 +1278,48 @@ void pv_tile_int_avx2(float* acc, int64_t D, const float* alpha, const TileRows&
 }
 #endif
 
+// A tile: up to kTile positions from p0, in at most two runs: the rest of
+// p0's block (n1 positions) and the start of the next block.
+struct Tile {
+  int n = 0, n1 = 0;
+};
+// Tiles of kTile = 32 positions: the per-tile steps (the softmax step's
+// reductions; over int8/int4 V the weights' scales and the flush of the
+// integer sums) then count once per 32 positions. But 16 (inside one block)
+// over a float V whose tile of K and V rows would pass 16 KiB (f32 at
+// head_dim 128: 32 KiB), which no longer stays in L1 for P.V. Measured with
+// `llmk bench attention --only llama3,B1,ctx8192` / `smollm2,B1,ctx8192`
+// (docs/kv_cache.md). Always 32 over int8/int4 V: compute-bound, and its
+// P.V weights read all 32 probabilities of a row (pv_weights).
+inline bool tile_wide(const KvLayerView& kv) {
+  const int64_t kr = kv_row_bytes(kv.k_type, kv.head_dim), vr = kv_row_bytes(kv.v_type, kv.head_dim);
+  return kv_type_quantized(kv.v_type) || kTile * (kr + vr) <= (int64_t(16) << 10);
+}
+// The tile a walk that ends at k1 takes at p0 (block_tokens bt). It depends
+// on p0, never on where the walk began, so walks from one start that reach
+// the same position go on with the same tiles.
+[[gnu::always_inline]] inline Tile tile_of(int64_t p0, int64_t k1, int64_t bt, bool wide) {
+  const int cap = wide ? kTile : kTile / 2;
+  Tile t;
+  t.n1 = int(std::min<int64_t>({cap, k1 - p0, bt - p0 % bt}));
+  t.n = wide ? t.n1 + int(std::min<int64_t>({cap - t.n1, k1 - p0 - t.n1, bt})) : t.n1;
+  return t;
+}
+// The end of the tile that holds position `pos` in the walk from g0 to k1
+// (g0 <= pos < k1). A windowed row starts its walk at its window's first
+// position lo and ends that first tile here, at the walk from g0's next tile
+// boundary, so its later tiles are the walk's whatever lo is, and its bits do
+// not depend on the query rows batched with it (attention.cpp).
+inline int64_t tile_end_at(const KvLayerView& kv, int64_t g0, int64_t k1, int64_t pos) {
+  const bool wide = tile_wide(kv);
+  int64_t p = g0;
+  while (true) {
+    const int64_t e = p + tile_of(p, k1, kv.block_tokens, wide).n;
+    if (e > pos) return e;
+    p = e;
+  }
+}
+
 // Positions of the tile [p0, p0 + n) that row r may see: the first visible(..) ones.
 inline int visible(const Item& it, int r, int64_t p0, int n) {
   return int(std::clamp<int64_t>(it.limit[r] - p0 + 1, 0, n));
@@ -1355,27 +1393,9 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
       QuantQ qq = quant_of(hi);
       quantize_queries(it.q + hi * R * D, it.R, D, qq);
     }
-  // A tile: up to kTile positions from p0, in at most two runs: the rest of
-  // p0's block (n1 positions) and the start of the next block.
-  struct Tile {
-    int n = 0, n1 = 0;
-  };
-  // Tiles of kTile = 32 positions: the per-tile steps (the softmax step's
-  // reductions; over int8/int4 V the weights' scales and the flush of the
-  // integer sums) then count once per 32 positions. But 16 (inside one block)
-  // over a float V whose tile of K and V rows would pass 16 KiB (f32 at
-  // head_dim 128: 32 KiB), which no longer stays in L1 for P.V. Measured with
-  // `llmk bench attention --only llama3,B1,ctx8192` / `smollm2,B1,ctx8192`
-  // (docs/kv_cache.md). Always 32 over int8/int4 V: compute-bound, and its
-  // P.V weights read all 32 probabilities of a row (pv_weights).
-  const bool wide = kv_type_quantized(kv.v_type) || kTile * (kr + vr) <= (int64_t(16) << 10);
+  const bool wide = tile_wide(kv);
   const int cap = wide ? kTile : kTile / 2;
-  const auto tile_at = [&](int64_t p0) __attribute__((always_inline)) {
-    Tile t;
-    t.n1 = int(std::min<int64_t>({cap, it.k1 - p0, bt - p0 % bt}));
-    t.n = wide ? t.n1 + int(std::min<int64_t>({cap - t.n1, it.k1 - p0 - t.n1, bt})) : t.n1;
-    return t;
-  };
+  const auto tile_at = [&](int64_t p0) __attribute__((always_inline)) { return tile_of(p0, it.k1, bt, wide); };
   const auto row_of = [&](int64_t p0, int hi) __attribute__((always_inline)) {  // pool row of position p0, head h + hi
     return (int64_t(it.blocks[p0 / bt]) * H + it.h + hi) * bt + p0 % bt;
   };

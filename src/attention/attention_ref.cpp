@@ -1,5 +1,6 @@
 // The attention oracle: plain loops in double over a dense per-sequence cache
-// (llama2.c's layout), with the causal rule of llmk/attention.hpp.
+// (llama2.c's layout), with the causal rule and the window of llmk/attention.hpp.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,7 +12,7 @@ namespace llmk {
 
 void attention_reference(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
                          const int64_t* kv_indptr, int64_t num_seqs, int64_t Hq, int64_t Hkv, int64_t D,
-                         double scale, double* out) {
+                         double scale, double* out, int64_t window) {
   // The checks of attention_prefill (llmk/attention.hpp), on the dense layout.
   const char* fn = "attention_reference";
   LLMK_CHECK_ARG(q && qo_indptr && k && v && kv_indptr && out, fn, "q/qo_indptr/k/v/kv_indptr/out", "null",
@@ -21,6 +22,7 @@ void attention_reference(const float* q, const int64_t* qo_indptr, const float* 
   LLMK_CHECK_ARG(Hq >= 1 && Hq % Hkv == 0, fn, "n_heads", Hq, "must be a multiple of n_kv_heads = " + std::to_string(Hkv));
   LLMK_CHECK_ARG(D >= 1, fn, "head_dim", D, "must be >= 1");
   LLMK_CHECK_ARG(std::isfinite(scale), fn, "scale", scale, "must be finite");
+  LLMK_CHECK_ARG(window >= 0, fn, "window", window, "must be >= 0 (0: no window)");
   LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
   LLMK_CHECK_ARG(kv_indptr[0] == 0, fn, "kv_indptr[0]", kv_indptr[0], "must be 0");
   for (int64_t b = 0; b < num_seqs; ++b) {
@@ -36,13 +38,14 @@ void attention_reference(const float* q, const int64_t* qo_indptr, const float* 
     const int64_t kv0 = kv_indptr[b], kv_len = kv_indptr[b + 1] - kv0;
     const int64_t qo_len = qo_indptr[b + 1] - qo_indptr[b];
     for (int64_t i = 0; i < qo_len; ++i) {
-      const int64_t t = qo_indptr[b] + i, pos = kv_len - qo_len + i;  // sees positions 0..pos
+      const int64_t t = qo_indptr[b] + i, pos = kv_len - qo_len + i;  // sees positions lo..pos
+      const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
       for (int64_t h = 0; h < Hq; ++h) {
         const float* qr = q + (t * Hq + h) * D;
         const int64_t hk = h / G;
         w.assign(size_t(pos + 1), 0.0);
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= pos; ++j) {
+        for (int64_t j = lo; j <= pos; ++j) {
           const float* kr = k + ((kv0 + j) * Hkv + hk) * D;
           double s = 0;
           for (int64_t d = 0; d < D; ++d) s += double(qr[d]) * double(kr[d]);
@@ -50,10 +53,10 @@ void attention_reference(const float* q, const int64_t* qo_indptr, const float* 
           mx = std::max(mx, w[size_t(j)]);
         }
         double sum = 0;
-        for (auto& x : w) sum += (x = std::exp(x - mx));
+        for (int64_t j = lo; j <= pos; ++j) sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
         double* o = out + (t * Hq + h) * D;
         for (int64_t d = 0; d < D; ++d) o[d] = 0;
-        for (int64_t j = 0; j <= pos; ++j) {
+        for (int64_t j = lo; j <= pos; ++j) {
           const float* vr = v + ((kv0 + j) * Hkv + hk) * D;
           for (int64_t d = 0; d < D; ++d) o[d] += w[size_t(j)] / sum * double(vr[d]);
         }

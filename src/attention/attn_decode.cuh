@@ -29,6 +29,7 @@ struct DecodeArgs {
   uint32_t krow, vrow;     // row bytes
   int groups;              // CTAs per kv head: ceil(G / NG)
   int splits;
+  int64_t window;          // AttentionOptions::window (0 = none)
   float scale;
   KvType kt, vt;
 };
@@ -83,17 +84,25 @@ __device__ __forceinline__ void load_queries(const DecodeArgs& a, float* qs, int
     qs[i] = i / D < ng ? a.q[(b * a.Hq + hk * G + g0 + i / D) * D + i % D] * qscale : 0.0f;
 }
 
-// Sequence b's tokens [k0, k1) in context split `split` (chunks of a multiple
-// of `align` tokens), and its block table.
+// Sequence b's tokens [k0, k1) in context split `split`, and its block
+// table. The splits cut [a, len) into chunks of a multiple of `align`
+// tokens, a = lo rounded down to `align`, lo the window's first position (0
+// without a window): blocks before a are never read. Positions in [k0, lo)
+// (the first split's first partial tile) are read but not seen: the kernels
+// mask them. A split wholly before lo is empty (k0 = k1).
 struct SplitRange {
-  int64_t k0, k1;
+  int64_t k0, k1, lo;
   const int32_t* blocks;
 };
 __device__ __forceinline__ SplitRange split_range(const DecodeArgs& a, int64_t b, int64_t split, int64_t align) {
   const int64_t nb = a.indptr[b + 1] - a.indptr[b];
   const int64_t len = nb == 0 ? 0 : (nb - 1) * a.bt + a.last_len[b];
-  const int64_t chunk = ((len + a.splits - 1) / a.splits + align - 1) / align * align;
-  return {min(len, split * chunk), min(len, (split + 1) * chunk), a.indices + a.indptr[b]};
+  const int64_t lo = a.window > 0 ? max(int64_t(0), len - a.window) : 0, a0 = lo / align * align;
+  const int64_t chunk = ((len - a0 + a.splits - 1) / a.splits + align - 1) / align * align;
+  int64_t k0 = min(len, a0 + split * chunk);
+  const int64_t k1 = min(len, a0 + (split + 1) * chunk);
+  if (k1 <= lo) k0 = k1;
+  return {k0, k1, lo, a.indices + a.indptr[b]};
 }
 
 // The end of a decode CTA, once each warp has written its (m, l, acc) per

@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
   if constexpr (kMma) mma_queries<NG>(qs, D, fq, qfrag);
 
   const SplitRange range = split_range(a, b, split, kTile);
-  const int64_t k0 = range.k0, k1 = range.k1;
+  const int64_t k0 = range.k0, k1 = range.k1, lo = range.lo;
   const int32_t* blocks = range.blocks;
   const uint32_t bt = uint32_t(a.bt), hkv = uint32_t(a.Hkv), hk32 = uint32_t(hk);
   const int run = int(min(int64_t(kTile), a.bt));  // rows of one block in a tile
@@ -418,6 +418,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     // lane t's token p0 + t (lanes past nv: the tile's first), its pool row
     const int64_t p = p0 + (lane < nv ? lane : 0), blk = p / a.bt;
     const uint32_t row = (uint32_t(blocks[blk]) * hkv + hk32) * bt + uint32_t(p - blk * a.bt);
+    // tokens before the window's first (tlo of them: the first tile of a
+    // window) are scored -inf, and P.V reads token tlo's V row for them and
+    // for the lanes past nv (weight 0), never their own or the tile's first,
+    // which may hold a NaN
+    const int tlo = int(max(int64_t(0), min(int64_t(nv - 1), lo - p0)));
+    const uint32_t rlo = __shfl_sync(0xffffffffu, row, tlo), prow = lane < tlo || lane >= nv ? rlo : row;
     __syncwarp();  // the previous tile's reads of ktile and wts are done
     for (int r0 = 0; r0 < nv; r0 += run) {  // one run of consecutive rows at a time
       const uint4* src = reinterpret_cast<const uint4*>(a.k + uint64_t(__shfl_sync(0xffffffffu, row, r0)) * a.krow);
@@ -442,7 +448,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     float alpha[NG];
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
-      const float sc = lane < nv ? s[g] : -INFINITY;
+      const float sc = lane < nv && lane >= tlo ? s[g] : -INFINITY;
       const float mn = fmaxf(m[g], warp_max(sc));
       // every score so far -inf: weight 0 (2^(-inf - 0)), not NaN; alpha 0 on acc and l still 0
       const float mu = mn == -INFINITY ? 0.0f : mn;
@@ -466,7 +472,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
 #pragma unroll
       for (int c = 0; c < E; ++c) pmin[c] *= ag;
       __syncwarp();
-      pv_mma<T, E, NG>(a, row, wts, D, ngrp, pacc, pmin);
+      pv_mma<T, E, NG>(a, prow, wts, D, ngrp, pacc, pmin);
     } else {
 #pragma unroll
       for (int g = 0; g < NG; ++g) {
@@ -490,7 +496,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
         for (int u = 0; u < kUnroll; ++u) {
           const int t = t0 + u;
           const bool ok = kFull || t < nv;
-          const uint8_t* vb = a.v + uint64_t(__shfl_sync(0xffffffffu, row, t & 31)) * a.vrow;
+          const uint8_t* vb = a.v + uint64_t(__shfl_sync(0xffffffffu, prow, t & 31)) * a.vrow;
           if constexpr (T == int(KvType::int8)) {
             const uint8_t* blk = vb + sizeof(BlockQ8) * vgrp;  // {d, qs[32]}: its quants 2-byte aligned
             const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk + 2 + vofs);

@@ -46,8 +46,10 @@ class PagedKv final : public KvStore {
   void store(int64_t layer, const Batch& b, const float* k, const float* v) override {
     cache.write(layer, slots, k, v);
   }
-  void attend(int64_t layer, const Batch& b, const float* q, float* out) override {
-    attention_prefill(q, qo_indptr.data(), cache.layer(layer), pages.view(), n_head_, scale_, out);
+  void attend(int64_t layer, const Batch& b, const float* q, float* out, int64_t window) override {
+    AttentionOptions o;
+    o.window = window;
+    attention_prefill(q, qo_indptr.data(), cache.layer(layer), pages.view(), n_head_, scale_, out, o);
   }
   KvCache cache;
   std::vector<int64_t> slots, qo_indptr;

@@ -198,7 +198,7 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     }
     float* att = s.att.data();
     kv.store(l, b, k, v);
-    kv.attend(l, b, q, att);
+    kv.attend(l, b, q, att, 0);
     matmul(att, dq, L.wo, h, d, T);
     add_bias(h, d, L.bo, T, d);
     for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
@@ -244,12 +244,6 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
 int64_t Model::forward_gemma3(const Batch& b, KvStore& kv, float* logits) {
   const ModelConfig& c = cfg_;
   const int64_t T = int64_t(b.tokens.size());
-  bool local = false;
-  for (int64_t l = 0; l < c.n_layer; ++l) local |= c.is_local(l);
-  for (int64_t t = 0; t < T && local && c.sliding_window > 0; ++t)
-    LLMK_CHECK_ARG(b.pos[t] < c.sliding_window, "Model::forward", "batch.pos[" + std::to_string(t) + "]", b.pos[t],
-                   "must be < the sliding window (" + std::to_string(c.sliding_window) +
-                       "): llmk's attention does not apply gemma3's window yet");
   const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
   const int64_t ff = c.d_ff;
   Owned& s = *owned_;
@@ -297,7 +291,7 @@ int64_t Model::forward_gemma3(const Batch& b, KvStore& kv, float* logits) {
     }
     float* att = s.att.data();
     kv.store(l, b, k, v);
-    kv.attend(l, b, q, att);  // softmax(q.k / sqrt(d_head)): gemma3's scale
+    kv.attend(l, b, q, att, c.is_local(l) ? c.sliding_window : 0);  // softmax(q.k / sqrt(d_head)): gemma3's scale
     matmul(att, dq, L.wo, tmp, d, T);
     normalize(false, tmp, L.post_attn_norm, nullptr, c.norm_eps, T, d, h, s.stats);
     for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];

@@ -232,9 +232,10 @@ void DenseKv::store(int64_t layer, const Batch& b, const float* k, const float* 
   }
 }
 
-void DenseKv::attend(int64_t layer, const Batch& b, const float* q, float* out) {
+void DenseKv::attend(int64_t layer, const Batch& b, const float* q, float* out, int64_t window) {
   const char* fn = "DenseKv::attend";
   check(fn, layer, b);
+  LLMK_CHECK_ARG(window >= 0, fn, "window", window, "must be >= 0 (0: no window)");
   const int64_t T = int64_t(b.tokens.size());
   LLMK_CHECK_ARG(T == 0 || (q && out), fn, "q/out", "null", "must not be null");
   LLMK_CHECK_ARG(!ranges_overlap(out, T * nh_ * dh_ * 4, q, T * nh_ * dh_ * 4), fn, "out", out, "must not overlap q");
@@ -242,12 +243,13 @@ void DenseKv::attend(int64_t layer, const Batch& b, const float* q, float* out) 
 #pragma omp parallel for num_threads(num_threads()) schedule(static) collapse(2)
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < nh_; ++h) {
-      const int64_t n = b.pos[t] + 1, kvh = h / group_;
+      const int64_t lo = window ? std::max<int64_t>(0, b.pos[t] - window + 1) : 0, n = b.pos[t] + 1 - lo;
+      const int64_t kvh = h / group_;
       const float* qh = q + (t * nh_ + h) * dh_;
       std::vector<float> p(static_cast<size_t>(n));
       float mx = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
-        const float* kr = row(layer, b.seq[t], j) + kvh * dh_;
+        const float* kr = row(layer, b.seq[t], lo + j) + kvh * dh_;
         float s = 0;
         for (int64_t i = 0; i < dh_; ++i) s += qh[i] * kr[i];
         p[size_t(j)] = s * scale;
@@ -258,7 +260,7 @@ void DenseKv::attend(int64_t layer, const Batch& b, const float* q, float* out) 
       float* o = out + (t * nh_ + h) * dh_;
       std::fill_n(o, dh_, 0.0f);
       for (int64_t j = 0; j < n; ++j) {
-        const float* vr = row(layer, b.seq[t], j) + dkv_ + kvh * dh_;
+        const float* vr = row(layer, b.seq[t], lo + j) + dkv_ + kvh * dh_;
         const float w = p[size_t(j)] / sum;
         for (int64_t i = 0; i < dh_; ++i) o[i] += w * vr[i];
       }

@@ -77,7 +77,8 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
   Vec logits;
   for (int64_t t = 0; t < T; ++t) {
     LLMK_CHECK_ARG(tokens[t] >= 0 && tokens[t] < c.n_vocab, "forward_ref", "tokens[t]", tokens[t], "out of vocabulary");
-    LLMK_CHECK_ARG((c.sliding_window == 0 || t < c.sliding_window) && (c.rope_short_ctx == 0 || t < c.rope_short_ctx),
+    // gemma3 applies its window (below); the others' windows are read but not applied
+    LLMK_CHECK_ARG((gemma3 || c.sliding_window == 0 || t < c.sliding_window) && (c.rope_short_ctx == 0 || t < c.rope_short_ctx),
                    "forward_ref", "tokens.size()", T, "must be <= the sliding window and the LongRoPE short context");
     Vec x(static_cast<size_t>(d));
     dequantize_row_f64(m.tok_embd_, tokens[t], x.data());
@@ -118,17 +119,19 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
       K.insert(K.end(), k.begin(), k.end());
       V.insert(V.end(), v.begin(), v.end());
       Vec att(size_t(nh * dh), 0.0), p(size_t(t + 1));
+      // gemma3's local layers see positions j with t - j < sliding_window (llama.cpp's rule)
+      const int64_t j0 = gemma3 && c.is_local(l) && c.sliding_window > 0 ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
       for (int64_t hd = 0; hd < nh; ++hd) {
         const int64_t kvh = hd / G;
         double mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j <= t; ++j) {
+        for (int64_t j = j0; j <= t; ++j) {
           double sc = 0;
           for (int64_t i = 0; i < dh; ++i) sc += q[size_t(hd * dh + i)] * K[size_t(j * dkv + kvh * dh + i)];
           p[size_t(j)] = sc / std::sqrt(double(dh));
           mx = std::max(mx, p[size_t(j)]);
         }
-        for (auto& e : p) sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= t; ++j)
+        for (int64_t j = j0; j <= t; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+        for (int64_t j = j0; j <= t; ++j)
           for (int64_t i = 0; i < dh; ++i)
             att[size_t(hd * dh + i)] += p[size_t(j)] / sum * V[size_t(j * dkv + kvh * dh + i)];
       }

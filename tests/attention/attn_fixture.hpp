@@ -147,7 +147,7 @@ struct PvBounds {
 inline constexpr int64_t kPvTile = 32;  // positions a tile over int8/int4 V, at most
 inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
                                   const int64_t* kv_indptr, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
-                                  double scale, KvType vt) {
+                                  double scale, KvType vt, int64_t window = 0) {
   const int64_t G = Hq / Hkv;
   PvBounds bounds;
   std::vector<double>& bound = bounds.w16;
@@ -187,16 +187,17 @@ inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, cons
             dwin[size_t(g * kv_len + j)] = std::max(dwin[size_t(g * kv_len + j)], std::fabs(dsc[size_t(u * ng + g)]));
       for (int64_t i = 0; i < qo_len; ++i)
         for (int64_t h = hk * G; h < (hk + 1) * G; ++h) {
-          const int64_t t = qo_indptr[b] + i, pos = kv_len - qo_len + i;  // sees 0..pos
+          const int64_t t = qo_indptr[b] + i, pos = kv_len - qo_len + i;  // sees lo..pos
+          const int64_t lo = window ? std::max<int64_t>(0, pos - window + 1) : 0;
           const float* qr = q + (t * Hq + h) * D;
           P.assign(size_t(pos + 1), 0.0);
           double mx = -INFINITY, sum = 0;
-          for (int64_t j = 0; j <= pos; ++j) {
+          for (int64_t j = lo; j <= pos; ++j) {
             double s = 0;
             for (int64_t c = 0; c < D; ++c) s += double(qr[c]) * double(k[((kv0 + j) * Hkv + hk) * D + c]);
             mx = std::max(mx, P[size_t(j)] = s * scale);
           }
-          for (auto& x : P) sum += (x = std::exp(x - mx));
+          for (int64_t j = lo; j <= pos; ++j) sum += (P[size_t(j)] = std::exp(P[size_t(j)] - mx));
           for (auto& x : P) x /= sum;
           double* o = bound.data() + (t * Hq + h) * D;
           double* o8 = bounds.w8.data() + (t * Hq + h) * D;
@@ -207,11 +208,11 @@ inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, cons
           for (int64_t g = 0; g < ng; ++g)
             for (int64_t c = g * 32; c < std::min(D, g * 32 + 32); ++c) {
               double acc = 0, acc8 = 0;
-              for (int64_t j = 0; j <= pos; ++j) {
+              for (int64_t j = lo; j <= pos; ++j) {
                 double dw = dwin[size_t(g * kv_len + j)];
                 if (j + (kPvTile - 1) > pos) {  // the window ends at pos: the row never sees further scales
                   dw = 0;
-                  for (int64_t u = std::max<int64_t>(0, j - (kPvTile - 1)); u <= pos; ++u)
+                  for (int64_t u = std::max<int64_t>(lo, j - (kPvTile - 1)); u <= pos; ++u)
                     dw = std::max(dw, std::fabs(dsc[size_t(u * ng + g)]));
                 }
                 acc += aq[size_t(j * D + c)] * pwin[size_t(j)] * dw;
@@ -227,10 +228,10 @@ inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, cons
 }
 // The same over a fixture, against its dequantized K rows (f.kq).
 inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, const Filled& f, int64_t Hq,
-                                  double scale) {
+                                  double scale, int64_t window = 0) {
   const KvCacheConfig& cfg = f.cache->config();
   return pv_rounding_bound(q, qo_indptr, f.kq.data(), f.v.data(), f.kv_indptr.data(), int64_t(f.seqs.size()), Hq,
-                           cfg.n_kv_heads, cfg.head_dim, scale, cfg.v_type);
+                           cfg.n_kv_heads, cfg.head_dim, scale, cfg.v_type, window);
 }
 
 // The bound of level lvl's P.V: none for scalar (f32 weights); avx2 and

@@ -965,3 +965,222 @@ TEST(Attention, ReferenceBadArgumentsAreNamed) {
   EXPECT_THROW(attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, Hq, 0, 0.25, out.data()), InvalidArgument);
   EXPECT_THROW(attention_reference(nullptr, qo, k.data(), v.data(), kv, 1, Hq, Hq, D, 0.25, out.data()), InvalidArgument);
 }
+
+// Sliding window (AttentionOptions::window): the query at position p sees the
+// keys at k with p - window < k <= p. Every K and V row of a sequence before
+// its first query's window is NaN (poison_before): reading one (its score, or
+// its V times a weight of 0) makes the row NaN, which the oracle comparison
+// catches; a leak of a poisoned-free position just outside a later row's
+// window moves that row by ~1 / window, far past the tolerance.
+namespace {
+// NaN in sequence b's rows [0, cut[b]) of the dense rows x [total, H, D].
+std::function<void(std::vector<float>&)> poison_before(std::vector<int64_t> lens, std::vector<int64_t> cut, int64_t HD) {
+  return [lens, cut, HD](std::vector<float>& x) {
+    int64_t r0 = 0;
+    for (size_t b = 0; b < lens.size(); ++b) {
+      std::fill(x.begin() + r0 * HD, x.begin() + (r0 + cut[b]) * HD, NAN);
+      r0 += lens[b];
+    }
+  };
+}
+
+struct WindowCase {
+  Shape s;
+  KvCacheConfig cfg;
+  std::vector<int64_t> lens, qo;  // qo: qo_indptr (decode: one query a sequence)
+  int64_t window;
+};
+
+// A case's cache (the rows before each sequence's first window NaN), queries
+// and windowed oracle, built once; run() runs one path (decode: qo_len 1
+// each, splits; else prefill with chunk) and compares, naming it `what`.
+struct WindowRun {
+  const WindowCase& w;
+  Filled f;
+  std::vector<float> q;
+  std::vector<double> want;
+  test::PvBounds vb;
+  float scale;
+  WindowRun(const WindowCase& wc, uint64_t seed) : w(wc) {
+    const Shape& s = w.s;
+    const int64_t B = int64_t(w.lens.size()), T = w.qo.back();
+    std::vector<int64_t> cut;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t first = w.lens[size_t(b)] - (w.qo[size_t(b) + 1] - w.qo[size_t(b)]);  // the first query's position
+      cut.push_back(std::max<int64_t>(0, first - w.window + 1));
+    }
+    const auto poison = poison_before(w.lens, cut, s.Hkv * s.D);
+    f = test::make_filled(w.cfg, w.lens, seed, poison, poison);
+    q.resize(size_t(T * s.Hq * s.D));
+    test::fill_normal(q.data(), q.size(), seed + 7);
+    scale = float(1 / std::sqrt(double(s.D)));
+    const auto qk = kv_type_quantized(w.cfg.k_type) ? test::quantized_queries(q.data(), T * s.Hq, s.D, scale) : q;
+    want.resize(q.size());
+    attention_reference(qk.data(), w.qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D,
+                        double(scale), want.data(), w.window);
+    vb = test::pv_rounding_bound(qk.data(), w.qo.data(), f, s.Hq, double(scale), w.window);
+  }
+  void run(bool decode, int splits, int64_t chunk, SimdLevel lvl, int threads, const std::string& what) const {
+    ScopedSimdLimit lim(lvl);
+    ThreadCount tc(threads);
+    test::Guarded<float> out(q.size(), 4);
+    AttentionOptions opt;
+    opt.window = w.window;
+    opt.splits = splits;
+    opt.prefill_chunk = chunk;
+    if (decode)
+      attention_decode(q.data(), f.cache->layer(0), f.pages.view(), w.s.Hq, scale, out.data(), opt);
+    else
+      attention_prefill(q.data(), w.qo.data(), f.cache->layer(0), f.pages.view(), w.s.Hq, scale, out.data(), opt);
+    ASSERT_TRUE(out.guard_intact()) << what;
+    ASSERT_TRUE(test::all_close(out.data(), want.data(), q.size(), kTol, kTol, what, pv_bound_for(lvl, vb)));
+  }
+};
+}  // namespace
+
+// Every SIMD level x 1..3 threads x K/V type, windows and lengths straddling
+// the 16-token blocks and 32-position tiles; decode with 0, 1 and 3 splits,
+// prefill (a cached prefix plus new tokens) with chunks of 16 and 1024.
+TEST(Attention, WindowMatchesOracleEveryPathAndThreadCount) {
+  const std::vector<int64_t> lens = {1, 17, 33, 97, 150};
+  for (KvType t : {KvType::f32, KvType::f16, KvType::int8, KvType::int4})
+    for (int64_t bt : {int64_t(5), int64_t(16)})
+      for (int64_t W : {int64_t(1), int64_t(17), int64_t(33)}) {
+        WindowCase w;
+        w.s = Shape{6, 2, 64};
+        w.cfg.n_kv_heads = 2, w.cfg.head_dim = 64, w.cfg.k_type = w.cfg.v_type = t, w.cfg.block_tokens = bt;
+        w.lens = lens;
+        w.window = W;
+        const std::string base = std::string(kv_type_name(t)) + " bt " + std::to_string(bt) + " window " + std::to_string(W);
+        WindowCase wp = w;
+        w.qo = decode_qo(int64_t(lens.size()));
+        wp.qo = {0};
+        for (int64_t n : lens) wp.qo.push_back(wp.qo.back() + std::min<int64_t>(n, 1 + n / 3));  // the last third new
+        const WindowRun dec(w, 11), pre(wp, 12);
+        for (SimdLevel lvl : test::simd_levels())
+          for (int threads : {1, 2, 3}) {
+            const std::string at = base + " " + simd_name(lvl) + " threads " + std::to_string(threads);
+            for (int splits : {0, 1, 3}) dec.run(true, splits, 1024, lvl, threads, "decode " + at + " splits " + std::to_string(splits));
+            for (int64_t chunk : {int64_t(16), int64_t(1024)})
+              pre.run(false, 0, chunk, lvl, threads, "prefill " + at + " chunk " + std::to_string(chunk));
+          }
+      }
+}
+
+// Random windowed cases, every knob drawn at once: a random_layout, 1..4
+// sequences of up to 300 tokens (up to 60 new), a window of 1..120,
+// decode splits 0 / 1 / 2 / 5 or prefill chunks of 16 / 64 / 1024, 1..3
+// threads, every SIMD level. A fixed seed: a failure names its case.
+TEST(Attention, WindowRandomizedAgainstOracle) {
+  std::mt19937_64 g(20261205);
+  const int splits_of[] = {0, 1, 2, 5};
+  const int64_t chunks[] = {16, 64, 1024};
+  const std::vector<SimdLevel> levels = test::simd_levels();
+  for (int it = 0; it < 30; ++it) {
+    WindowCase w;
+    const RandomLayout r = random_layout(g);
+    w.s = r.s, w.cfg = r.cfg;
+    w.window = 1 + int64_t(g() % 120);
+    const bool decode = g() % 2;
+    const int64_t B = 1 + int64_t(g() % 4);
+    w.qo = {0};
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = 1 + int64_t(g() % 300), fresh = decode ? 1 : 1 + int64_t(g() % std::min<int64_t>(len, 60));
+      w.lens.push_back(len);
+      w.qo.push_back(w.qo.back() + fresh);
+    }
+    const SimdLevel lvl = levels[g() % levels.size()];
+    const int threads = 1 + int(g() % 3), splits = splits_of[g() % 4];
+    const int64_t chunk = chunks[g() % 3];
+    std::string lens_s;
+    for (int64_t l : w.lens) lens_s += " " + std::to_string(l);
+    WindowRun(w, g()).run(decode, splits, chunk, lvl, threads,
+                 "case " + std::to_string(it) + (decode ? " decode splits " + std::to_string(splits)
+                                                        : " prefill chunk " + std::to_string(chunk)) +
+                     ": " + simd_name(lvl) + " " + kv_type_name(w.cfg.k_type) + "/" + kv_type_name(w.cfg.v_type) +
+                     " Hq " + std::to_string(w.s.Hq) + " Hkv " + std::to_string(w.s.Hkv) + " D " +
+                     std::to_string(w.s.D) + " bt " + std::to_string(w.cfg.block_tokens) + " window " +
+                     std::to_string(w.window) + " lens" + lens_s + " threads " + std::to_string(threads));
+  }
+}
+
+// A windowed row's bits depend on its position, q, the chunk size and the rows
+// it sees, never on the query rows batched with it: a 150-token prompt
+// prefilled cold, in pieces of 10 (every piece starts a new tile of queries,
+// so each row's window starts at another place in its tile), one token at a
+// time, and over a reused prefix gives the same rows; decode with one split
+// equals a one-token prefill.
+TEST(Attention, WindowedPrefixReuseAndPiecesAreBitwiseEqual) {
+  for (KvType t : {KvType::f32, KvType::int8, KvType::int4})
+    for (int64_t W : {int64_t(0), int64_t(7), int64_t(40)})
+      for (int64_t chunk : {int64_t(32), int64_t(1024)}) {
+        SCOPED_TRACE(std::string(kv_type_name(t)) + " window " + std::to_string(W) + " chunk " + std::to_string(chunk));
+        const int64_t Hq = 4, Hkv = 2, D = 64, n = 150;
+        KvCacheConfig cfg;
+        cfg.n_kv_heads = Hkv, cfg.head_dim = D, cfg.k_type = cfg.v_type = t;
+        cfg.budget_bytes = 64 * kv_block_bytes(cfg);
+        KvCache c(cfg);
+        std::vector<int32_t> prompt(n);
+        for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t(1000 + 37 * i % 101);
+        std::vector<float> k(static_cast<size_t>(n * Hkv * D)), v(k.size()), q(static_cast<size_t>(n * Hq * D));
+        test::fill_normal(k.data(), k.size(), 1);
+        test::fill_normal(v.data(), v.size(), 2);
+        test::fill_normal(q.data(), q.size(), 3);
+        AttentionOptions opt;
+        opt.window = W, opt.prefill_chunk = chunk;
+        auto prefill = [&](int64_t seq, int64_t from, int64_t to) {  // tokens [from, to) are new
+          std::vector<int64_t> slots;
+          EXPECT_EQ(c.append(seq, std::span(prompt).subspan(size_t(from), size_t(to - from)), &slots), KvStatus::ok);
+          c.write(0, slots, k.data() + from * Hkv * D, v.data() + from * Hkv * D);
+          const int64_t ids[] = {seq}, qo[] = {0, to - from};
+          const PageTable pt = c.page_table(ids);
+          std::vector<float> out(static_cast<size_t>((to - from) * Hq * D));
+          attention_prefill(q.data() + from * Hq * D, qo, c.layer(0), pt.view(), Hq, 0.125f, out.data(), opt);
+          if (to - from == 1 && chunk >= to) {  // decode with one split: the same bits
+            std::vector<float> dec(out.size());
+            AttentionOptions one = opt;
+            one.splits = 1;
+            attention_decode(q.data() + from * Hq * D, c.layer(0), pt.view(), Hq, 0.125f, dec.data(), one);
+            EXPECT_EQ(0, std::memcmp(out.data(), dec.data(), out.size() * 4)) << "decode at " << from;
+          }
+          return out;
+        };
+        const int64_t a = c.add_sequence();
+        const auto cold = prefill(a, 0, n);
+        for (int64_t piece : {int64_t(10), int64_t(1)}) {
+          const int64_t ch = c.add_sequence();
+          std::vector<float> pieces;
+          for (int64_t i = 0; i < n; i += piece) {
+            const auto part = prefill(ch, i, std::min(n, i + piece));
+            pieces.insert(pieces.end(), part.begin(), part.end());
+          }
+          EXPECT_EQ(0, std::memcmp(cold.data(), pieces.data(), cold.size() * 4)) << "pieces of " << piece;
+          c.free_sequence(ch);
+        }
+        const int64_t b = c.add_sequence();
+        const int64_t reused = c.reuse_prefix(b, std::span(prompt).first(size_t(n - 1)));
+        ASSERT_EQ(reused, 144);
+        const auto warm = prefill(b, reused, n);
+        EXPECT_EQ(0, std::memcmp(cold.data() + reused * Hq * D, warm.data(), warm.size() * 4));
+      }
+}
+
+TEST(Attention, NegativeWindowIsNamed) {
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = 1, cfg.head_dim = 64;
+  const Filled f = test::make_filled(cfg, {5}, 3);
+  std::vector<float> q(64), out(64);
+  const int64_t qo[] = {0, 1};
+  AttentionOptions opt;
+  opt.window = -1;
+  const auto dec = [&] { attention_decode(q.data(), f.cache->layer(0), f.pages.view(), 1, 0.125f, out.data(), opt); };
+  const auto pre = [&] { attention_prefill(q.data(), qo, f.cache->layer(0), f.pages.view(), 1, 0.125f, out.data(), opt); };
+  EXPECT_NE(test::invalid_argument_message(dec).find("'opt.window' = -1"), std::string::npos);
+  EXPECT_NE(test::invalid_argument_message(pre).find("'opt.window' = -1"), std::string::npos);
+  std::vector<double> ref(64);
+  const int64_t kvp[] = {0, 5};
+  EXPECT_NE(test::invalid_argument_message([&] {
+              attention_reference(q.data(), qo, f.k.data(), f.v.data(), kvp, 1, 1, 1, 64, 0.125, ref.data(), -1);
+            }).find("'window' = -1"),
+            std::string::npos);
+}

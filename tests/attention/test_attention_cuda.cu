@@ -44,14 +44,28 @@ struct Shape {
 // oracle over the dequantized rows (float accumulation; 1e-5 abs + rel as on the CPU).
 // rotate: the cache holds H k (k_rotate); the oracle gets H q and the dequantized H k.
 // shape_k: edits the K rows before they are cached (make_filled); q0: when not
-// NaN, element 0 of every query row.
+// NaN, element 0 of every query row. window > 0: AttentionOptions::window, with
+// every K and V row before a sequence's window NaN (a read of one, even times
+// a weight of 0, makes its rows NaN).
 void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_t>& lens, int bt,
                   bool rotate = false, const std::function<void(std::vector<float>&)>& shape_k = {},
-                  float q0 = NAN) {
+                  float q0 = NAN, int64_t window = 0) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
   cfg.k_rotate = rotate;
-  const Filled f = test::make_filled(cfg, lens, uint64_t(s.D + s.Hq), shape_k);
+  const auto poison = [&](std::vector<float>& x) {
+    int64_t r0 = 0;
+    for (int64_t len : lens) {
+      const int64_t cut = window ? std::max<int64_t>(0, len - window) : 0;
+      std::fill(x.begin() + r0 * s.Hkv * s.D, x.begin() + (r0 + cut) * s.Hkv * s.D, NAN);
+      r0 += len;
+    }
+  };
+  const auto shape_k2 = [&](std::vector<float>& x) {
+    if (shape_k) shape_k(x);
+    poison(x);
+  };
+  const Filled f = test::make_filled(cfg, lens, uint64_t(s.D + s.Hq), shape_k2, poison);
   const KvLayerView hv = f.cache->layer(0);
   const size_t kb = size_t(hv.num_blocks * s.Hkv * bt * kv_row_bytes(kt, s.D));
   const size_t vb = size_t(hv.num_blocks * s.Hkv * bt * kv_row_bytes(vt, s.D));
@@ -80,7 +94,7 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
     hadamard_transform(qr.data(), B * s.Hq, s.D, blk);
   }
   attention_reference(qr.data(), qo.data(), kq.data(), f.vq.data(), f.kv_indptr.data(), B, s.Hq, s.Hkv, s.D, scale,
-                      want.data());
+                      want.data(), window);
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
   // every kernel that can run this cache (the automatic one, and token_tiles
   // and lane_per_element too where that is token_tiles_mma), each with splits
@@ -98,6 +112,7 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
       opt.splits = splits;
       opt.max_kv_len = run == 4 ? 0 : max_len;
       opt.cuda_decode = kernel;
+      opt.window = window;
       attention_decode(dq.p, dvw, pv, s.Hq, float(scale), out.data(), opt);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       ASSERT_TRUE(out.guard_intact());
@@ -108,7 +123,8 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
                                       " Hq=" + std::to_string(s.Hq) + " bt=" + std::to_string(bt) +
                                       " splits=" + std::to_string(splits) +
                                       " max_kv_len=" + std::to_string(opt.max_kv_len) + " " +
-                                      decode_cuda_kernel_name(ran) + (rotate ? " rotated" : "")));
+                                      decode_cuda_kernel_name(ran) + (rotate ? " rotated" : "") +
+                                      " window=" + std::to_string(window)));
     }
   std::vector<float> q_after(q.size());
   cudaMemcpy(q_after.data(), dq.p, q.size() * sizeof(float), cudaMemcpyDeviceToHost);
@@ -285,7 +301,25 @@ TEST(AttentionCuda, DecodeRotatedKEveryHeadDim) {
       check_decode(s, t, t, test::kCudaEmulated ? std::vector<int64_t>{17, 1025} : std::vector<int64_t>{1, 17, 1025}, 16, true);
 }
 
+// A sliding window (AttentionOptions::window) on every kernel: windows that
+// start inside a 32-token tile, at its start, inside a block of 1..16 tokens;
+// the positions before each window are NaN in K and V (check_decode).
+TEST(AttentionCuda, DecodeWindowEveryKernelAndSplit) {
+  LLMK_REQUIRE_CUDA();
+  const std::vector<int64_t> lens = {1, 20, 33, 100, 300};
+  // emulated: two windows and two block sizes
+  const std::vector<int64_t> windows = test::kCudaEmulated ? std::vector<int64_t>{17, 45} : std::vector<int64_t>{1, 17, 32, 45};
+  const std::vector<int> bts = test::kCudaEmulated ? std::vector<int>{5, 16} : std::vector<int>{1, 5, 8, 16};
+  for (int64_t W : windows)
+    for (int bt : bts)
+      for (auto [kt, vt] : {std::pair{KvType::f32, KvType::f32}, std::pair{KvType::int8, KvType::int8},
+                            std::pair{KvType::int4, KvType::int4}, std::pair{KvType::f16, KvType::int8}})
+        check_decode(Shape{8, 2, 64}, kt, vt, lens, bt, false, {}, NAN, W);
+}
+
 TEST(AttentionCudaSanitize, DecodeSmall) {
+  LLMK_REQUIRE_CUDA();
+  check_decode({4, 2, 64}, KvType::int8, KvType::int8, {3, 45}, 16, false, {}, NAN, 20);  // a window
   LLMK_REQUIRE_CUDA();
   check_decode({4, 2, 64}, KvType::f32, KvType::f32, {1, 5, 40}, 16);
   check_decode({12, 1, 80}, KvType::int4, KvType::int8, {3, 33}, 8);

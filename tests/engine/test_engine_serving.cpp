@@ -124,6 +124,33 @@ TEST(EnginePrefixCache, SameBitsWithAndWithoutReuseForEveryKvType) {
   }
 }
 
+// The same through gemma3's sliding window (11 positions on layer 0; the
+// prompts run to 120 tokens): a reused prefix gives the rows of a cold
+// prefill, whichever tile of queries a row falls in.
+TEST(EnginePrefixCache, SameBitsWithAndWithoutReuseThroughASlidingWindow) {
+  ModelConfig mc = tiny();
+  mc.arch = Arch::gemma3;
+  mc.n_head_kv = 1;
+  mc.head_dim = 32;
+  mc.tied = true;
+  mc.rope_base = 1e6f;
+  mc.rope_base_local = 10000.0f;
+  mc.sliding_window = 11;
+  mc.swa_period = 2;
+  Model m = Model::random(mc, WType::q8_0, 32);
+  for (KvType kt : {KvType::f32, KvType::int8, KvType::int4}) {
+    const auto rs = shared_prefix_requests(0.0f, 2);
+    EngineConfig c;
+    c.kv_type = kt;
+    c.prefix_cache = false;
+    const Waves cold = run_waves(m, c, rs);
+    c.prefix_cache = true;
+    const Waves warm = run_waves(m, c, rs);
+    expect_same_bits(cold, warm, std::string("gemma3 window 11, ") + kv_type_name(kt));
+    EXPECT_GE(warm.stats.cached_tokens, 32 * 7) << kv_type_name(kt);
+  }
+}
+
 // Preemption re-admits a sequence with its generated tokens: with the prefix
 // cache it re-attaches the blocks it left cached, and the tokens do not change.
 TEST(EnginePrefixCache, PreemptionWithReuseKeepsTheTokens) {

@@ -1,4 +1,4 @@
-// `llmk bench [NAME...] [--json] [--quick] [--threads N]`: runs the registered
+// `llmk bench [NAME...] [--json] [--quick] [--threads N] [--only a,b] [--model NAME|PATH]`: runs the registered
 // benches (bench/<component>/bench_*.cpp). With no name it lists them.
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +23,8 @@ int run_bench(llmk::cli::Args& args) {
     LLMK_CHECK_ARG(b > a, "bench", "--only", only, "holds an empty item (give a,b)");
     opt.only.push_back(only.substr(a, b - a));
   }
+  opt.model = args.get("model", "");
+  LLMK_CHECK_ARG(!args.has("model") || !opt.model.empty(), "bench", "--model", "(empty)", "needs a model name or path");
   args.finish();
   if (opt.threads > 0) llmk::set_num_threads(opt.threads);
   const auto& names = args.positional();
@@ -37,8 +39,11 @@ int run_bench(llmk::cli::Args& args) {
                    "--only", only, "bench " + n + " takes no --only (softmax-topk and attention do)");
   }
   LLMK_CHECK_ARG(opt.only.empty() || !names.empty(), "bench", "--only", only, "needs a bench NAME");
+  for (const auto& n : names)
+    LLMK_CHECK_ARG(opt.model.empty() || n == "generate", "bench", "--model", opt.model,
+                   "is read by bench generate only (not " + n + ")");
   if (names.empty()) {
-    std::printf("usage: llmk bench NAME... [--json] [--quick] [--threads N] [--only a,b]\n\nbenches:\n");
+    std::printf("usage: llmk bench NAME... [--json] [--quick] [--threads N] [--only a,b] [--model NAME|PATH]\n\nbenches:\n");
     for (const auto& b : benches()) std::printf("  %-14s %s\n", b.name, b.summary);
     return 0;
   }
