@@ -310,14 +310,7 @@ void Tokenizer::bpe_word(std::string_view raw, Scratch& s, std::vector<int32_t>&
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   const std::vector<uint32_t> cps = unicode::decode_utf8_lenient(text);
   std::vector<size_t> ends;
-  switch (pre_) {
-    case PreTokenizer::gpt2: unicode::split_gpt2(cps, 0, cps.size(), ends); break;
-    case PreTokenizer::digits_then_gpt2: unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends); break;
-    case PreTokenizer::llama3: unicode::split_llama3(cps, 0, cps.size(), 3, ends); break;
-    case PreTokenizer::qwen2: unicode::split_llama3(cps, 0, cps.size(), 1, ends); break;
-    case PreTokenizer::deepseek_llm: unicode::split_deepseek_llm(cps, 0, cps.size(), ends); break;
-    case PreTokenizer::deepseek_coder: unicode::split_deepseek_coder(cps, 0, cps.size(), ends); break;
-  }
+  unicode::pre_split(cps, pre_, ends);
   Scratch scratch;
   std::string raw;
   size_t begin = 0;

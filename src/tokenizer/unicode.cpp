@@ -359,4 +359,15 @@ void split_deepseek_coder(const std::vector<uint32_t>& cps, size_t begin, size_t
   ends.insert(ends.end(), pieces.begin(), pieces.end());
 }
 
+void pre_split(const std::vector<uint32_t>& cps, PreTokenizer pre, std::vector<size_t>& ends) {
+  switch (pre) {
+    case PreTokenizer::gpt2: split_gpt2(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::digits_then_gpt2: split_digits_then_gpt2(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::llama3: split_llama3(cps, 0, cps.size(), 3, ends); break;
+    case PreTokenizer::qwen2: split_llama3(cps, 0, cps.size(), 1, ends); break;
+    case PreTokenizer::deepseek_llm: split_deepseek_llm(cps, 0, cps.size(), ends); break;
+    case PreTokenizer::deepseek_coder: split_deepseek_coder(cps, 0, cps.size(), ends); break;
+  }
+}
+
 }  // namespace llmk::unicode

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "llmk/tokenizer.hpp"
 #include "llmk/utf8.hpp"
 
 namespace llmk::unicode {
@@ -66,5 +67,7 @@ void split_llama3(const std::vector<uint32_t>& cps, size_t begin, size_t end, in
 // A non-ASCII \s (U+3000 too) matches no bracketed class: llama.cpp turns it into U+000B first.
 void split_deepseek_llm(const std::vector<uint32_t>& cps, size_t begin, size_t end, std::vector<size_t>& ends);
 void split_deepseek_coder(const std::vector<uint32_t>& cps, size_t begin, size_t end, std::vector<size_t>& ends);
+// The words of all of cps under pre-tokenizer pre: appends each word's end to ends.
+void pre_split(const std::vector<uint32_t>& cps, PreTokenizer pre, std::vector<size_t>& ends);
 
 }  // namespace llmk::unicode

@@ -22,14 +22,7 @@ namespace {
 std::vector<std::string> split(std::string_view text, PreTokenizer pre) {
   const std::vector<uint32_t> cps = unicode::decode_utf8_lenient(text);
   std::vector<size_t> ends;
-  switch (pre) {
-    case PreTokenizer::gpt2: unicode::split_gpt2(cps, 0, cps.size(), ends); break;
-    case PreTokenizer::digits_then_gpt2: unicode::split_digits_then_gpt2(cps, 0, cps.size(), ends); break;
-    case PreTokenizer::llama3: unicode::split_llama3(cps, 0, cps.size(), 3, ends); break;
-    case PreTokenizer::qwen2: unicode::split_llama3(cps, 0, cps.size(), 1, ends); break;
-    case PreTokenizer::deepseek_llm: unicode::split_deepseek_llm(cps, 0, cps.size(), ends); break;
-    case PreTokenizer::deepseek_coder: unicode::split_deepseek_coder(cps, 0, cps.size(), ends); break;
-  }
+  unicode::pre_split(cps, pre, ends);
   std::vector<std::string> words;
   size_t begin = 0;
   for (size_t end : ends) {
