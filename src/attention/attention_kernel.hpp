@@ -77,6 +77,18 @@ struct Item {
 // one path a helper compiled for another (tests/core/check_isa_leaks.py).
 namespace {
 
+// f(std::integral_constant<int, nr>{}) for the row counts 1..4 a row group can have: the
+// compile-time row count the *_rows kernels are instantiated with.
+template <class F>
+inline void with_rows(int nr, F&& f) {
+  switch (nr) {
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 1: f(std::integral_constant<int, 1>{}); break;
+  }
+}
+
 // S is simd::Avx2 (which the scalar translation unit does not define).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 template <class S>
@@ -1119,12 +1131,7 @@ void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRow
       pv_int_rows_avx512<Q4, NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const int16_t*>(w) + o * kTile,
                                  sc + o, msum + o, ng, pf);
     };
-    if (nb > 0) switch (nr) {
-        case 4: rows(std::integral_constant<int, 4>{}); break;
-        case 3: rows(std::integral_constant<int, 3>{}); break;
-        case 2: rows(std::integral_constant<int, 2>{}); break;
-        case 1: rows(std::integral_constant<int, 1>{}); break;
-      }
+    if (nb > 0) with_rows(nr, rows);
     r += nr;
   }
 }
@@ -1267,12 +1274,7 @@ void pv_tile_int_avx2(float* acc, int64_t D, const float* alpha, const TileRows&
         pv_q8_rows_avx2<NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const int16_t*>(w) + o * kTile, sc + o,
                             ng, pf);
     };
-    if (nb > 0) switch (nr) {
-        case 4: rows(std::integral_constant<int, 4>{}); break;
-        case 3: rows(std::integral_constant<int, 3>{}); break;
-        case 2: rows(std::integral_constant<int, 2>{}); break;
-        case 1: rows(std::integral_constant<int, 1>{}); break;
-      }
+    if (nb > 0) with_rows(nr, rows);
     r += nr;
   }
 }
@@ -1354,12 +1356,8 @@ void pv_tile(float* acc, int64_t D, const float* alpha, const TileRows& vt, cons
     float* a = acc + r * D;
     const float* wr = wt + int64_t(r) * kTile * ng;
     const float* mr = msum + int64_t(r) * ng;
-    if (nb > 0) switch (nr) {
-        case 4: pv_rows_of<S, T, 4>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
-        case 3: pv_rows_of<S, T, 3>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
-        case 2: pv_rows_of<S, T, 2>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
-        case 1: pv_rows_of<S, T, 1>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); break;
-      }
+    if (nb > 0)
+      with_rows(nr, [&](auto nrc) { pv_rows_of<S, T, decltype(nrc)::value>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); });
     r += nr;
   }
 }
