@@ -80,12 +80,37 @@ namespace {
 // f(std::integral_constant<int, nr>{}) for the row counts 1..4 a row group can have: the
 // compile-time row count the *_rows kernels are instantiated with.
 template <class F>
-inline void with_rows(int nr, F&& f) {
+[[gnu::always_inline]] inline void with_rows(int nr, F&& f) {
   switch (nr) {
     case 4: f(std::integral_constant<int, 4>{}); break;
     case 3: f(std::integral_constant<int, 3>{}); break;
     case 2: f(std::integral_constant<int, 2>{}); break;
     case 1: f(std::integral_constant<int, 1>{}); break;
+  }
+}
+
+// f(nr, r) over rows 0..R in blocks of 4 from r = 0, then the last 1..3 rows
+// (nr a std::integral_constant, as with_rows).
+template <class F>
+[[gnu::always_inline]] inline void by_row_blocks(int R, F&& f) {
+  int r = 0;
+  for (; r + 4 <= R; r += 4) f(std::integral_constant<int, 4>{}, r);
+  switch (R - r) {  // not with_rows: a case 4 here would be a second call site of f's 4-row body
+    case 3: f(std::integral_constant<int, 3>{}, r); break;
+    case 2: f(std::integral_constant<int, 2>{}, r); break;
+    case 1: f(std::integral_constant<int, 1>{}, r); break;
+  }
+}
+
+// f(std::integral_constant<KvType, t>{}): the storage type as a template argument.
+template <class F>
+[[gnu::always_inline]] inline void with_type(KvType t, F&& f) {
+  switch (t) {
+    case KvType::f32: f(std::integral_constant<KvType, KvType::f32>{}); break;
+    case KvType::f16: f(std::integral_constant<KvType, KvType::f16>{}); break;
+    case KvType::bf16: f(std::integral_constant<KvType, KvType::bf16>{}); break;
+    case KvType::int8: f(std::integral_constant<KvType, KvType::int8>{}); break;
+    case KvType::int4: f(std::integral_constant<KvType, KvType::int4>{}); break;
   }
 }
 
@@ -344,13 +369,9 @@ void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ&
     const __m512i dm = _mm512_i32gather_epi32(idx, kp + g * blk, 1);
     const __m512 dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
     const __m512 mk = Q4 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))) : _mm512_setzero_ps();
-    int r = 0;
-    for (; r + 4 <= R; r += 4) rows_avx512vnni<Q4, 4>(kt, dk, mk, qq, r, g, s, live);
-    switch (R - r) {
-      case 3: rows_avx512vnni<Q4, 3>(kt, dk, mk, qq, r, g, s, live); break;
-      case 2: rows_avx512vnni<Q4, 2>(kt, dk, mk, qq, r, g, s, live); break;
-      case 1: rows_avx512vnni<Q4, 1>(kt, dk, mk, qq, r, g, s, live); break;
-    }
+    by_row_blocks(R, [&](auto nrc, int r) __attribute__((always_inline)) {
+      rows_avx512vnni<Q4, decltype(nrc)::value>(kt, dk, mk, qq, r, g, s, live);
+    });
   }
 }
 
@@ -493,22 +514,20 @@ void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
       }
     }
     const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const auto block = [&](auto nrc, int r0) {
+    const auto block = [&](auto nrc, int r0) __attribute__((always_inline)) {
       constexpr int NR = decltype(nrc)::value;
       __m256 f[NR];
       for (int i = 0; i < NR; ++i) f[i] = _mm256_setzero_ps();
       for (int64_t g = 0; g < ng; ++g)
         rows_avx2<Q4, NR>(kt[g], _mm256_load_ps(dt + g * kTile + t0), _mm256_load_ps(mt + g * kTile + t0), qq, r0, g,
                           f);
-      for (int i = 0; i < NR; ++i) _mm256_maskstore_ps(s + (r0 + i) * kTile + t0, live, f[i]);
+      for (int i = 0; i < NR; ++i)  // vmaskmovps to memory is microcoded on AMD: only for a partial group
+        if (nk == 8)
+          _mm256_storeu_ps(s + (r0 + i) * kTile + t0, f[i]);
+        else
+          _mm256_maskstore_ps(s + (r0 + i) * kTile + t0, live, f[i]);
     };
-    int r = 0;
-    for (; r + 4 <= R; r += 4) block(std::integral_constant<int, 4>{}, r);
-    switch (R - r) {
-      case 3: block(std::integral_constant<int, 3>{}, r); break;
-      case 2: block(std::integral_constant<int, 2>{}, r); break;
-      case 1: block(std::integral_constant<int, 1>{}, r); break;
-    }
+    by_row_blocks(R, block);
   }
 }
 #endif
@@ -531,13 +550,6 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
     return;
   }
 #endif
-  const auto tail = [&](int t, int r) {  // rows r.. (< 4 of them) against key t
-    switch (R - r) {
-      case 3: qdots<S, T, 3>(kp + t * kr, qq, r, s + r * kTile + t); break;
-      case 2: qdots<S, T, 2>(kp + t * kr, qq, r, s + r * kTile + t); break;
-      case 1: qdots<S, T, 1>(kp + t * kr, qq, r, s + r * kTile + t); break;
-    }
-  };
   int t = 0;
   if constexpr (S::kWidth > 1)
     for (; t + 2 <= n; t += 2) {
@@ -553,9 +565,9 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
     }
   for (; t < n; ++t) {
     pf.part();
-    int r = 0;
-    for (; r + 4 <= R; r += 4) qdots<S, T, 4>(kp + t * kr, qq, r, s + r * kTile + t);
-    tail(t, r);
+    by_row_blocks(R, [&](auto nrc, int r) __attribute__((always_inline)) {
+      qdots<S, T, decltype(nrc)::value>(kp + t * kr, qq, r, s + r * kTile + t);
+    });
   }
 }
 
@@ -600,13 +612,9 @@ void dots(const uint8_t* const* k, const float* q, int64_t D, float* out, int st
 // Scores of NT keys against all R query rows: s[r * kTile + u].
 template <class S, KvType T, int NT>
 void score_keys(const uint8_t* const* k, const float* q, int R, int64_t D, float* s) {
-  int r = 0;
-  for (; r + 4 <= R; r += 4) dots<S, T, 4, NT>(k, q + r * D, D, s + r * kTile, kTile);
-  switch (R - r) {
-    case 3: dots<S, T, 3, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
-    case 2: dots<S, T, 2, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
-    case 1: dots<S, T, 1, NT>(k, q + r * D, D, s + r * kTile, kTile); break;
-  }
+  by_row_blocks(R, [&](auto nrc, int r) __attribute__((always_inline)) {
+    dots<S, T, decltype(nrc)::value, NT>(k, q + r * D, D, s + r * kTile, kTile);
+  });
 }
 
 // Scores of the n keys (f32, f16 or bf16) at kp, row stride kr, two at a time.
@@ -1435,22 +1443,20 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
       Spread kpf(knext.a, ntl.n1 * kr, knext.b, (ntl.n - ntl.n1) * kr, std::max(n, 1)),
           vpf(vnext.a, ntl.n1 * vr, vnext.b, (ntl.n - ntl.n1) * vr, std::max<int64_t>(1, D / (2 * W)));
       const QuantQ qq = kq ? quant_of(hi) : QuantQ{};
-      // scores, run by run (one call site a type: GCC then inlines them as
-      // before the runs; two sites left score_float's dots out of line, f16
-      // decode 15% slower): integer dots for int8/int4 K, else f32 FMAs on
-      // the converted rows
+      // scores, run by run: integer dots for int8/int4 K, else f32 FMAs on the
+      // converted rows (one call site a type, so that GCC inlines the dots)
       for (int run = 0; run < 2; ++run) {
         const int nr = run ? n - tl.n1 : tl.n1;
         if (nr == 0) break;
         const uint8_t* kp = run ? kt.b : kt.a;
         float* sr = run ? s + tl.n1 : s;
-        switch (kv.k_type) {
-          case KvType::f32: score_float<S, KvType::f32>(kp, kr, nr, q, it.R, D, sr, kpf); break;
-          case KvType::f16: score_float<S, KvType::f16>(kp, kr, nr, q, it.R, D, sr, kpf); break;
-          case KvType::bf16: score_float<S, KvType::bf16>(kp, kr, nr, q, it.R, D, sr, kpf); break;
-          case KvType::int8: score_quantized<S, KvType::int8>(kp, kr, nr, qq, it.R, sr, kpf); break;
-          case KvType::int4: score_quantized<S, KvType::int4>(kp, kr, nr, qq, it.R, sr, kpf); break;
-        }
+        with_type(kv.k_type, [&](auto tc) __attribute__((always_inline)) {
+          constexpr KvType T = decltype(tc)::value;
+          if constexpr (T == KvType::int8 || T == KvType::int4)
+            score_quantized<S, T>(kp, kr, nr, qq, it.R, sr, kpf);
+          else
+            score_float<S, T>(kp, kr, nr, q, it.R, D, sr, kpf);
+        });
       }
       kpf.rest();
       // online softmax step per row over its v visible tokens of the tile
@@ -1479,13 +1485,9 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
         l[r] = l[r] * alpha[r] + S::hsum(sum);
         m[r] = mn;
       }
-      switch (kv.v_type) {  // values, dequantized in registers
-        case KvType::f32: pv_tile<S, KvType::f32>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::f16: pv_tile<S, KvType::f16>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::bf16: pv_tile<S, KvType::bf16>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::int8: pv_tile<S, KvType::int8>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-        case KvType::int4: pv_tile<S, KvType::int4>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf); break;
-      }
+      with_type(kv.v_type, [&](auto tc) __attribute__((always_inline)) {  // values, dequantized in registers
+        pv_tile<S, decltype(tc)::value>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf);
+      });
       vpf.rest();
     }
     p0 += n;

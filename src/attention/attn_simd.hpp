@@ -144,7 +144,7 @@ inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, c
   for (int i = 0; i < nrows; ++i) out[i * ostride] = o[i];
 }
 template <bool Q4>
-inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum,
+[[gnu::always_inline]] inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum,
                          int64_t ng, int64_t R, float* out, int ostride, int nrows) {
   __m256 acc = _mm256_setzero_ps();  // lanes 0-3: rows 0-3 against a; 4-7: against b
   for (int64_t g = 0; g < ng; ++g) {
