@@ -58,10 +58,13 @@ DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv);
 struct AttentionOptions {
   int splits = 0;           // decode: context splits per sequence (CUDA: per (sequence, kv-head)); 0 = choose
   DecodeCudaKernel cuda_decode = DecodeCudaKernel::automatic;  // CUDA decode: the kernel (forced ones must fit)
-  int64_t prefill_chunk = 1024;  // CPU prefill (and a windowed CPU decode's first tile): positions a context chunk (a multiple of 16); the rows' bits depend on it
+  int64_t prefill_chunk = 1024;  // CPU prefill: positions a context chunk, a multiple of 16 in [16, 2^30];
+                                 // the rows' bits depend on it (also a windowed CPU decode's first tile)
   int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
-  int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host reads no device table)
-  int64_t window = 0;       // sliding window in positions (>= 0; 0 = none): see the header comment; CPU and CUDA decode, CPU prefill
+  int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host
+                            // reads no device table)
+  int64_t window = 0;       // sliding window in positions (>= 0; 0 = none; above): CPU and CUDA decode,
+                            // CPU prefill
   Stream stream = nullptr;  // CUDA
 };
 
