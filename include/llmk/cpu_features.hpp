@@ -1,14 +1,10 @@
-// Run-time CPU-feature dispatch. Every CPU kernel has a scalar path; most also
-// have AVX2+FMA+F16C and AVX-512 (F/BW/VL/DQ) paths compiled in their own
-// translation units (*_avx2.cpp, *_avx512.cpp), and the int8 dot products of
-// the quantized matmul and attention an AVX-512 VNNI one (*_avx512vnni.cpp:
-// vpdpbusd, the same integer sums as AVX2's maddubs + madd, so the same bits).
-// Attention has one more, for CPUs with VNNI and VBMI (Ice Lake, Zen 4 and
-// later; not Cascade Lake): *_avx512vbmi.cpp, whose P.V over an int4 V takes
-// 8-bit weights (docs/kv_cache.md), so its int4-V results differ from the
-// lower levels' within a bound the tests assert. The levels are ordered:
-// avx512vbmi implies avx512vnni implies avx512, and a kernel without a path
-// for a level runs the next lower one there.
+// Run-time CPU-feature dispatch. The SIMD levels are ordered: scalar < avx2
+// (AVX2+FMA+F16C) < avx512 (F/BW/VL/DQ) < avx512vnni < avx512vbmi (VNNI and
+// VBMI: Ice Lake, Zen 4 and later). Every CPU kernel runs at simd_level(); a
+// kernel without a path for a level runs the next lower one (which kernels
+// have which paths: docs/ARCHITECTURE.md, Conventions). Paths at different
+// levels may round differently, each within the bound its tests assert against
+// the double reference.
 //
 // The environment variable LLMK_SIMD=scalar|avx2|avx512|avx512vnni|avx512vbmi,
 // read once, caps the level for the whole process: a capped run behaves as a

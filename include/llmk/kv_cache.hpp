@@ -156,10 +156,8 @@ class KvBlockManager {
 // Host memory for KV pools: from 2 MiB on, 2 MiB aligned (the size rounded up
 // to 2 MiB) and, on Linux, advised for transparent huge pages before it is
 // first touched, so every page of it can be a huge one; smaller pools are
-// plain 64-byte aligned buffers. Pools read in shuffled 16-token blocks
-// otherwise pay a TLB miss per block (measured: 64-byte aligned pools got
-// huge pages for only part of their range, and paged f16 decode ran 1.3x the
-// contiguous time).
+// plain 64-byte aligned buffers. Huge pages spare pools read in shuffled
+// 16-token blocks a TLB miss per block (docs/kv_cache.md).
 Buffer kv_pool_buffer(size_t bytes);
 
 // One layer of a cache, as the attention kernels read it.

@@ -1,6 +1,6 @@
 // Threads. llmk uses OpenMP; the thread count defaults to the number of cores
 // OpenMP sees (OMP_NUM_THREADS or LLMK_THREADS override it) and can be set at
-// run time. Kernels split rows statically, so results never depend on timing.
+// run time. Results never depend on timing (the split rules: docs/ARCHITECTURE.md, Threads).
 #pragma once
 
 namespace llmk {
