@@ -521,7 +521,7 @@ void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
       for (int64_t g = 0; g < ng; ++g)
         rows_avx2<Q4, NR>(kt[g], _mm256_load_ps(dt + g * kTile + t0), _mm256_load_ps(mt + g * kTile + t0), qq, r0, g,
                           f);
-      for (int i = 0; i < NR; ++i)  // vmaskmovps to memory is microcoded on AMD: only for a partial group
+      for (int i = 0; i < NR; ++i)  // vmaskmovps to memory measured slow on AMD: only for a partial group
         if (nk == 8)
           _mm256_storeu_ps(s + (r0 + i) * kTile + t0, f[i]);
         else
