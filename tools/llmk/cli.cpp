@@ -77,7 +77,8 @@ void check_value(const Option& o, const std::string& spelled, const std::string&
       LLMK_CHECK_ARG(end && *end == '\0' && !v.empty(), "cli", spelled, v, "must be an integer");
       // strtoll saturates out-of-range values (99999999999999999999 read as 2^63 - 1)
       const std::string bounds = int_bounds(o);
-      LLMK_CHECK_ARG(errno != ERANGE, "cli", spelled, v, "must be a 64-bit integer" + (bounds.empty() ? "" : " " + bounds));
+      LLMK_CHECK_ARG(errno != ERANGE, "cli", spelled, v,
+                     "must be a 64-bit integer" + (bounds.empty() ? "" : " " + bounds));
       LLMK_CHECK_ARG(r >= o.lo && r <= o.hi, "cli", spelled, v, out_of_range(o));
       i = r;
       return;
@@ -89,7 +90,8 @@ void check_value(const Option& o, const std::string& spelled, const std::string&
       LLMK_CHECK_ARG(end && *end == '\0' && !v.empty(), "cli", spelled, v, "must be a number");
       // strtod makes 1e400 inf and 1e-400 0 (ERANGE): a value nobody passed
       LLMK_CHECK_ARG(errno != ERANGE, "cli", spelled, v, "is beyond the range of a double");
-      const bool in = std::isfinite(r) && (o.nlo_open ? r > o.nlo : r >= o.nlo) && (o.nhi_open ? r < o.nhi : r <= o.nhi);
+      const bool in =
+          std::isfinite(r) && (o.nlo_open ? r > o.nlo : r >= o.nlo) && (o.nhi_open ? r < o.nhi : r <= o.nhi);
       LLMK_CHECK_ARG(in, "cli", spelled, v, out_of_range(o));
       d = r;
       return;
@@ -137,7 +139,8 @@ std::string Option::range_text() const {
     case Kind::number: {
       const bool l = std::isfinite(nlo), h = std::isfinite(nhi);
       if (l && h)
-        return std::string("in ") + (nlo_open ? "(" : "[") + num_text(nlo) + ", " + num_text(nhi) + (nhi_open ? ")" : "]");
+        return std::string("in ") + (nlo_open ? "(" : "[") + num_text(nlo) + ", " + num_text(nhi) +
+               (nhi_open ? ")" : "]");
       if (l) return std::string("finite and ") + (nlo_open ? "> " : ">= ") + num_text(nlo);
       if (h) return std::string("finite and ") + (nhi_open ? "< " : "<= ") + num_text(nhi);
       return "finite";
@@ -265,7 +268,8 @@ bool Args::flag(const std::string& key) {
 }
 
 bool Args::has(const std::string& key) {
-  if (key != "help" && !decl_.count(key)) throw std::logic_error("llmk::cli: option --" + key + " is read but not declared");
+  if (key != "help" && !decl_.count(key))
+    throw std::logic_error("llmk::cli: option --" + key + " is read but not declared");
   return given_.count(key) != 0;
 }
 

@@ -85,7 +85,8 @@ int run_chat(Args& args) {
 
 }  // namespace
 LLMK_COMMAND("chat", "chat with an instruct model through its chat template (--prompt: one turn)", run_chat,
-             options(model_option(), text("system", "TEXT", "the system message").shown_default("the template's own, if any"),
+             options(model_option(),
+                     text("system", "TEXT", "the system message").shown_default("the template's own, if any"),
                      text("prompt", "TEXT", "answer this one user message and exit (not empty)")
                          .shown_default("turns read from stdin"),
                      text("chat-template", "NAME", "a chat template family by name")

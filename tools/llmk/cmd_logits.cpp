@@ -1,5 +1,5 @@
-// `llmk logits --ids "1 2 3" --out FILE`: the logits of every position of one token sequence (ids separated by spaces or commas,
-// positions 0..T-1, no BOS added), f32 [T, n_vocab] row-major into FILE, through the
+// `llmk logits --ids "1 2 3" --out FILE`: the logits of every position of one token sequence
+// (positions 0..T-1, no BOS added), f32 [T, n_vocab] row-major into FILE, through the
 // engine's paged cache (forward_sequence). It reads no tokenizer, so it runs on any file the
 // model loader takes; a token's logits are the same bits as when it is decoded from the
 // cache (tests/model/test_forward.cpp, CachedEqualsUncached). Prints one JSON line.

@@ -87,6 +87,8 @@ int run_perplexity(Args& args) {
 LLMK_COMMAND("perplexity", "perplexity of a text file, and KL to the f32 KV cache", run_perplexity,
              options(path("file", "FILE", "the text to score").must("give the text to score"), model_option(),
                      kv_options(kKvType),
-                     integer("ctx", "N", "tokens a chunk; the second half of each is scored").range(4, INT64_MAX).def("512"),
+                     integer("ctx", "N", "tokens a chunk; the second half of each is scored")
+                         .range(4, INT64_MAX)
+                         .def("512"),
                      integer("chunks", "N", "chunks scored at most (0: all)").range(0, INT64_MAX).def("0"),
                      flag("json", "print one JSON object"), threads_option()));
