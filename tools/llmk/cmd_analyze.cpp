@@ -1,9 +1,7 @@
 // `llmk analyze`: KV-cache capacity and roofline placement of a model on the
 // built-in devices and on this machine (llmk/analyze.hpp; docs/capacity.md
 // derives every number). Text tables by default; --json prints one JSON object
-// that scripts/plot_capacity.py reads. This machine's bandwidth is the STREAM
-// triad (measure_triad_gbps) unless --bandwidth is given; its peak is the measured
-// f32 FMA rate unless --peak-tflops is given.
+// that scripts/plot_capacity.py reads.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
 #include "llmk/analyze.hpp"
 #include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
+#include "model_cli.hpp"
 
 namespace {
 using namespace llmk::analyze;
@@ -288,39 +286,26 @@ int run_analyze(llmk::cli::Args& args) {
     return 0;
   }
   const bool json = args.flag("json");
-  const std::string model = args.get("model", "smollm2-135m"), config = args.get("config", "");
+  const std::string model = args.get("model"), config = args.get("config");
   LLMK_CHECK_ARG(!args.has("model") || !args.has("config"), "analyze", "--config", config,
                  "give --model or --config, not both");
   s.m = args.has("config") ? parse_model_config(llmk::cli::read_text_file("analyze", "--config", config), config)
                            : find_model(model);
-  std::string device = args.get("device", "all");
-  for (char& c : device) c = char(std::tolower(static_cast<unsigned char>(c)));  // as find_device reads it
-  const std::string kv = args.get("kv-type", "f16");
+  const std::string device = args.get("device");
+  const std::string kv = args.get("kv-type");
   const auto comma = kv.find(',');
   s.k = kv_type_arg(kv, kv.substr(0, comma));
   s.v = comma == std::string::npos ? s.k : kv_type_arg(kv, kv.substr(comma + 1));
-  s.w = weight_type_arg(args.get("weights", "f16"));
-  s.batch = args.get_int("batch", 1);
+  s.w = weight_type_arg(args.get("weights"));
+  s.batch = args.get_int("batch");
   s.context = args.get_int("context", s.m.max_context ? s.m.max_context : 4096);
-  s.opt.block = args.get_int("block", 16);
-  s.opt.reserve_fraction = args.get_double("reserve", 0.10);
-  s.act_bytes = args.get_double("act-bytes", 2);
-  double bandwidth = args.get_double("bandwidth", 0), peak = args.get_double("peak-tflops", 0);
-  const int threads = int(args.get_int("threads", llmk::num_threads(), 1, llmk::kMaxThreads));
+  s.opt.block = args.get_int("block");
+  s.opt.reserve_fraction = args.get_double("reserve");
+  s.act_bytes = args.get_double("act-bytes");
+  double bandwidth = args.get_double("bandwidth"), peak = args.get_double("peak-tflops");  // 0: measured
+  const int threads = int(args.get_int("threads", llmk::num_threads()));
   args.finish();
   args.no_positionals("analyze", "name the model with --model NAME");
-  LLMK_CHECK_ARG(s.batch >= 1, "analyze", "--batch", s.batch, "must be >= 1");
-  LLMK_CHECK_ARG(s.context >= 1, "analyze", "--context", s.context, "must be >= 1");
-  LLMK_CHECK_ARG(s.opt.block >= 1, "analyze", "--block", s.opt.block, "must be >= 1");
-  LLMK_CHECK_ARG(s.opt.reserve_fraction >= 0 && s.opt.reserve_fraction < 1, "analyze", "--reserve",
-                 s.opt.reserve_fraction, "must be in [0, 1)");
-  // finite, or every table would print inf
-  LLMK_CHECK_ARG(s.act_bytes > 0 && std::isfinite(s.act_bytes), "analyze", "--act-bytes", s.act_bytes,
-                 "must be finite and > 0");
-  LLMK_CHECK_ARG(bandwidth >= 0 && std::isfinite(bandwidth), "analyze", "--bandwidth", bandwidth,
-                 "must be finite and > 0 (GB/s)");
-  LLMK_CHECK_ARG(peak >= 0 && std::isfinite(peak), "analyze", "--peak-tflops", peak, "must be finite and > 0");
-  LLMK_CHECK_ARG(threads >= 1, "analyze", "--threads", threads, "must be >= 1");
 
   const bool host = device == "all" || device == "cpu";
   LLMK_CHECK_ARG(host || (bandwidth == 0 && peak == 0), "analyze", "--device", device,
@@ -340,9 +325,39 @@ int run_analyze(llmk::cli::Args& args) {
   else print_text(s);
   return 0;
 }
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> r;
+  for (const Device& d : builtin_devices()) r.push_back(d.key);
+  r.push_back("cpu");  // this machine
+  r.push_back("all");  // every built-in device and this machine
+  return r;
+}
 }  // namespace
 
-// Options: --model NAME | --config FILE, --device h100|h200|a100-40|a100-80|l4|rtx4090|cpu|all,
-// --kv-type T or K,V, --weights T, --batch B, --context C, --block N, --reserve F,
-// --act-bytes A, --bandwidth GB/s and --peak-tflops X (cpu), --threads N, --json; --list.
-LLMK_COMMAND("analyze", "KV-cache capacity and roofline of a model (docs/capacity.md)", run_analyze, {"json", "list"});
+using llmk::cli::choice, llmk::cli::flag, llmk::cli::integer, llmk::cli::number, llmk::cli::path, llmk::cli::text;
+LLMK_COMMAND("analyze", "KV-cache capacity and roofline of a model (docs/capacity.md)", run_analyze,
+             llmk::cli::options(
+                 text("model", "NAME", "a built-in model (--list names them)").def("smollm2-135m"),
+                 path("config", "FILE", "a Hugging Face config.json instead of --model"),
+                 choice("device", device_names, "the device (cpu: this machine; all: every one)").def("all"),
+                 text("kv-type", "T|K,V", "the KV cache's type: f32, f16, bf16, int8 (q8), int4 (q4); or K's,V's")
+                     .def("f16"),
+                 text("weights", "T", "the weights' type: f32, f16, bf16, q8_0, q4_0, q4_1").def("f16"),
+                 integer("batch", "N", "sequences").range(1, INT64_MAX).def("1"),
+                 integer("context", "N", "tokens a sequence")
+                     .range(1, INT64_MAX)
+                     .shown_default("the model's trained context, else 4096"),
+                 integer("block", "N", "tokens a KV block").range(1, INT64_MAX).def("16"),
+                 number("reserve", "F", "the share of memory kept free").range(0.0, 1.0, false, true).def("0.1"),
+                 number("act-bytes", "A", "bytes an activation element").range(0.0, INFINITY, true).def("2"),
+                 number("bandwidth", "GB/s", "this machine's bandwidth (cpu, all)")
+                     .range(0.0, INFINITY)
+                     .def("0")
+                     .shown_default("0: the measured STREAM triad"),
+                 number("peak-tflops", "X", "this machine's peak (cpu, all)")
+                     .range(0.0, INFINITY)
+                     .def("0")
+                     .shown_default("0: the measured f32 FMA rate"),
+                 llmk::cli::threads_option(), flag("json", "print one JSON object (scripts/plot_capacity.py reads it)"),
+                 flag("list", "list the built-in models and devices as Markdown tables")));

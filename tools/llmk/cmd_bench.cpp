@@ -1,5 +1,5 @@
-// `llmk bench [NAME...] [--json] [--quick] [--threads N] [--only a,b] [--model NAME|PATH]`: runs the registered
-// benches (bench/<component>/bench_*.cpp). With no name it lists them.
+// `llmk bench [NAME...]`: runs the registered benches (bench/<component>/bench_*.cpp). With
+// no name it lists them.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -15,16 +15,15 @@ int run_bench(llmk::cli::Args& args) {
   Options opt;
   opt.json = args.flag("json");
   opt.quick = args.flag("quick");
-  opt.threads = static_cast<int>(args.get_int("threads", 0, 0, llmk::kMaxThreads));  // 0: all
-  const std::string only = args.get("only", "");
+  opt.threads = static_cast<int>(args.get_int("threads"));  // 0: all
+  const std::string only = args.get("only");
   for (size_t a = 0, b; a <= only.size() && args.has("only"); a = b + 1) {
     b = std::min(only.find(',', a), only.size());
     // an empty item would match every shape
     LLMK_CHECK_ARG(b > a, "bench", "--only", only, "holds an empty item (give a,b)");
     opt.only.push_back(only.substr(a, b - a));
   }
-  opt.model = args.get("model", "");
-  LLMK_CHECK_ARG(!args.has("model") || !opt.model.empty(), "bench", "--model", "(empty)", "needs a model name or path");
+  opt.model = args.get("model");
   args.finish();
   if (opt.threads > 0) llmk::set_num_threads(opt.threads);
   const auto& names = args.positional();
@@ -43,7 +42,7 @@ int run_bench(llmk::cli::Args& args) {
     LLMK_CHECK_ARG(opt.model.empty() || n == "generate", "bench", "--model", opt.model,
                    "is read by bench generate only (not " + n + ")");
   if (names.empty()) {
-    std::printf("usage: llmk bench NAME... [--json] [--quick] [--threads N] [--only a,b] [--model NAME|PATH]\n\nbenches:\n");
+    std::printf("usage: llmk bench NAME... [options] (llmk bench --help lists them)\n\nbenches:\n");
     for (const auto& b : benches()) std::printf("  %-14s %s\n", b.name, b.summary);
     return 0;
   }
@@ -55,4 +54,11 @@ int run_bench(llmk::cli::Args& args) {
 }
 }  // namespace
 
-LLMK_COMMAND("bench", "run benchmarks side by side with peers (llmk bench for the list)", run_bench, {"json", "quick"});
+LLMK_COMMAND("bench", "run benchmarks side by side with peers (llmk bench for the list)", run_bench,
+             {llmk::cli::flag("json", "print JSON lines"), llmk::cli::flag("quick", "a short run, in seconds"),
+              llmk::cli::integer("threads", "N", "CPU threads (0: all cores)").range(0, llmk::kMaxThreads).def("0"),
+              llmk::cli::text("only", "A,B", "the shapes to run, for softmax-topk and attention"),
+              llmk::cli::path("model", "NAME|PATH", "the model of bench generate")
+                  .shown_default("the default model")
+                  .must("needs a model name or path")},
+             "NAME...\tthe benches to run (all: every one); none: list them");

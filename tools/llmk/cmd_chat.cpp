@@ -1,6 +1,4 @@
-// `llmk chat [--model PATH] [--system TEXT] [--prompt TEXT] [--chat-template NAME] [-n N] [--temp T]
-// [--top-k K] [--top-p P] [--seed S] [--kv-type f32|f16|q8|q4] [--kv-tokens N] [--no-prefix-cache]
-// [--threads N]`: a conversation with an instruct model through its own chat template
+// `llmk chat`: a conversation with an instruct model through its own chat template
 // (llmk/chat_template.hpp; SmolLM2's brings its default system prompt unless --system), or the
 // family --chat-template names. Reads user turns from stdin (one line each; an empty line
 // or EOF ends), streams each reply; with --prompt, answers that one message and exits. One engine
@@ -16,32 +14,33 @@ namespace {
 using namespace llmk;
 using namespace llmk::cli;
 
+constexpr const char* kKvType = "f16";
+
 int run_chat(Args& args) {
   const std::vector<std::string>& pos = args.positional();
-  const int64_t n = n_arg(args, 256);
+  const int64_t n = n_arg(args);
   const std::string model = model_arg(args);
   Request base;
   base.max_tokens = n;
-  base.sampling.temperature = temp_arg(args, 0.7);
-  base.sampling.top_k = top_k_arg(args, 40);
-  base.sampling.top_p = top_p_arg(args, 0.95);
+  base.sampling.temperature = temp_arg(args);
+  base.sampling.top_k = top_k_arg(args);
+  base.sampling.top_p = top_p_arg(args);
   base.seed = seed_arg(args);
   EngineConfig ec;
-  kv_args(args, "f16", ec);
-  ec.kv_tokens = args.get_int("kv-tokens", 8192, 1, kAutoKvTokens);
+  kv_args(args, kKvType, ec);
+  ec.kv_tokens = args.get_int("kv-tokens");
   ec.prefix_cache = !args.flag("no-prefix-cache");
   ec.max_seqs = 1;
   const bool has_system = args.has("system");
-  const std::string system = args.get("system", "");
+  const std::string system = args.get("system");
   const bool one_shot = args.has("prompt");
-  const std::string prompt = args.get("prompt", "");
-  const std::string template_name = args.get("chat-template", "");
+  const std::string prompt = args.get("prompt");
+  const std::string template_name = args.get("chat-template");
   threads_arg(args);
   args.finish();
   LLMK_CHECK_ARG(pos.empty(), "chat", "positional", pos.front(), "unexpected (use --prompt TEXT)");
-  // an empty line ends an interactive chat; as --prompt it was sent as a message
+  // an empty line ends an interactive chat: an empty --prompt is no message either
   LLMK_CHECK_ARG(!one_shot || !prompt.empty(), "chat", "--prompt", "\"\"", "must not be empty");
-  LLMK_CHECK_ARG(n >= 1 && n <= kMaxNewTokens, "chat", "-n", n, "must be in [1, 2^31]");
 
   if (!template_name.empty()) ChatTemplate::from_name(template_name);  // a bad name fails before the model loads
   LoadedModel lm(model_path(model));
@@ -85,4 +84,16 @@ int run_chat(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("chat", "chat with an instruct model (its chat template or --chat-template NAME; --prompt for one turn, --system, -n, --temp)", run_chat, {"kv-rotate", "no-prefix-cache"});
+LLMK_COMMAND("chat", "chat with an instruct model through its chat template (--prompt: one turn)", run_chat,
+             options(model_option(),
+                     text("system", "TEXT", "the system message").shown_default("the template's own, if any"),
+                     text("prompt", "TEXT", "answer this one user message and exit (not empty)")
+                         .shown_default("turns read from stdin"),
+                     text("chat-template", "NAME", "a chat template family by name")
+                         .shown_default("the model's own"),
+                     n_option("256"), temp_option("0.7"), top_k_option("40"), top_p_option("0.95"), seed_option(),
+                     kv_options(kKvType),
+                     integer("kv-tokens", "N", "KV cache size in tokens: the whole conversation")
+                         .range(1, kAutoKvTokens)
+                         .def("8192"),
+                     flag("no-prefix-cache", "run every turn's prompt in full"), threads_option()));

@@ -1,11 +1,7 @@
-// `llmk generate [--model NAME|PATH] [--prompt TEXT | --prompts FILE | TEXT] [-n N] [--temp T]
-// [--top-k K] [--top-p P] [--seed S] [--stop STR] [--kv-type f32|f16|q8|q4] [--kv-v-type T] [--kv-rotate]
-// [--threads N] [--kv-tokens N] [--max-seqs N] [--json] [--dump-logits FILE]`
-// (--kv-rotate: K stored Hadamard-rotated, llmk/kv_quant.hpp; most useful with q4.)
-// Generates from one prompt (streamed as it comes) or many (--prompts: one per line, all
-// batched through the engine; outputs printed in order), then a throughput line on stderr.
-// --json prints one object per prompt (ids, text, finish) and one with the stats.
-// --dump-logits writes each prompt's next-token logits (f32, [prompts, n_vocab]) first.
+// `llmk generate`: generates from one prompt (streamed as it comes) or many (--prompts: one
+// per line, all batched through the engine; outputs printed in order), then a throughput
+// line on stderr. --json prints one object per prompt (ids, text, finish) and one with the
+// stats; --dump-logits writes each prompt's next-token logits (f32, [prompts, n_vocab]) first.
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -17,21 +13,23 @@ namespace {
 using namespace llmk;
 using namespace llmk::cli;
 
+constexpr const char* kKvType = "f16";
+
 int run_generate(Args& args) {
   const std::vector<std::string>& pos = args.positional();
-  const int64_t n = n_arg(args, 128);
+  const int64_t n = n_arg(args);
   const std::string model = model_arg(args);
   const bool json = args.flag("json");
   std::vector<std::string> prompts;
   if (args.has("prompts")) {
-    const std::string file = args.get("prompts", "");
+    const std::string file = args.get("prompts");
     std::istringstream in(read_text_file("generate", "--prompts", file));
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) prompts.push_back(line);
     LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompts", file,
                    "holds no prompt (one per line, blank lines skipped)");
   }
-  if (args.has("prompt")) prompts.push_back(args.get("prompt", ""));
+  if (args.has("prompt")) prompts.push_back(args.get("prompt"));
   if (!pos.empty()) {
     std::string text;
     for (const auto& p : pos) text += (text.empty() ? "" : " ") + p;
@@ -39,21 +37,19 @@ int run_generate(Args& args) {
   }
   Request base;
   base.max_tokens = n;
-  base.sampling.temperature = temp_arg(args, 0.0);
+  base.sampling.temperature = temp_arg(args);
   base.sampling.top_k = top_k_arg(args, base.sampling.temperature > 0 ? 40 : 0);
-  base.sampling.top_p = top_p_arg(args, 1.0);
+  base.sampling.top_p = top_p_arg(args);
   base.seed = seed_arg(args);
-  if (args.has("stop")) base.stop.push_back(args.get("stop", ""));
+  if (args.has("stop")) base.stop.push_back(args.get("stop"));
   EngineConfig ec;
-  kv_args(args, "f16", ec);
-  ec.max_seqs = args.get_int("max-seqs", 64);
-  const int64_t kv_tokens = args.get_int("kv-tokens", 0, 0);  // 0: sized from the prompts and -n
-  const std::string dump = args.get("dump-logits", "");
-  LLMK_CHECK_ARG(!args.has("dump-logits") || !dump.empty(), "generate", "--dump-logits", "\"\"", "needs a file name");
+  kv_args(args, kKvType, ec);
+  ec.max_seqs = args.get_int("max-seqs");
+  const int64_t kv_tokens = args.get_int("kv-tokens");  // 0: sized from the prompts and -n
+  const std::string dump = args.get("dump-logits");
   threads_arg(args);
-  args.finish();  // an unknown option first: it may be why no prompt was seen
+  args.finish();
   LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompt", "(missing)", "give --prompt TEXT, --prompts FILE or TEXT");
-  LLMK_CHECK_ARG(n >= 1 && n <= kMaxNewTokens, "generate", "-n", n, "must be in [1, 2^31]");
 
   LoadedModel lm(model_path(model));
   std::vector<Request> reqs;
@@ -62,7 +58,7 @@ int run_generate(Args& args) {
     Request r = base;
     r.prompt = lm.tok.encode(p, true, lm.tok.add_bos());
     LLMK_CHECK_ARG(!r.prompt.empty(), "generate", "prompt", p, "encodes to no tokens");
-    // -n counts up to the cap only: a huge -n overflowed `need` (a negative kv_tokens)
+    // -n counts up to the cap only, so `need` cannot overflow
     const int64_t tokens = int64_t(r.prompt.size()) + std::min(n, kAutoKvTokens);
     need = std::min(need + (tokens + ec.block_tokens) / ec.block_tokens * ec.block_tokens, kAutoKvTokens);
     reqs.push_back(std::move(r));
@@ -125,6 +121,16 @@ int run_generate(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("generate",
-             "generate text with a GGUF model (-n, --temp, --top-k, --top-p, --seed, --kv-type, --kv-v-type, --kv-rotate, --json)",
-             run_generate, {"json", "kv-rotate"});
+LLMK_COMMAND("generate", "generate text with a GGUF model", run_generate,
+             options(model_option(), text("prompt", "TEXT", "the prompt"),
+                     path("prompts", "FILE", "prompts, one a line (blank lines skipped), batched"),
+                     n_option("128"), temp_option("0"), top_k_option(nullptr, "40 with --temp > 0, else 0"),
+                     top_p_option("1"), seed_option(), text("stop", "STR", "end a sequence at this text"),
+                     flag("json", "print one JSON object per prompt and one with the stats"), kv_options(kKvType),
+                     integer("kv-tokens", "N", "KV cache size in tokens (0: sized from the prompts and -n)")
+                         .range(0, INT64_MAX)
+                         .def("0"),
+                     integer("max-seqs", "N", "sequences decoded together at most").def("64"),
+                     path("dump-logits", "FILE", "write each prompt's next-token logits (f32) to FILE first"),
+                     threads_option()),
+             "TEXT...\tthe prompt (its words joined by spaces), as --prompt TEXT");

@@ -1,4 +1,4 @@
-// `llmk info [--model F]`: what this build and machine offer (SIMD level, threads, CUDA);
+// `llmk info`: what this build and machine offer (SIMD level, threads, CUDA);
 // with --model, what a GGUF file holds: its architecture and shapes as llmk reads them, its
 // tensor types, its tokenizer and chat template (each line says when llmk cannot use it).
 #include <cstdio>
@@ -83,4 +83,4 @@ int run_info(cli::Args& args) {
 }
 }  // namespace
 LLMK_COMMAND("info", "print the build's SIMD level, threads and CUDA devices; --model F: what a GGUF file holds",
-             run_info);
+             run_info, llmk::cli::options(llmk::cli::model_option().shown_default("none: no model is read")));

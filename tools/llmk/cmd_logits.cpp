@@ -1,6 +1,5 @@
-// `llmk logits --model F --ids "1 2 3" --out FILE [--kv-type f32|f16|q8|q4] [--threads N]`:
-// the logits of every position of one token sequence (ids separated by spaces or commas,
-// positions 0..T-1, no BOS added), f32 [T, n_vocab] row-major into FILE, through the
+// `llmk logits --ids "1 2 3" --out FILE`: the logits of every position of one token sequence
+// (positions 0..T-1, no BOS added), f32 [T, n_vocab] row-major into FILE, through the
 // engine's paged cache (forward_sequence). It reads no tokenizer, so it runs on any file the
 // model loader takes; a token's logits are the same bits as when it is decoded from the
 // cache (tests/model/test_forward.cpp, CachedEqualsUncached). Prints one JSON line.
@@ -13,16 +12,17 @@ namespace {
 using namespace llmk;
 using namespace llmk::cli;
 
+constexpr const char* kKvType = "f32";
+
 int run_logits(Args& args) {
   const std::string model = model_arg(args);
-  const std::string ids_arg = args.get("ids", ""), out = args.get("out", "");
+  const std::string ids_arg = args.get("ids"), out = args.get("out");
   EngineConfig kv;
-  kv_args(args, "f32", kv);
+  kv_args(args, kKvType, kv);
   threads_arg(args);
   args.finish();
   args.no_positionals("logits", "the tokens are --ids \"1 2 3\"");
-  LLMK_CHECK_ARG(!out.empty(), "logits", "--out", std::string(args.has("out") ? "\"\"" : "(missing)"),
-                 "give the file the logits go to");
+  LLMK_CHECK_ARG(args.has("out"), "logits", "--out", "(missing)", "give the file the logits go to");
   std::vector<int32_t> ids;
   std::string s = ids_arg;
   for (char& ch : s)
@@ -56,4 +56,8 @@ int run_logits(Args& args) {
   return 0;
 }
 }  // namespace
-LLMK_COMMAND("logits", "write the logits of every position of a token-id sequence (no tokenizer needed)", run_logits);
+LLMK_COMMAND("logits", "write the logits of every position of a token-id sequence (no tokenizer needed)", run_logits,
+             options(model_option(), text("ids", "IDS", "the token ids, separated by spaces or commas"),
+                     path("out", "FILE", "where the logits go: f32 [tokens, n_vocab], row-major")
+                         .must("give the file the logits go to"),
+                     kv_options(kKvType), threads_option()));

@@ -1,7 +1,5 @@
-// `llmk perplexity --file F [--model NAME|PATH] [--kv-type f32|f16|q8|q4] [--kv-v-type T] [--kv-rotate] [--ctx N]
-// [--chunks N] [--threads N] [--json]`: perplexity of a text under the model with the given
-// KV-cache type (--kv-rotate: K stored Hadamard-rotated, llmk/kv_quant.hpp),
-// and, for a type other than f32, the KL divergence of its next-token distributions from the
+// `llmk perplexity --file F`: perplexity of a text under the model with the given
+// KV-cache type and, for a type other than f32, the KL divergence of its next-token distributions from the
 // f32 cache's on the same tokens. Like llama.cpp's perplexity tool, the text is cut into
 // chunks of --ctx tokens (default 512), each evaluated from position 0, and the second half
 // of each chunk is scored (every scored token sees at least ctx/2 tokens of context).
@@ -12,6 +10,8 @@
 namespace {
 using namespace llmk;
 using namespace llmk::cli;
+
+constexpr const char* kKvType = "f32";
 
 // log-softmax of one row, in double.
 void log_softmax(const float* z, int64_t V, std::vector<double>& out) {
@@ -24,18 +24,16 @@ void log_softmax(const float* z, int64_t V, std::vector<double>& out) {
 }
 
 int run_perplexity(Args& args) {
-  const std::string file = args.get("file", "");
+  const std::string file = args.get("file");
   const std::string model = model_arg(args);
   EngineConfig kv;
-  kv_args(args, "f32", kv);
-  const int64_t ctx = args.get_int("ctx", 512), max_chunks = args.get_int("chunks", 0, 0);  // 0: all
+  kv_args(args, kKvType, kv);
+  const int64_t ctx = args.get_int("ctx"), max_chunks = args.get_int("chunks");  // 0: all
   const bool json = args.flag("json");
   threads_arg(args);
   args.finish();
   args.no_positionals("perplexity", "the text is --file FILE");
-  LLMK_CHECK_ARG(!file.empty(), "perplexity", "--file", std::string(args.has("file") ? "\"\"" : "(missing)"),
-                 "give the text to score");
-  LLMK_CHECK_ARG(ctx >= 4, "perplexity", "--ctx", ctx, "must be >= 4");
+  LLMK_CHECK_ARG(args.has("file"), "perplexity", "--file", "(missing)", "give the text to score");
   const std::string text = read_text_file("perplexity", "--file", file);
 
   LoadedModel lm(model_path(model));
@@ -86,5 +84,11 @@ int run_perplexity(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("perplexity", "perplexity of a text file, and KL to the f32 KV cache (--file, --kv-type, --kv-v-type, --kv-rotate, --ctx)",
-             run_perplexity, {"json", "kv-rotate"});
+LLMK_COMMAND("perplexity", "perplexity of a text file, and KL to the f32 KV cache", run_perplexity,
+             options(path("file", "FILE", "the text to score").must("give the text to score"), model_option(),
+                     kv_options(kKvType),
+                     integer("ctx", "N", "tokens a chunk; the second half of each is scored")
+                         .range(4, INT64_MAX)
+                         .def("512"),
+                     integer("chunks", "N", "chunks scored at most (0: all)").range(0, INT64_MAX).def("0"),
+                     flag("json", "print one JSON object"), threads_option()));

@@ -1,6 +1,4 @@
-// `llmk serve [--model PATH] [--host 127.0.0.1] [--port 8080] [--max-seqs N] [--kv-type T]
-// [--kv-tokens N] [--api-key KEY] [--max-queue N] [--threads N] [--no-prefix-cache] [--chat-template NAME]`:
-// an OpenAI-compatible HTTP server (cpp-httplib, nlohmann-json) on the engine, bound to a
+// `llmk serve`: an OpenAI-compatible HTTP server (cpp-httplib, nlohmann-json) on the engine, bound to a
 // loopback address only. The API, errors, metrics and thread model are in docs/serving.md.
 // HTTP threads parse and check a request, submit it to the AsyncEngine (whose one thread
 // steps the engine) and turn its events into a JSON body or server-sent events; a client
@@ -701,6 +699,8 @@ bool loopback(const std::string& h) {
          d < 256;
 }
 
+constexpr const char* kKvType = "f16";
+
 int run_serve(Args& args) {
   // Before any thread starts: SIGINT / SIGTERM are taken by sigwait() on one thread only.
   sigset_t sigs;
@@ -711,16 +711,16 @@ int run_serve(Args& args) {
 
   args.no_positionals("serve", "use --model PATH");
   const std::string model = model_arg(args);
-  const std::string host = args.get("host", "127.0.0.1");
-  const int64_t port = args.get_int("port", 8080, 0, 65535);
+  const std::string host = args.get("host");
+  const int64_t port = args.get_int("port");
   EngineConfig ec;
-  kv_args(args, "f16", ec);
-  ec.max_seqs = args.get_int("max-seqs", 32, 1, 4096);
-  ec.kv_tokens = args.get_int("kv-tokens", 16384, 16, int64_t(1) << 24);
+  kv_args(args, kKvType, ec);
+  ec.max_seqs = args.get_int("max-seqs");
+  ec.kv_tokens = args.get_int("kv-tokens");
   ec.prefix_cache = !args.flag("no-prefix-cache");
-  const int64_t max_queue = args.get_int("max-queue", 256, 1, 1 << 20);
-  const std::string api_key = args.get("api-key", "");
-  const std::string chat_template = args.get("chat-template", "");
+  const int64_t max_queue = args.get_int("max-queue");
+  const std::string api_key = args.get("api-key");
+  const std::string chat_template = args.get("chat-template");
   LLMK_CHECK_ARG(!args.has("api-key") || !api_key.empty(), "serve", "--api-key", "\"\"", "must not be empty");
   threads_arg(args);
   args.finish();
@@ -759,4 +759,17 @@ int run_serve(Args& args) {
 
 }  // namespace
 LLMK_COMMAND("serve", "OpenAI-compatible HTTP server on loopback (/v1/completions, /v1/chat/completions, /metrics)",
-             run_serve, {"kv-rotate", "no-prefix-cache"});
+             run_serve,
+             options(model_option(),
+                     text("host", "ADDR", "the loopback address to listen on (127.0.0.0/8, ::1 or localhost)")
+                         .def("127.0.0.1"),
+                     integer("port", "N", "the port (0: any free one)").range(0, 65535).def("8080"),
+                     kv_options(kKvType),
+                     integer("kv-tokens", "N", "KV cache size in tokens, shared by every request")
+                         .range(16, int64_t(1) << 24)
+                         .def("16384"),
+                     integer("max-seqs", "N", "requests decoded together at most").range(1, 4096).def("32"),
+                     integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
+                     text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
+                     text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
+                     flag("no-prefix-cache", "run every prompt in full"), threads_option()));

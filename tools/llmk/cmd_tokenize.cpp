@@ -1,16 +1,8 @@
-// `llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat [--chat-template NAME]]
-// [--file F [--lines [--null]]] [TEXT...]`:
-// the token ids and pieces of TEXT (or of file F's bytes, '-' for stdin) under the model's
-// tokenizer (default model: fetched when missing). Pieces are shown decoded (bytes, with C
-// escapes for control and non-UTF-8 bytes); --json prints {"ids": [...], "pieces": [...]}
-// with the pieces as JSON strings. --lines tokenizes each line of F on its own (without its
-// '\n'), one result per line: a quick way to compare many texts with another tokenizer;
-// with --null the texts are separated by NUL bytes instead (so they may hold newlines).
-// --bos adds BOS / EOS where the model's metadata says to (llama.cpp's add_special).
-// --chat renders TEXT as one user message in the model's chat template (or --chat-template's;
-// with the assistant prompt) before tokenizing: the text `llmk chat` renders.
-// `llmk tokenize --vocab [--model M]` prints the tokenizer's kind, pre-tokenizer, size, BOS /
-// EOS ids, add_bos / add_eos and end-of-generation ids as one JSON object.
+// `llmk tokenize`: the token ids and pieces of a text (or of a file's bytes) under the model's
+// tokenizer. Pieces are shown decoded (bytes, with C escapes for control and non-UTF-8 bytes,
+// or JSON strings). --lines gives one result per line of the file: a quick way to compare
+// many texts with another tokenizer. --chat tokenizes the text `llmk chat` renders for one
+// user message. --vocab prints the tokenizer's metadata as llama.cpp reads it.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -22,6 +14,7 @@
 #include "model_cli.hpp"
 
 namespace {
+using namespace llmk::cli;
 
 // Escapes bytes for a terminal (C style) or JSON; bytes that are not valid UTF-8 become \xNN
 // (terminal) or U+FFFD (JSON, which must be valid UTF-8).
@@ -82,14 +75,11 @@ void print_vocab(const llmk::Tokenizer& tok) {
 }
 
 int run_tokenize(llmk::cli::Args& args) {
-  const std::string usage =
-      "usage: llmk tokenize [--model NAME|PATH] [--no-special] [--bos] [--json] [--chat [--chat-template NAME]]"
-      " [--file F [--lines [--null]]] [TEXT] | llmk tokenize --vocab [--model NAME|PATH]";
   const std::string model = llmk::cli::model_arg(args);
   const bool json = args.flag("json"), no_special = args.flag("no-special"), bos = args.flag("bos");
   const bool lines = args.flag("lines"), chat = args.flag("chat"), null = args.flag("null"), vocab = args.flag("vocab");
-  const std::string file = args.get("file", "");
-  const std::string template_name = args.get("chat-template", "");
+  const std::string file = args.get("file");
+  const std::string template_name = args.get("chat-template");
   args.finish();
   LLMK_CHECK_ARG(chat || template_name.empty(), "tokenize", "--chat-template", template_name, "needs --chat");
   if (vocab) {
@@ -98,9 +88,8 @@ int run_tokenize(llmk::cli::Args& args) {
     print_vocab(llmk::Tokenizer::from_gguf(gguf));
     return 0;
   }
-  LLMK_CHECK_ARG(!args.has("file") || !file.empty(), "tokenize", "--file", "\"\"", "needs a file name ('-' for stdin)");
   LLMK_CHECK_ARG(file.empty() != args.positional().empty(), "tokenize", "TEXT", "(missing or given twice)",
-                 "give either TEXT or --file F; " + usage);
+                 "give either TEXT or --file F (see --help)");
   LLMK_CHECK_ARG(!lines || !file.empty(), "tokenize", "--lines", "1", "needs --file F");
   LLMK_CHECK_ARG(!lines || !chat, "tokenize", "--chat", "1", "cannot be combined with --lines");
   LLMK_CHECK_ARG(!null || lines, "tokenize", "--null", "1", "needs --lines");
@@ -138,7 +127,17 @@ int run_tokenize(llmk::cli::Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("tokenize",
-             "print the token ids and pieces of a text (--model, --json, --file, --lines, --null, --chat, --no-special, "
-             "--bos), or the tokenizer's special ids (--vocab)",
-             run_tokenize, {"json", "no-special", "bos", "lines", "chat", "null", "vocab"});
+LLMK_COMMAND("tokenize", "print the token ids and pieces of a text, or the tokenizer's special ids (--vocab)",
+             run_tokenize,
+             options(model_option(), path("file", "FILE", "tokenize FILE's bytes ('-': stdin) instead of TEXT")
+                         .must("needs a file name ('-' for stdin)"),
+                     flag("lines", "with --file: each line on its own, one result a line"),
+                     flag("null", "with --lines: texts separated by NUL bytes, not newlines"),
+                     flag("json", "print {\"ids\": [...], \"pieces\": [...]}"),
+                     flag("no-special", "special tokens' texts are plain text"),
+                     flag("bos", "add BOS / EOS where the model's metadata says to"),
+                     flag("chat", "render TEXT as one user message in the chat template first"),
+                     text("chat-template", "NAME", "with --chat: a chat template family by name")
+                         .shown_default("the model's own"),
+                     flag("vocab", "print the tokenizer's kind, size and special ids as JSON")),
+             "TEXT...\tthe text (its words joined by spaces)");
