@@ -4,7 +4,9 @@
 //   decode_b1, decode_b8, decode_b32: 64 decode steps (4 with --quick) of one sequence after
 //   that prompt, 32 (2) of 8 and of 32 concurrent sequences after 16-token prompts; aggregate tok/s;
 //   decode_b1_long: 32 decode steps of one sequence after a 2048-token prompt, where
-//   attention over the cache is a visible part of each step (not with --quick);
+//   attention over the cache is a visible part of each step (not with --quick); llmk also
+//   runs it with an int8 and an int4 KV cache (dtype "kv int8", "kv int4"; a note gives their
+//   speed over f16's);
 //   peak_rss_mb (every row): the process's peak resident set so far (llmk: this process, before
 //   the peer runs; llama.cpp: the peer process).
 // Bytes: the model's weight bytes, read once per forward (so gbps = weight bytes x forwards /
@@ -142,7 +144,7 @@ int run(const Options& opt) {
       ids.push_back(int32_t((i * 7919) % model->config().n_vocab));
   }
   const double wbytes = double(model->weight_bytes());
-  const std::string dtype = "kv f16";
+  std::string dtype = "kv f16";
   std::vector<Row> round;  // the rows of the current round
   std::string impl = "llmk";
   auto add = [&](const std::string& op, const std::string& shape, double seconds, int64_t tokens, int64_t forwards) {
@@ -186,11 +188,16 @@ int run(const Options& opt) {
       add("decode_b" + std::to_string(b), std::to_string(b) + "x" + std::to_string(bn), st.decode_seconds,
           st.decode_tokens, st.steps - 1);
     }
-    if (lplen > 0) {
-      const EngineStats st = run_batch(1, lplen, ln + 1);
-      add("decode_b1_long", "1x" + std::to_string(ln) + "@" + std::to_string(lplen), st.decode_seconds,
-          st.decode_tokens, st.steps - 1);
-    }
+    if (lplen > 0)
+      for (const KvType t : {KvType::f16, KvType::int8, KvType::int4}) {
+        ec.kv_type = t;
+        dtype = std::string("kv ") + kv_type_name(t);
+        const EngineStats st = run_batch(1, lplen, ln + 1);
+        add("decode_b1_long", "1x" + std::to_string(ln) + "@" + std::to_string(lplen), st.decode_seconds,
+            st.decode_tokens, st.steps - 1);
+      }
+    ec.kv_type = KvType::f16;
+    dtype = "kv f16";
     return round;
   };
   std::string ids_path;
@@ -222,6 +229,20 @@ int run(const Options& opt) {
   }
   const std::vector<Row> med = median_rounds(all);
   for (const Row& m : med) rep.add(m);
+  for (const std::string who : {"llmk", "llmk-avx2"}) {  // the KV type's effect on a long-context decode
+    const auto ms = [&](const std::string& dt) {
+      for (const Row& m : med)
+        if (m.impl == who && m.op == "decode_b1_long" && m.dtype == dt) return m.median_ms;
+      return 0.0;
+    };
+    const double f16 = ms("kv f16"), q8 = ms("kv int8"), q4 = ms("kv int4");
+    if (f16 > 0 && q8 > 0 && q4 > 0) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s decode_b1_long: an int8 KV cache decodes at %.2fx f16's speed, int4 at %.2fx",
+                    who.c_str(), f16 / q8, f16 / q4);
+      rep.note(buf);
+    }
+  }
   if (file) {
     if (!why.empty()) rep.note("peer skipped: " + why);
     rep.ratios("llmk", {"llama.cpp"});
