@@ -68,7 +68,7 @@ double measure_peak_tflops(int threads) {
     {
       if (level >= SimdLevel::avx512) sink += detail::fma_chains_avx512(iters);
       else if (level == SimdLevel::avx2) sink += detail::fma_chains_avx2(iters);
-      else sink += detail::fma_chains<detail::ScalarIsa>(iters);
+      else sink += detail::fma_chains<simd::Scalar>(iters);
     }
     const double s = omp_get_wtime() - t0;
     best = std::max(best, 2.0 * double(iters) * detail::kFmaChains * width * threads / s);
