@@ -37,7 +37,8 @@ struct Paths {
     return scalar;
   }
 
-  // The path for llmk::simd_level() (the CPU's level, capped by LLMK_SIMD and set_simd_limit).
+  // The path for llmk::simd_level() (the CPU's level, capped by LLMK_SIMD and set_simd_limit);
+  // reads only, so thread-safe on a table no one writes.
   const T& pick() const { return at(simd_level()); }
   template <class Usable>
   const T& pick(Usable usable) const {
