@@ -11,14 +11,23 @@
 #include <vector>
 
 #include "analyze/peak_flops.hpp"
+#include "core/dispatch.hpp"
 #include "llmk/analyze.hpp"
-#include "llmk/cpu_features.hpp"
 #include "llmk/error.hpp"
 #include "llmk/tensor.hpp"
 
 namespace llmk::analyze {
 
 namespace {
+// The FMA loop of one SIMD level and its f32 lanes a vector.
+struct PeakPath {
+  float (*fma_chains)(int64_t iters);
+  int width;
+};
+constexpr simd::Paths<PeakPath> kPeak{.scalar = {detail::fma_chains<simd::Scalar>, 1},
+                                      .avx2 = PeakPath{detail::fma_chains_avx2, 8},
+                                      .avx512 = PeakPath{detail::fma_chains_avx512, 16}};
+
 // The value after "key:" on the first matching line of a /proc file, or "".
 std::string proc_field(const char* path, const std::string& key) {
   std::ifstream f(path);
@@ -57,19 +66,15 @@ Device host_device(double bandwidth_gbps, double peak_tflops) {
 
 double measure_peak_tflops(int threads) {
   LLMK_CHECK_ARG(threads >= 1, "analyze::measure_peak_tflops", "threads", threads, "must be >= 1");
-  const SimdLevel level = simd_level();
-  const int width = level >= SimdLevel::avx512 ? 16 : level == SimdLevel::avx2 ? 8 : 1;
+  const PeakPath path = kPeak.pick();
+  const int width = path.width;
   const int64_t iters = 40'000'000 / width;  // 480M FMA lanes per thread: ~10-20 ms on AVX2
   double best = 0;
   float sink = 0;
   for (int rep = 0; rep < 10; ++rep) {  // best of 10: other processes only slow it down
     const double t0 = omp_get_wtime();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-      if (level >= SimdLevel::avx512) sink += detail::fma_chains_avx512(iters);
-      else if (level == SimdLevel::avx2) sink += detail::fma_chains_avx2(iters);
-      else sink += detail::fma_chains<detail::ScalarIsa>(iters);
-    }
+    sink += path.fma_chains(iters);
     const double s = omp_get_wtime() - t0;
     best = std::max(best, 2.0 * double(iters) * detail::kFmaChains * width * threads / s);
   }

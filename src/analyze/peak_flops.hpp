@@ -1,20 +1,14 @@
 // The f32 FMA peak of one core, written once over an ISA struct (simd.hpp) and
 // instantiated per ISA in peak_flops_avx2.cpp / peak_flops_avx512.cpp; the
-// scalar path uses ScalarIsa. kChains independent accumulators hide the FMA
+// scalar path uses simd::Scalar. kChains independent accumulators hide the FMA
 // latency (4 cycles x 2 ports needs >= 8), and the values converge to a fixed
 // point (acc = acc*a + b with a < 1), so nothing overflows or denormalizes.
 #pragma once
 #include <cstdint>
 
-namespace llmk::analyze::detail {
+#include "core/simd.hpp"
 
-struct ScalarIsa {
-  using V = float;
-  static constexpr int kWidth = 1;
-  static V set1(float x) { return x; }
-  static V fmadd(V a, V b, V c) { return a * b + c; }
-  static float hsum(V v) { return v; }
-};
+namespace llmk::analyze::detail {
 
 inline constexpr int kFmaChains = 12;
 

@@ -16,7 +16,7 @@
 
 #include "attention/attention_kernel.hpp"
 #include "attention/kv_checks.hpp"
-#include "llmk/cpu_features.hpp"
+#include "core/dispatch.hpp"
 #include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
 
@@ -99,15 +99,11 @@ const float* rotated_queries(const float* q, int64_t rows, const KvLayerView& kv
 }
 
 using AttendFn = void (*)(const KvLayerView&, const Item&, float*);
-AttendFn pick_attend() {
-  switch (simd_level()) {
-    case SimdLevel::avx512vbmi: return attn_isa::attend_avx512vbmi;
-    case SimdLevel::avx512vnni: return attn_isa::attend_avx512vnni;
-    case SimdLevel::avx512: return attn_isa::attend_avx512;
-    case SimdLevel::avx2: return attn_isa::attend_avx2;
-    default: return attn::attend<attn::Scalar>;
-  }
-}
+constexpr simd::Paths<AttendFn> kAttend{.scalar = attn::attend<attn::Scalar>,
+                                        .avx2 = attn_isa::attend_avx2,
+                                        .avx512 = attn_isa::attend_avx512,
+                                        .avx512vnni = attn_isa::attend_avx512vnni,
+                                        .avx512vbmi = attn_isa::attend_avx512vbmi};
 
 // One decode item: sequence b's query (row t of q, at position pos), kv heads
 // [h, h + nh), positions [k0, k1), walked as [k0, kx) then [kx, k1) (kx: the
@@ -125,7 +121,7 @@ void run_items(const float* q, const KvLayerView& kv, const PageTableView& p, in
                const std::vector<Work>& work, float* part) {
   if (work.empty()) return;
   const int64_t D = kv.head_dim, G = Hq / kv.n_kv_heads, NH = work[0].nh;
-  const AttendFn fn = pick_attend();
+  const AttendFn fn = kAttend.pick();
 #pragma omp parallel num_threads(num_threads())
   {
     const size_t nr = size_t(NH * G), nrd = size_t(NH * G * D), ns = size_t(attn::scratch_floats(D, int(G), int(NH)));
@@ -259,7 +255,7 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
     }
   }
   std::vector<float> part(static_cast<size_t>(off));
-  const AttendFn fn = pick_attend();
+  const AttendFn fn = kAttend.pick();
 #pragma omp parallel num_threads(int(std::min<int64_t>(nthreads, int64_t(items.size()))))
   {
     const size_t ns = size_t(attn::scratch_floats(D, int(R), 1));

@@ -1,5 +1,5 @@
-// Per-ISA pieces the attention kernels need on top of src/core/simd.hpp: a
-// one-lane Scalar "ISA" (so the scalar path is the same template), loads of
+// Per-ISA pieces the attention kernels need on top of src/core/simd.hpp (whose
+// one-lane simd::Scalar is the scalar path's ISA struct, attn::Scalar): loads of
 // kWidth int8 quants and of kWidth int4 nibbles (low or high) as f32 lanes,
 // exp over lanes, f16 -> f32 of one scale (F16C where compiled; exact either
 // way, so every path gets the same bits), and the integer dot products of a
@@ -16,22 +16,7 @@
 namespace llmk::attn {
 namespace {  // per translation unit, as in attention_kernel.hpp
 
-struct Scalar {
-  using V = float;
-  static constexpr int kWidth = 1;
-  static V zero() { return 0.0f; }
-  static V set1(float x) { return x; }
-  static V load(const float* p) { return *p; }
-  static V load(const f16* p) { return to_f32(*p); }
-  static V load(const bf16* p) { return to_f32(*p); }
-  static void store(float* p, V v) { *p = v; }
-  static V add(V a, V b) { return a + b; }
-  static V mul(V a, V b) { return a * b; }
-  static V fmadd(V a, V b, V c) { return a * b + c; }  // std::fma is a slow libm call without FMA
-  static V max(V a, V b) { return a > b ? a : b; }
-  static float hsum(V v) { return v; }
-  static float hmax(V v) { return v; }
-};
+using Scalar = simd::Scalar;
 
 template <class S> typename S::V load_i8(const int8_t* p);           // kWidth quants
 // kWidth nibbles of p[0..kWidth): (p[j] >> shift) & 15, shift 0 (low) or 4 (high), no branch.

@@ -1,7 +1,7 @@
 // DType names, sizes and bulk conversion (scalar; AVX2 in dtype_avx2.cpp).
 #include "llmk/dtype.hpp"
 
-#include "llmk/cpu_features.hpp"
+#include "core/dispatch.hpp"
 #include "llmk/error.hpp"
 
 namespace llmk {
@@ -57,10 +57,15 @@ void convert_from(const S* s, void* dst, DType dt, size_t n) {
     default: throw_invalid_argument("convert", "dst_type", dtype_name(dt), "must be f32, f16 or bf16");
   }
 }
+// A vector path for some (src, dst) pairs, returning false on the others; none
+// on scalar: the loops above take what it leaves.
+using VectorFn = bool (*)(const void* src, DType st, void* dst, DType dt, size_t n);
+constexpr simd::Paths<VectorFn> kVector{.scalar = nullptr, .avx2 = detail::convert_avx2};
 }  // namespace
 
 void convert(const void* src, DType st, void* dst, DType dt, size_t n) {
-  if (simd_level() >= SimdLevel::avx2 && detail::convert_avx2(src, st, dst, dt, n)) return;
+  const VectorFn vector = kVector.pick();
+  if (vector && vector(src, st, dst, dt, n)) return;
   switch (st) {
     case DType::f32: convert_from(static_cast<const float*>(src), dst, dt, n); return;
     case DType::f16: convert_from(static_cast<const f16*>(src), dst, dt, n); return;

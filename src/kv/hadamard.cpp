@@ -4,7 +4,7 @@
 // order, so the choice never changes a bit.
 #include <cmath>
 
-#include "llmk/cpu_features.hpp"
+#include "core/dispatch.hpp"
 #include "llmk/error.hpp"
 #include "llmk/kv_quant.hpp"
 
@@ -37,6 +37,16 @@ void check_transform_args(const char* fn, const void* x, int64_t rows, int64_t d
   LLMK_CHECK_ARG(rows >= 0, fn, "rows", rows, "must be >= 0");
   LLMK_CHECK_ARG(rows == 0 || x != nullptr, fn, "x", x, "must not be null");
 }
+
+namespace {
+// A vector path takes rows whose length is a multiple of its width.
+struct FwhtPath {
+  void (*fn)(float* x, int64_t rows, int64_t dim, int64_t block, float c);
+  int64_t width;
+};
+constexpr simd::Paths<FwhtPath> kFwht{
+    .scalar = {fwht_rows_scalar, 1}, .avx2 = FwhtPath{fwht_rows_avx2, 8}, .avx512 = FwhtPath{fwht_rows_avx512, 16}};
+}  // namespace
 }  // namespace kvrot
 
 int64_t kv_rotation_block(int64_t head_dim) {
@@ -48,10 +58,7 @@ int64_t kv_rotation_block(int64_t head_dim) {
 void hadamard_transform(float* x, int64_t rows, int64_t dim, int64_t block) {
   kvrot::check_transform_args("hadamard_transform", x, rows, dim, block);
   const float c = float(1.0 / std::sqrt(double(block)));
-  const SimdLevel lvl = simd_level();
-  if (lvl >= SimdLevel::avx512 && dim % 16 == 0) return kvrot::fwht_rows_avx512(x, rows, dim, block, c);
-  if (lvl >= SimdLevel::avx2 && dim % 8 == 0) return kvrot::fwht_rows_avx2(x, rows, dim, block, c);
-  kvrot::fwht_rows_scalar(x, rows, dim, block, c);
+  kvrot::kFwht.pick([dim](const kvrot::FwhtPath& p) { return dim % p.width == 0; }).fn(x, rows, dim, block, c);
 }
 
 }  // namespace llmk

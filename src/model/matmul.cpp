@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "llmk/cpu_features.hpp"
+#include "core/dispatch.hpp"
 #include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
 #include "llmk/tensor.hpp"
@@ -154,6 +154,13 @@ static_assert(std::size(kRowsScalar) == size_t(kWTypeCount), "one kernel per WTy
 }  // namespace
 
 void rows_scalar(const Args& a, int64_t n0, int64_t n1) { kRowsScalar[int(a.w.type)](a, n0, n1); }
+
+namespace {
+using QuantizeFn = void (*)(const float* x, int64_t nb, ActQ8* out);
+constexpr simd::Paths<QuantizeFn> kQuantize{.scalar = quantize_act_scalar, .avx2 = quantize_act_avx2};
+constexpr simd::Paths<RowsFn> kRowsPaths{
+    .scalar = rows_scalar, .avx2 = rows_avx2, .avx512 = rows_avx512, .avx512vnni = rows_avx512vnni};
+}  // namespace
 }  // namespace mm
 
 void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t ldy, int64_t M) {
@@ -166,15 +173,12 @@ void matmul(const float* x, int64_t ldx, const WeightView& w, float* y, int64_t 
   if (quant) {
     xq.resize(size_t(M * nb));
     ActQ8* q = xq.data();
-    const auto quantize = simd_level() >= SimdLevel::avx2 ? mm::quantize_act_avx2 : mm::quantize_act_scalar;
+    const mm::QuantizeFn quantize = mm::kQuantize.pick();
 #pragma omp parallel for num_threads(threads) schedule(static) if (M * w.cols >= (1 << 16))
     for (int64_t m = 0; m < M; ++m) quantize(x + m * ldx, nb, q + m * nb);
   }
   const mm::Args a{x, ldx, quant ? xq.data() : nullptr, w, y, ldy, M};
-  mm::RowsFn fn = mm::rows_scalar;
-  if (simd_level() >= SimdLevel::avx512vnni) fn = mm::rows_avx512vnni;
-  else if (simd_level() >= SimdLevel::avx512) fn = mm::rows_avx512;
-  else if (simd_level() >= SimdLevel::avx2) fn = mm::rows_avx2;
+  const mm::RowsFn fn = mm::kRowsPaths.pick();
   // Static split of N in multiples of 8 rows; small products stay on one thread.
   const int t = int(std::clamp<int64_t>(M * w.rows * w.cols / (1 << 15), 1, threads));
 #pragma omp parallel num_threads(t)

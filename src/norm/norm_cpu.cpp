@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "llmk/cpu_features.hpp"
+#include "core/dispatch.hpp"
 #include "llmk/parallel.hpp"
 #include "llmk/tensor.hpp"
 #include "norm/norm_kernels.hpp"
@@ -22,15 +22,9 @@ const Kernels& kernels_scalar() {
 
 namespace {
 
-const Kernels& kernels() {
-  switch (simd_level()) {
-    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
-    case SimdLevel::avx512vnni:
-    case SimdLevel::avx512: return kernels_avx512();
-    case SimdLevel::avx2: return kernels_avx2();
-    default: return kernels_scalar();
-  }
-}
+constexpr simd::Paths<const Kernels& (*)()> kKernels{
+    .scalar = kernels_scalar, .avx2 = kernels_avx2, .avx512 = kernels_avx512};
+const Kernels& kernels() { return kKernels.pick()(); }
 
 int dtype_index(DType t) { return t == DType::f32 ? 0 : t == DType::f16 ? 1 : 2; }
 

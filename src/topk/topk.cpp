@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "llmk/cpu_features.hpp"
+#include "core/dispatch.hpp"
 #include "llmk/error.hpp"
 #include "llmk/parallel.hpp"
 #include "topk/topk_internal.hpp"
@@ -286,15 +286,7 @@ namespace {
 
 constexpr int64_t kMinPart = 16384;
 
-SmallFn pick_small() {
-  switch (simd_level()) {
-    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
-    case SimdLevel::avx512vnni:
-    case SimdLevel::avx512: return small_avx512;
-    case SimdLevel::avx2: return small_avx2;
-    default: return small_scalar;
-  }
-}
+constexpr simd::Paths<SmallFn> kSmall{.scalar = small_scalar, .avx2 = small_avx2, .avx512 = small_avx512};
 
 // The batched small-row path, its batch (the vector width) and its
 // probabilities, or none (scalar).
@@ -303,15 +295,10 @@ struct SmallRowsPath {
   int64_t width = 1;
   ExpDivFn exp_div = nullptr;
 };
-SmallRowsPath pick_small_rows() {
-  switch (simd_level()) {
-    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
-    case SimdLevel::avx512vnni:
-    case SimdLevel::avx512: return {small_rows_avx512, kMaxBatchRows, exp_div_avx512};
-    case SimdLevel::avx2: return {small_rows_avx2, 8, exp_div_avx2};
-    default: return {};
-  }
-}
+constexpr simd::Paths<SmallRowsPath> kSmallRows{
+    .scalar = {},
+    .avx2 = SmallRowsPath{small_rows_avx2, 8, exp_div_avx2},
+    .avx512 = SmallRowsPath{small_rows_avx512, kMaxBatchRows, exp_div_avx512}};
 
 // finish_row for the nr rows of a small_rows batch (rows r0.., their ordered
 // best k in c[i k, i k + k)): every probability of the batch by one exp_div
@@ -332,25 +319,8 @@ void finish_rows(const uint8_t* base, size_t row_bytes, DType t, int64_t v, int6
   for (int64_t i = 0; i < nr; ++i) finish_state(base + size_t(r0 + i) * row_bytes, t, v, k, scale, st[i], out, r0 + i);
 }
 
-ProbsFn pick_probs() {
-  switch (simd_level()) {
-    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
-    case SimdLevel::avx512vnni:
-    case SimdLevel::avx512: return probs_avx512;
-    case SimdLevel::avx2: return probs_avx2;
-    default: return probs_scalar;
-  }
-}
-
-ScanFn pick_scan() {
-  switch (simd_level()) {
-    case SimdLevel::avx512vbmi:  // no VNNI / VBMI path here
-    case SimdLevel::avx512vnni:
-    case SimdLevel::avx512: return scan_avx512;
-    case SimdLevel::avx2: return scan_avx2;
-    default: return scan_scalar;
-  }
-}
+constexpr simd::Paths<ProbsFn> kProbs{.scalar = probs_scalar, .avx2 = probs_avx2, .avx512 = probs_avx512};
+constexpr simd::Paths<ScanFn> kScan{.scalar = scan_scalar, .avx2 = scan_avx2, .avx512 = scan_avx512};
 
 void run_cpu(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out) {
   const int64_t rows = logits.rows(), v = logits.cols(), ld = logits.row_stride();
@@ -371,16 +341,16 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   const int grain = int(std::clamp<int64_t>((int64_t(1) << 16) / std::max<int64_t>(1, v / parts), 1,
                                             std::max<int64_t>(1, units / (8 * int64_t(nt)))));
   const int64_t cap = cand_capacity(k);
-  const ScanFn scan = pick_scan();
+  const ScanFn scan = kScan.pick();
   // Below 4 candidates the scalar calls win: one row's probabilities are a
   // latency chain, and the vector exp's (a division included) is the longer
   // (4096 rows of 64, K = 1: 51 against 62 ns a row on one thread).
-  const ProbsFn probs = k >= 4 ? pick_probs() : probs_scalar;
-  const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? pick_small() : nullptr;
+  const ProbsFn probs = k >= 4 ? kProbs.pick() : probs_scalar;
+  const SmallFn small = parts == 1 && v <= kSmallV && k <= kInsertK ? kSmall.pick() : nullptr;
   // Rows in the lanes of a vector (small_rows), bw at a time, where batch_rows says.
   // Plain variables, not a structured binding: the OpenMP region below uses
   // them, and clang before 16 rejects a structured binding captured there.
-  const SmallRowsPath picked = small && batch_rows(v) ? pick_small_rows() : SmallRowsPath{};
+  const SmallRowsPath picked = small && batch_rows(v) ? kSmallRows.pick() : SmallRowsPath{};
   const SmallRowsFn small_rows = picked.rows;
   const int64_t bw = picked.width;
   const ExpDivFn exp_div = picked.exp_div;
