@@ -122,12 +122,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
     const int64_t blk0 = p0 / a.bt;
     int blk = 0;
     uint32_t off = uint32_t(p0 - blk0 * a.bt);
-    uint32_t row = (uint32_t(blocks[blk0]) * hkv + hk32) * bt + off;
+    uint32_t row = kv_pool_row(uint32_t(blocks[blk0]), hkv, hk32, bt, off);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       valid[u] = kFull || p0 + u < k1;
       if (u > 0 && valid[u]) {
-        if (++off == bt) off = 0, row = (uint32_t(blocks[blk0 + ++blk]) * hkv + hk32) * bt;
+        if (++off == bt) off = 0, row = kv_pool_row(uint32_t(blocks[blk0 + ++blk]), hkv, hk32, bt, 0u);
         else ++row;
       }
       const uint8_t* kr = a.k + uint64_t(row) * a.krow;
@@ -273,7 +273,7 @@ __global__ void kv_append_kernel(const float* k, const float* v, const int64_t* 
   const int64_t g = w / 2 % G, h = w / 2 / G % H, t = w / 2 / G / H;
   const int64_t slot = slots[t];
   if (slot < 0 || slot >= num_slots) return;  // a padding slot (-1) or out of the pool: skipped (warp-uniform)
-  const int64_t row = (slot / bt * H + h) * bt + slot % bt;
+  const int64_t row = kv_pool_row(slot / bt, H, h, bt, slot % bt);
   const float* x = (kv ? v : k) + (t * H + h) * D + g * 32;
   const int n = int(min(int64_t(32), D - g * 32));
   uint8_t* dst = kv ? vp + row * vrow : kp + row * krow;

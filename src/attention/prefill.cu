@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillArgs a) {
       const int64_t p = k0 + j;
       const uint8_t *kr = nullptr, *vr = nullptr;
       if (p < kend) {
-        const int64_t row = (int64_t(blocks[p / a.bt]) * a.Hkv + hk) * a.bt + p % a.bt;
+        const int64_t row = kv_pool_row<int64_t>(blocks[p / a.bt], a.Hkv, hk, a.bt, p % a.bt);
         kr = a.k + row * a.krow, vr = a.v + row * a.vrow;
       }
 #pragma unroll

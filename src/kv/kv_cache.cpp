@@ -137,7 +137,7 @@ void KvCache::write(int64_t layer, std::span<const int64_t> slots, const float* 
       kt = rot.data();
     }
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t row = (b * H + h) * bt + off;
+      const int64_t row = kv_pool_row(b, H, h, bt, off);
       kv_quantize_row(cfg_.k_type, kt + h * D, D, kp + row * kr);
       kv_quantize_row(cfg_.v_type, v + (int64_t(t) * H + h) * D, D, vp + row * vr);
     }
