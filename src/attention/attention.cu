@@ -447,8 +447,8 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
   attn::check_pools_aligned(fn, kv);
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
-  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.k_type) < kKvTypeCount, fn, "kv.k_type", int(kv.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.v_type) < kKvTypeCount, fn, "kv.v_type", int(kv.v_type), "must be a KvType");
   LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens",
                  kv.block_tokens, "must be in [1, 2^20]");
   LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");

@@ -23,8 +23,8 @@ void validate(const KvCacheConfig& c, const char* fn) {
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= kKvMaxBlockTokens, fn, "block_tokens", c.block_tokens,
                  "must be in [1, 2^20]");
-  LLMK_CHECK_ARG(int(c.k_type) <= int(KvType::int4), fn, "k_type", int(c.k_type), "must be a KvType");
-  LLMK_CHECK_ARG(int(c.v_type) <= int(KvType::int4), fn, "v_type", int(c.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(c.k_type) < kKvTypeCount, fn, "k_type", int(c.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(c.v_type) < kKvTypeCount, fn, "v_type", int(c.v_type), "must be a KvType");
   // One block's bytes (kv_block_bytes) must fit in int64: a product that wraps
   // would size the pool wrongly (or divide by zero in the block count).
   int64_t block_bytes = 0;
