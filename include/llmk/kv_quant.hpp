@@ -77,7 +77,7 @@ const char* kv_type_name(KvType t);  // kv_type_traits(t).name
 // A name or cli_name of the table; InvalidArgument naming `arg` and listing kv_type_choices().
 KvType parse_kv_type(std::string_view name, std::string_view arg = "kv_type");
 bool kv_type_quantized(KvType t);
-// Bytes of one row of n values (n >= 1): ceil(n / group_values) groups.
+// Bytes of one row of n values (n >= 1): ceil(n / group_values) groups of group_bytes.
 int64_t kv_row_bytes(KvType t, int64_t n);
 int64_t kv_type_align(KvType t);
 void kv_quantize_row(KvType t, const float* x, int64_t n, void* dst);    // kv_type_traits(t).quantize
