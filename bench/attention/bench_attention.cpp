@@ -103,7 +103,7 @@ uint64_t read_rows(const Pools& p, const PageTable& pt, const Model& m) {
     for (int64_t p0 = s * chunk; p0 < std::min(len, (s + 1) * chunk);) {
       const int64_t n = std::min({tile, len - p0, bt - p0 % bt});
       for (int64_t h = h0; h < h0 + nh; ++h) {
-        const size_t off = size_t(((int64_t(pv.indices[pv.indptr[b] + p0 / bt]) * m.Hkv + h) * bt + p0 % bt) * rw);
+        const size_t off = size_t(kv_pool_row<int64_t>(pv.indices[pv.indptr[b] + p0 / bt], m.Hkv, h, bt, p0 % bt) * rw);
         const uint64_t* k = static_cast<const uint64_t*>(kv.k) + off;
         const uint64_t* v = static_cast<const uint64_t*>(kv.v) + off;
         for (int64_t w = 0; w < n * rw; ++w) x ^= k[w] ^ v[w];

@@ -7,8 +7,8 @@
 //  - Byte counts are exact 64-bit integers. A product that would not fit in
 //    int64 throws InvalidArgument instead of wrapping.
 //  - A storage type's size is a ratio: `num` bytes per `den` values
-//    (int8 = 34 bytes per 32 values). Quantized KV groups run along head_dim,
-//    so one head's vector of head_dim values takes ceil(head_dim/32) groups.
+//    (int8 = 34 bytes per 32 values). One head's K or V vector of head_dim
+//    values is a row of the KV cache (kv_row_bytes, llmk/kv_quant.hpp).
 //  - FLOPs count a multiply-add as 2, and each compare, subtract, exp, add,
 //    multiply or divide of the softmax as 1 (see docs/capacity.md).
 //  - GB/s and TFLOP/s are decimal (1e9 B/s, 1e12 FLOP/s); device memory is the
@@ -20,6 +20,13 @@
 #include <string_view>
 #include <vector>
 
+#include "llmk/ggml_quants.hpp"
+#include "llmk/kv_quant.hpp"
+
+namespace llmk {
+struct ModelConfig;
+}
+
 namespace llmk::analyze {
 
 // Bytes per `den` stored values.
@@ -28,17 +35,27 @@ struct Ratio {
   double per_value() const { return double(num) / double(den); }
 };
 
-enum class KvType { f32, f16, bf16, int8, int4 };
-enum class WeightType { f32, f16, bf16, q8_0, q4_0, q4_1 };
+// The storage types are the library's, sized and named by their traits tables:
+// KvType (llmk/kv_quant.hpp) and WType (llmk/ggml_quants.hpp).
+using llmk::KvType;
+using WeightType = llmk::WType;
+using llmk::kv_type_name;
 
-Ratio kv_type_size(KvType t);          // f32 4/1, f16 and bf16 2/1, int8 34/32, int4 20/32
-Ratio weight_type_size(WeightType t);  // f32 4/1, f16 and bf16 2/1, Q8_0 34/32, Q4_0 18/32, Q4_1 20/32
-const char* kv_type_name(KvType t);
-const char* weight_type_name(WeightType t);
+Ratio kv_type_size(KvType t);          // group bytes / group values: f32 4/1, f16 and bf16 2/1, int8 34/32, int4 20/32
+Ratio weight_type_size(WeightType t);  // block bytes / block values: f32 4/1, Q8_0 34/32, Q4_0 18/32, Q4_1 20/32, ...
+const char* weight_type_name(WeightType t);  // wtype_traits(t).name
+// Names are read case-insensitively; a KV type by either spelling of its table row (int8 or q8).
 KvType parse_kv_type(std::string_view name);          // throws InvalidArgument naming the value
-WeightType parse_weight_type(std::string_view name);  // throws InvalidArgument naming the value
-const std::vector<KvType>& all_kv_types();
+WeightType parse_weight_type(std::string_view name);  // one of weight_types(); throws InvalidArgument naming the value
+const std::vector<KvType>& all_kv_types();            // every KvType, in table order
+// The weight types a whole model is sized in (docs/capacity.md): f32, f16, bf16, q8_0,
+// q4_0, q4_1. K-quant files (Q4_K_M, ...) mix types across tensors, so one size per
+// parameter would misstate them.
+const std::vector<WeightType>& weight_types();
 
+// A model's shape under the names docs/capacity.md uses: the fields of llmk::ModelConfig
+// (llmk/model.hpp) that size the KV cache, the weights and the FLOPs, plus what a loaded
+// config does not hold (a name and the published parameter count). shape_of() derives it.
 struct ModelConfig {
   std::string name;
   int64_t n_layers = 0;
@@ -53,6 +70,11 @@ struct ModelConfig {
   int64_t params = 0;            // published parameter count (what the weights hold)
   int64_t max_context = 0;       // trained context length, 0 when unknown
 };
+
+// The shape of a loaded model's config c (n_layers = n_layer, hidden = d_model, n_heads =
+// n_head, n_kv_heads = n_head_kv, head_dim = d_head(), ffn = d_ff, vocab = n_vocab,
+// tied_embeddings = tied, gated_ffn = arch_gated_ffn(arch), max_context = n_ctx).
+ModelConfig shape_of(const llmk::ModelConfig& c, std::string name, int64_t params);
 
 const std::vector<ModelConfig>& builtin_models();
 ModelConfig find_model(std::string_view name);  // case-insensitive; throws listing the names
@@ -88,7 +110,7 @@ double measure_peak_tflops(int threads);
 double measure_triad_gbps(int threads, size_t total_bytes = size_t(768) << 20);
 
 // --- sizes ---------------------------------------------------------------
-// Bytes of one head's K (or V) vector of head_dim values.
+// Bytes of one head's K (or V) vector of head_dim values: the cache's row, kv_row_bytes(t, head_dim).
 int64_t kv_head_bytes(int64_t head_dim, KvType t);
 // K and V of one token over all layers and KV heads.
 int64_t kv_bytes_per_token(const ModelConfig& m, KvType k, KvType v);

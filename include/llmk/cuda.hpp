@@ -7,6 +7,14 @@
 
 struct CUstream_st;
 
+// A function both host and device code call: __host__ __device__ under a CUDA
+// compiler, a plain function elsewhere.
+#if defined(__CUDACC__)
+#define LLMK_HD __host__ __device__
+#else
+#define LLMK_HD
+#endif
+
 namespace llmk {
 
 using Stream = CUstream_st*;

@@ -30,6 +30,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace llmk {
@@ -144,6 +145,8 @@ const WTypeTraits& wtype_traits(WType t);
 const WTypeTraits* wtype_traits_for_ggml(uint32_t ggml_type);
 // The row named `name`, or nullptr.
 const WTypeTraits* wtype_traits_named(std::string_view name);
+// Every name, for error messages: "f32|f16|bf16|q8_0|...".
+std::string wtype_choices();
 
 // Reference quantizers: x [n] -> y [n/block] blocks; n must be a multiple of the block and
 // every x finite (checked, InvalidArgument naming the element). Q8_0: d = amax/127,

@@ -31,9 +31,11 @@
 #include <cstdint>
 #include <list>
 #include <span>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
+#include "llmk/cuda.hpp"
 #include "llmk/kv_quant.hpp"
 #include "llmk/tensor.hpp"
 
@@ -169,6 +171,18 @@ struct KvLayerView {
   Device device = Device::cpu;
   bool k_rotated = false;   // K rows hold H k (KvCacheConfig::k_rotate): attention rotates q to match
 };
+
+inline namespace LLMK_ISA_NAMESPACE {
+// The pool row of token `off` (< block_tokens) of block `block`, kv-head h: the
+// one formula of the layout above. Computed in T (int64_t, or uint32_t where a
+// kernel wants 32-bit indices): a uint32_t caller needs the pool's row count,
+// num_blocks * n_kv_heads * block_tokens, below 2^32.
+template <class T>
+LLMK_HD constexpr T kv_pool_row(T block, T n_kv_heads, T h, T block_tokens, T off) {
+  static_assert(std::is_same_v<T, int64_t> || std::is_same_v<T, uint32_t>, "rows are int64_t or uint32_t");
+  return (block * n_kv_heads + h) * block_tokens + off;
+}
+}  // namespace LLMK_ISA_NAMESPACE
 
 // Manager + host storage.
 class KvCache {

@@ -25,6 +25,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace llmk {
@@ -46,20 +47,41 @@ struct BlockQ4 {
 };
 static_assert(sizeof(BlockQ4) == 20, "BlockQ4 must be 20 bytes (ggml Q4_1)");
 
-const char* kv_type_name(KvType t);                      // "f32" "f16" "bf16" "int8" "int4"
-KvType parse_kv_type(std::string_view name, std::string_view arg = "kv_type");  // throws InvalidArgument
-bool kv_type_quantized(KvType t);
-// Bytes of one row of n values (n >= 1).
-int64_t kv_row_bytes(KvType t, int64_t n);
-// The alignment in bytes a pool of type t needs (the attention kernels and
-// the CUDA append load its elements, or the f16 scales of int8 / int4 blocks,
-// as such): 4 for f32, else 2. KvCache pools are 64-byte aligned.
-int64_t kv_type_align(KvType t);
+inline constexpr int kKvTypeCount = 5;
 
-// Reference (scalar) quantization of one row: x[n] -> dst[kv_row_bytes(t, n)].
-void kv_quantize_row(KvType t, const float* x, int64_t n, void* dst);
-// Reference dequantization: src[kv_row_bytes(t, n)] -> y[n].
-void kv_dequantize_row(KvType t, const void* src, int64_t n, float* y);
+// One row of the KV storage-type table (as ggml's type_traits): every name,
+// size and reference conversion of a KvType is read from it.
+struct KvTypeTraits {
+  KvType type;
+  const char* name;      // "int8": the API's spelling (kv_type_name, Python, `llmk analyze`)
+  const char* cli_name;  // "q8": the model commands' spelling (--kv-type); both are accepted
+  int group_values;      // values per group: 1 (f32, f16, bf16) or kKvGroup
+  int group_bytes;       // bytes per group: the element, or sizeof(BlockQ8) / sizeof(BlockQ4)
+  // The alignment in bytes a pool of this type needs (the attention kernels and
+  // the CUDA append load its elements, or the f16 scales of int8 / int4 blocks,
+  // as such). KvCache pools are 64-byte aligned.
+  int align;
+  // Reference (scalar) quantization of one row: x[n] -> dst[kv_row_bytes(type, n)].
+  void (*quantize)(const float* x, int64_t n, void* dst);
+  // Reference dequantization: src[kv_row_bytes(type, n)] -> y[n].
+  void (*dequantize)(const void* src, int64_t n, float* y);
+  bool quantized() const { return group_values > 1; }
+};
+const KvTypeTraits& kv_type_traits(KvType t);  // t: a KvType enumerator, else InvalidArgument
+// The row whose name or cli_name is exactly `name`, or nullptr.
+const KvTypeTraits* kv_type_traits_named(std::string_view name);
+// Every accepted spelling, for error messages: "f32|f16|bf16|q8|q4 (or int8|int4)".
+std::string kv_type_choices();
+
+const char* kv_type_name(KvType t);  // kv_type_traits(t).name
+// A name or cli_name of the table; InvalidArgument naming `arg` and listing kv_type_choices().
+KvType parse_kv_type(std::string_view name, std::string_view arg = "kv_type");
+bool kv_type_quantized(KvType t);
+// Bytes of one row of n values (n >= 1): ceil(n / group_values) groups of group_bytes.
+int64_t kv_row_bytes(KvType t, int64_t n);
+int64_t kv_type_align(KvType t);
+void kv_quantize_row(KvType t, const float* x, int64_t n, void* dst);    // kv_type_traits(t).quantize
+void kv_dequantize_row(KvType t, const void* src, int64_t n, float* y);  // kv_type_traits(t).dequantize
 // Bound on |x[i] - dequant(quant(x))[i]| for every i of the group holding x[i]
 // (the group's amax and stored scale, see above); for f16/bf16 half an ulp of
 // |x| (x in the normal range). `row` is x's quantized row, i the element.

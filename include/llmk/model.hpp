@@ -45,6 +45,7 @@ class Writer;
 
 enum class Arch : uint8_t { llama, gpt2, gemma3, qwen2, qwen3, phi3 };
 const char* arch_name(Arch a);   // general.architecture's value, e.g. "qwen2"
+bool arch_gated_ffn(Arch a);     // the FFN has gate, up and down matrices (not gpt2's 2-matrix MLP)
 std::string known_archs();       // "llama, gpt2, ...": the values from_gguf takes
 
 struct ModelConfig {

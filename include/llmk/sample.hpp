@@ -42,12 +42,6 @@
 #include "llmk/tensor.hpp"
 #include "llmk/topk.hpp"
 
-#if defined(__CUDACC__)
-#define LLMK_HD __host__ __device__
-#else
-#define LLMK_HD
-#endif
-
 namespace llmk {
 
 struct SamplingParams {

@@ -20,7 +20,10 @@ from ._args import Text, fail, integer, real
 __all__ = ["Completion", "LLM", "TokenLogprobs"]
 
 _U64 = (1 << 64) - 1
-_KV_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "q8": "int8", "q4": "int4", "int8": "int8", "int4": "int4"}
+_KV_TYPES = _llmk.kv_type_names()  # (name, cli_name) of each KV storage type
+_KV_NAMES = {**{name: name for name, _ in _KV_TYPES}, **{cli: name for name, cli in _KV_TYPES}}
+_KV_CHOICES = (", ".join(cli for _, cli in _KV_TYPES[:-1]) + " or " + _KV_TYPES[-1][1] + " (or "
+               + ", ".join(name for name, cli in _KV_TYPES if name != cli) + ")")
 _MAX_NEW = 1 << 31       # max_tokens at most this (the CLI's -n bound)
 _MAX_LOGPROBS = 20       # kMaxLogprobs (engine.hpp)
 _WAIT_MS = 100           # a wait for events returns at least this often, so Ctrl-C is seen
@@ -114,7 +117,7 @@ def _str(fn, name, v):
 def _kv_type(fn, name, v):
     _str(fn, name, v)
     if v not in _KV_NAMES:
-        _fail(fn, name, v, "must be f32, f16, bf16, q8 or q4 (or int8, int4)")
+        _fail(fn, name, v, "must be " + _KV_CHOICES)
     return _KV_NAMES[v]
 
 

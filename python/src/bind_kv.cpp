@@ -1,6 +1,7 @@
 // Python bindings of the host KV cache and attention over it (llmk/kv_cache.hpp,
 // llmk/attention.hpp): the KvCache class; decode_out/prefill_out write into an
 // f32 output allocated by python/llmk/kv.py.
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -54,6 +55,15 @@ LLMK_PY_BINDINGS(kv) {
   using llmk::py::f32_data;
   namespace nb = nanobind;
   using H = nb::handle;
+  // The KV storage-type table's (name, cli_name) rows, in order (llmk/kv_quant.hpp).
+  m.def("kv_type_names", [] {
+    std::vector<std::pair<std::string, std::string>> r;
+    for (int i = 0; i < kKvTypeCount; ++i) {
+      const KvTypeTraits& t = kv_type_traits(KvType(i));
+      r.emplace_back(t.name, t.cli_name);
+    }
+    return r;
+  });
   nb::class_<KvCache>(m, "KvCache")
       .def(
           "__init__",

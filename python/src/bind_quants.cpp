@@ -12,9 +12,7 @@ namespace llmk::py {
 namespace {
 const WTypeTraits& traits_named(const char* fn, const std::string& type) {
   const WTypeTraits* t = wtype_traits_named(type);
-  std::string names;
-  for (int i = 0; i < kWTypeCount; ++i) names += std::string(i ? "|" : "") + wtype_traits(WType(i)).name;
-  LLMK_CHECK_ARG(t != nullptr, fn, "type", type, "must be " + names);
+  LLMK_CHECK_ARG(t != nullptr, fn, "type", type, "must be " + wtype_choices());
   return *t;
 }
 }  // namespace

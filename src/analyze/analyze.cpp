@@ -30,9 +30,10 @@ i128 layer_matmul_params(const ModelConfig& m) {
 
 int64_t kv_head_bytes(int64_t head_dim, KvType t) {
   LLMK_CHECK_ARG(head_dim > 0, "analyze::kv_head_bytes", "head_dim", head_dim, "must be > 0");
+  // kv_row_bytes computes in int64: no row of head_dim values may exceed 2^63 bytes.
   const Ratio r = kv_type_size(t);
-  // Quantized groups of r.den values run along head_dim; a partial group is padded.
-  return fit(i128(ceil_div(head_dim, r.den)) * r.num, "analyze::kv_head_bytes", "head_dim", std::to_string(head_dim));
+  fit(i128(ceil_div(head_dim, r.den)) * r.num, "analyze::kv_head_bytes", "head_dim", std::to_string(head_dim));
+  return kv_row_bytes(t, head_dim);
 }
 
 int64_t kv_bytes_per_token(const ModelConfig& m, KvType k, KvType v) {

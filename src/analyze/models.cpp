@@ -13,76 +13,69 @@
 #include "analyze/json.hpp"
 #include "llmk/analyze.hpp"
 #include "llmk/error.hpp"
+#include "llmk/model.hpp"
 
 namespace llmk::analyze {
 
 Ratio kv_type_size(KvType t) {
-  switch (t) {
-    case KvType::f32: return {4, 1};
-    case KvType::f16:
-    case KvType::bf16: return {2, 1};
-    case KvType::int8: return {34, 32};  // int8 q[32] + f16 scale
-    case KvType::int4: return {20, 32};  // 16 bytes of nibbles + f16 scale + f16 min
-  }
-  return {0, 1};
+  const KvTypeTraits& r = kv_type_traits(t);
+  return {r.group_bytes, r.group_values};
 }
 
 Ratio weight_type_size(WeightType t) {
-  switch (t) {
-    case WeightType::f32: return {4, 1};
-    case WeightType::f16:
-    case WeightType::bf16: return {2, 1};
-    case WeightType::q8_0: return {34, 32};
-    case WeightType::q4_0: return {18, 32};
-    case WeightType::q4_1: return {20, 32};
-  }
-  return {0, 1};
+  const WTypeTraits& r = wtype_traits(t);
+  return {r.block_bytes, r.block_elems};
 }
 
-namespace {
-constexpr const char* kKvNames[] = {"f32", "f16", "bf16", "int8", "int4"};
-constexpr const char* kWeightNames[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"};
+const char* weight_type_name(WeightType t) { return wtype_traits(t).name; }
 
+namespace {
 std::string lower(std::string_view s) {
   std::string r(s);
   for (char& c : r) c = char(std::tolower(static_cast<unsigned char>(c)));
   return r;
 }
-
-template <size_t N>
-int find_name(const char* const (&names)[N], std::string_view s) {
-  const std::string l = lower(s);
-  for (size_t i = 0; i < N; ++i)
-    if (l == names[i]) return int(i);
-  return -1;
-}
-
-template <size_t N>
-std::string join(const char* const (&names)[N]) {
-  std::string r;
-  for (size_t i = 0; i < N; ++i) r += (i ? ", " : "") + std::string(names[i]);
-  return r;
-}
 }  // namespace
 
-const char* kv_type_name(KvType t) { return kKvNames[int(t)]; }
-const char* weight_type_name(WeightType t) { return kWeightNames[int(t)]; }
-
 KvType parse_kv_type(std::string_view name) {
-  const int i = find_name(kKvNames, name);
-  LLMK_CHECK_ARG(i >= 0, "analyze::parse_kv_type", "kv type", name, "must be one of " + join(kKvNames));
-  return KvType(i);
+  const KvTypeTraits* r = kv_type_traits_named(lower(name));
+  LLMK_CHECK_ARG(r != nullptr, "analyze::parse_kv_type", "kv type", name, "must be " + kv_type_choices());
+  return r->type;
 }
 
 WeightType parse_weight_type(std::string_view name) {
-  const int i = find_name(kWeightNames, name);
-  LLMK_CHECK_ARG(i >= 0, "analyze::parse_weight_type", "weight type", name, "must be one of " + join(kWeightNames));
-  return WeightType(i);
+  const std::string l = lower(name);
+  std::string names;
+  for (WeightType t : weight_types()) {
+    if (l == weight_type_name(t)) return t;
+    names += (names.empty() ? "" : ", ") + std::string(weight_type_name(t));
+  }
+  throw_invalid_argument("analyze::parse_weight_type", "weight type", std::string(name), "must be one of " + names);
 }
 
 const std::vector<KvType>& all_kv_types() {
-  static const std::vector<KvType> all = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
+  static const std::vector<KvType> all = [] {
+    std::vector<KvType> v;
+    for (int i = 0; i < kKvTypeCount; ++i) v.push_back(KvType(i));
+    return v;
+  }();
   return all;
+}
+
+const std::vector<WeightType>& weight_types() {
+  static const std::vector<WeightType> all = {WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0,
+                                              WType::q4_1};
+  return all;
+}
+
+ModelConfig shape_of(const llmk::ModelConfig& c, std::string name, int64_t params) {
+  ModelConfig m;
+  m.name = std::move(name);
+  m.n_layers = c.n_layer, m.hidden = c.d_model, m.n_heads = c.n_head, m.n_kv_heads = c.n_head_kv;
+  m.head_dim = c.d_head(), m.ffn = c.d_ff, m.vocab = c.n_vocab;
+  m.tied_embeddings = c.tied, m.gated_ffn = arch_gated_ffn(c.arch);
+  m.params = params, m.max_context = c.n_ctx;
+  return m;
 }
 
 const std::vector<ModelConfig>& builtin_models() {

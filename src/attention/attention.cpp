@@ -46,8 +46,8 @@ int64_t kv_len_of(const PageTableView& p, int64_t b, int64_t bt) {
 
 // kv's shape fields, which the kernels and the split / item choices compute with.
 void check_kv_shape(const char* fn, const KvLayerView& kv) {
-  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
-  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.k_type) < kKvTypeCount, fn, "kv.k_type", int(kv.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.v_type) < kKvTypeCount, fn, "kv.v_type", int(kv.v_type), "must be a KvType");
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= kKvMaxBlockTokens, fn, "kv.block_tokens", kv.block_tokens,

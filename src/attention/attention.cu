@@ -122,12 +122,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(DecodeArgs a) {
     const int64_t blk0 = p0 / a.bt;
     int blk = 0;
     uint32_t off = uint32_t(p0 - blk0 * a.bt);
-    uint32_t row = (uint32_t(blocks[blk0]) * hkv + hk32) * bt + off;
+    uint32_t row = kv_pool_row(uint32_t(blocks[blk0]), hkv, hk32, bt, off);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       valid[u] = kFull || p0 + u < k1;
       if (u > 0 && valid[u]) {
-        if (++off == bt) off = 0, row = (uint32_t(blocks[blk0 + ++blk]) * hkv + hk32) * bt;
+        if (++off == bt) off = 0, row = kv_pool_row(uint32_t(blocks[blk0 + ++blk]), hkv, hk32, bt, 0u);
         else ++row;
       }
       const uint8_t* kr = a.k + uint64_t(row) * a.krow;
@@ -273,7 +273,7 @@ __global__ void kv_append_kernel(const float* k, const float* v, const int64_t* 
   const int64_t g = w / 2 % G, h = w / 2 / G % H, t = w / 2 / G / H;
   const int64_t slot = slots[t];
   if (slot < 0 || slot >= num_slots) return;  // a padding slot (-1) or out of the pool: skipped (warp-uniform)
-  const int64_t row = (slot / bt * H + h) * bt + slot % bt;
+  const int64_t row = kv_pool_row(slot / bt, H, h, bt, slot % bt);
   const float* x = (kv ? v : k) + (t * H + h) * D + g * 32;
   const int n = int(min(int64_t(32), D - g * 32));
   uint8_t* dst = kv ? vp + row * vrow : kp + row * krow;
@@ -447,8 +447,8 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
   attn::check_pools_aligned(fn, kv);
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
-  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.k_type) < kKvTypeCount, fn, "kv.k_type", int(kv.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.v_type) < kKvTypeCount, fn, "kv.v_type", int(kv.v_type), "must be a KvType");
   LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens",
                  kv.block_tokens, "must be in [1, 2^20]");
   LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");

@@ -1403,7 +1403,7 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   const int cap = wide ? kTile : kTile / 2;
   const auto tile_at = [&](int64_t p0) __attribute__((always_inline)) { return tile_of(p0, it.k1, bt, wide); };
   const auto row_of = [&](int64_t p0, int hi) __attribute__((always_inline)) {  // pool row of position p0, head h + hi
-    return (int64_t(it.blocks[p0 / bt]) * H + it.h + hi) * bt + p0 % bt;
+    return kv_pool_row<int64_t>(it.blocks[p0 / bt], H, it.h + hi, bt, p0 % bt);
   };
   const uint8_t* k = static_cast<const uint8_t*>(kv.k);
   const uint8_t* v = static_cast<const uint8_t*>(kv.v);

@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     const int nv = int(min(int64_t(kTile), k1 - p0));  // the tile's tokens
     // lane t's token p0 + t (lanes past nv: the tile's first), its pool row
     const int64_t p = p0 + (lane < nv ? lane : 0), blk = p / a.bt;
-    const uint32_t row = (uint32_t(blocks[blk]) * hkv + hk32) * bt + uint32_t(p - blk * a.bt);
+    const uint32_t row = kv_pool_row(uint32_t(blocks[blk]), hkv, hk32, bt, uint32_t(p - blk * a.bt));
     // tokens before the window's first (tlo of them: the first tile of a
     // window) are scored -inf, and P.V reads token tlo's V row for them and
     // for the lanes past nv (weight 0), never their own or the tile's first,

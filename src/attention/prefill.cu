@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillArgs a) {
       const int64_t p = k0 + j;
       const uint8_t *kr = nullptr, *vr = nullptr;
       if (p < kend) {
-        const int64_t row = (int64_t(blocks[p / a.bt]) * a.Hkv + hk) * a.bt + p % a.bt;
+        const int64_t row = kv_pool_row<int64_t>(blocks[p / a.bt], a.Hkv, hk, a.bt, p % a.bt);
         kr = a.k + row * a.krow, vr = a.v + row * a.vrow;
       }
 #pragma unroll
@@ -277,8 +277,8 @@ void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T,
   LLMK_CHECK_ARG(kv.device == Device::cuda, fn, "kv.device", device_name(kv.device), "must be cuda");
   LLMK_CHECK_ARG(p.device == Device::cuda, fn, "pages.device", device_name(p.device), "must be cuda");
   LLMK_CHECK_ARG(kv.k != nullptr && kv.v != nullptr, fn, "kv", "null pool", "k and v pools must not be null");
-  LLMK_CHECK_ARG(int(kv.k_type) <= int(KvType::int4), fn, "kv.k_type", int(kv.k_type), "must be a KvType");
-  LLMK_CHECK_ARG(int(kv.v_type) <= int(KvType::int4), fn, "kv.v_type", int(kv.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.k_type) < kKvTypeCount, fn, "kv.k_type", int(kv.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(kv.v_type) < kKvTypeCount, fn, "kv.v_type", int(kv.v_type), "must be a KvType");
   attn::check_pools_aligned(fn, kv);
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");

@@ -1,7 +1,11 @@
 // DType names, sizes and bulk conversion (scalar; AVX2 in dtype_avx2.cpp).
 #include "llmk/dtype.hpp"
 
+#include <iterator>
+#include <string>
+
 #include "core/dispatch.hpp"
+#include "core/enum_table.hpp"
 #include "llmk/error.hpp"
 
 namespace llmk {
@@ -10,37 +14,30 @@ namespace detail {
 bool convert_avx2(const void* src, DType st, void* dst, DType dt, size_t n);  // dtype_avx2.cpp
 }
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::f16:
-    case DType::bf16:
-      return 2;
-    case DType::i8:
-    case DType::u8:
-      return 1;
-  }
-  return 0;
-}
+namespace {
+struct DTypeRow {
+  DType type;
+  const char* name;
+  size_t size;
+};
+// Rows in DType order.
+constexpr DTypeRow kDTypes[] = {{DType::f32, "f32", 4}, {DType::f16, "f16", 2}, {DType::bf16, "bf16", 2},
+                                {DType::i32, "i32", 4}, {DType::i8, "i8", 1},   {DType::u8, "u8", 1}};
+static_assert(rows_follow_enum(kDTypes), "kDTypes rows must follow the DType enum");
+const DTypeRow* row(DType t) { return size_t(t) < std::size(kDTypes) ? &kDTypes[size_t(t)] : nullptr; }
+}  // namespace
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i8: return "i8";
-    case DType::u8: return "u8";
-  }
-  return "?";
-}
+size_t dtype_size(DType t) { return row(t) ? row(t)->size : 0; }
+
+const char* dtype_name(DType t) { return row(t) ? row(t)->name : "?"; }
 
 DType parse_dtype(std::string_view name, std::string_view arg) {
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i8, DType::u8})
-    if (name == dtype_name(t)) return t;
-  throw_invalid_argument("parse_dtype", arg, std::string(name), "must be one of f32, f16, bf16, i32, i8, u8");
+  std::string names;
+  for (const DTypeRow& r : kDTypes) {
+    if (name == r.name) return r.type;
+    names += (names.empty() ? "" : ", ") + std::string(r.name);
+  }
+  throw_invalid_argument("parse_dtype", arg, std::string(name), "must be one of " + names);
 }
 
 namespace {

@@ -69,9 +69,9 @@ class PagedKv final : public KvStore {
 KvCacheConfig kv_config(const Model& m, const EngineConfig& c, const char* fn) {
   LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= kKvMaxBlockTokens, fn, "block_tokens", c.block_tokens,
                  "must be in [1, 2^20]");
-  LLMK_CHECK_ARG(int(c.kv_type) <= int(KvType::int4), fn, "kv_type", int(c.kv_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(c.kv_type) < kKvTypeCount, fn, "kv_type", int(c.kv_type), "must be a KvType");
   if (c.kv_v_type)
-    LLMK_CHECK_ARG(int(*c.kv_v_type) <= int(KvType::int4), fn, "kv_v_type", int(*c.kv_v_type), "must be a KvType");
+    LLMK_CHECK_ARG(int(*c.kv_v_type) < kKvTypeCount, fn, "kv_v_type", int(*c.kv_v_type), "must be a KvType");
   LLMK_CHECK_ARG(c.kv_tokens > 0, fn, "kv_tokens", c.kv_tokens, "must be > 0");
   KvCacheConfig k;
   k.n_layers = m.config().n_layer;

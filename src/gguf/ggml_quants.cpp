@@ -14,6 +14,7 @@
 #include <iterator>
 #include <string>
 
+#include "core/enum_table.hpp"
 #include "llmk/dtype.hpp"
 #include "llmk/error.hpp"
 
@@ -442,12 +443,7 @@ constexpr WTypeTraits kTraits[] = {
 };
 #undef LLMK_QUANT_ROW
 static_assert(std::size(kTraits) == size_t(kWTypeCount), "one traits row per WType");
-constexpr bool rows_in_enum_order() {
-  for (int i = 0; i < kWTypeCount; ++i)
-    if (int(kTraits[i].type) != i) return false;
-  return true;
-}
-static_assert(rows_in_enum_order(), "kTraits rows must follow the WType enum");
+static_assert(rows_follow_enum(kTraits), "kTraits rows must follow the WType enum");
 
 }  // namespace
 
@@ -464,6 +460,11 @@ const WTypeTraits* wtype_traits_named(std::string_view name) {
   for (const WTypeTraits& r : kTraits)
     if (name == r.name) return &r;
   return nullptr;
+}
+std::string wtype_choices() {
+  std::string s;
+  for (const WTypeTraits& r : kTraits) s.append(s.empty() ? "" : "|").append(r.name);
+  return s;
 }
 
 }  // namespace llmk

@@ -23,8 +23,8 @@ void validate(const KvCacheConfig& c, const char* fn) {
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(c.block_tokens >= 1 && c.block_tokens <= kKvMaxBlockTokens, fn, "block_tokens", c.block_tokens,
                  "must be in [1, 2^20]");
-  LLMK_CHECK_ARG(int(c.k_type) <= int(KvType::int4), fn, "k_type", int(c.k_type), "must be a KvType");
-  LLMK_CHECK_ARG(int(c.v_type) <= int(KvType::int4), fn, "v_type", int(c.v_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(c.k_type) < kKvTypeCount, fn, "k_type", int(c.k_type), "must be a KvType");
+  LLMK_CHECK_ARG(int(c.v_type) < kKvTypeCount, fn, "v_type", int(c.v_type), "must be a KvType");
   // One block's bytes (kv_block_bytes) must fit in int64: a product that wraps
   // would size the pool wrongly (or divide by zero in the block count).
   int64_t block_bytes = 0;
@@ -137,7 +137,7 @@ void KvCache::write(int64_t layer, std::span<const int64_t> slots, const float* 
       kt = rot.data();
     }
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t row = (b * H + h) * bt + off;
+      const int64_t row = kv_pool_row(b, H, h, bt, off);
       kv_quantize_row(cfg_.k_type, kt + h * D, D, kp + row * kr);
       kv_quantize_row(cfg_.v_type, v + (int64_t(t) * H + h) * D, D, vp + row * vr);
     }

@@ -5,44 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <string>
 
+#include "core/enum_table.hpp"
 #include "llmk/dtype.hpp"
 #include "llmk/error.hpp"
 
 namespace llmk {
-
-const char* kv_type_name(KvType t) {
-  switch (t) {
-    case KvType::f32: return "f32";
-    case KvType::f16: return "f16";
-    case KvType::bf16: return "bf16";
-    case KvType::int8: return "int8";
-    case KvType::int4: return "int4";
-  }
-  return "?";
-}
-
-KvType parse_kv_type(std::string_view name, std::string_view arg) {
-  for (KvType t : {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4})
-    if (name == kv_type_name(t)) return t;
-  throw_invalid_argument("parse_kv_type", arg, std::string(name), "must be f32, f16, bf16, int8 or int4");
-}
-
-bool kv_type_quantized(KvType t) { return t == KvType::int8 || t == KvType::int4; }
-
-int64_t kv_type_align(KvType t) { return t == KvType::f32 ? 4 : 2; }
-
-int64_t kv_row_bytes(KvType t, int64_t n) {
-  const int64_t groups = (n + kKvGroup - 1) / kKvGroup;
-  switch (t) {
-    case KvType::f32: return 4 * n;
-    case KvType::f16:
-    case KvType::bf16: return 2 * n;
-    case KvType::int8: return groups * int64_t(sizeof(BlockQ8));
-    case KvType::int4: return groups * int64_t(sizeof(BlockQ4));
-  }
-  return 0;
-}
 
 namespace {
 constexpr uint16_t kF16QuietNan = 0x7e00;
@@ -90,49 +60,94 @@ void quantize_q4(const float* x, int n, BlockQ4* b) {
     b->qs[j % 16] |= uint8_t(j < 16 ? q : q << 4);
   }
 }
+
+// Rows of the float types: element-wise conversion (scalar, round to nearest even).
+template <class T>
+void quantize_float(const float* x, int64_t n, void* dst) {
+  for (int64_t i = 0; i < n; ++i) static_cast<T*>(dst)[i] = from_f32<T>(x[i]);
+}
+template <class T>
+void dequantize_float(const void* src, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = to_f32(static_cast<const T*>(src)[i]);
+}
+
+// Rows of the block types: one block per group of kKvGroup values, the last one partial.
+template <class B, void (*Q)(const float*, int, B*)>
+void quantize_blocks(const float* x, int64_t n, void* dst) {
+  for (int64_t g = 0; g * kKvGroup < n; ++g)
+    Q(x + g * kKvGroup, int(std::min<int64_t>(kKvGroup, n - g * kKvGroup)), static_cast<B*>(dst) + g);
+}
+
+void dequantize_q8(const void* src, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const BlockQ8& b = static_cast<const BlockQ8*>(src)[i / kKvGroup];
+    y[i] = float(b.qs[i % kKvGroup]) * f16_bits_to_f32(b.d);
+  }
+}
+
+void dequantize_q4(const void* src, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const BlockQ4& b = static_cast<const BlockQ4*>(src)[i / kKvGroup];
+    const int64_t j = i % kKvGroup;
+    const int q = j < 16 ? b.qs[j] & 15 : b.qs[j - 16] >> 4;
+    y[i] = float(q) * f16_bits_to_f32(b.d) + f16_bits_to_f32(b.m);
+  }
+}
+
+// Rows in KvType order.
+constexpr KvTypeTraits kTraits[] = {
+    {KvType::f32, "f32", "f32", 1, 4, 4, quantize_float<float>, dequantize_float<float>},
+    {KvType::f16, "f16", "f16", 1, 2, 2, quantize_float<f16>, dequantize_float<f16>},
+    {KvType::bf16, "bf16", "bf16", 1, 2, 2, quantize_float<bf16>, dequantize_float<bf16>},
+    {KvType::int8, "int8", "q8", kKvGroup, int(sizeof(BlockQ8)), 2, quantize_blocks<BlockQ8, quantize_q8>,
+     dequantize_q8},
+    {KvType::int4, "int4", "q4", kKvGroup, int(sizeof(BlockQ4)), 2, quantize_blocks<BlockQ4, quantize_q4>,
+     dequantize_q4},
+};
+static_assert(std::size(kTraits) == size_t(kKvTypeCount), "one traits row per KvType");
+static_assert(rows_follow_enum(kTraits), "kTraits rows must follow the KvType enum");
 }  // namespace
 
-void kv_quantize_row(KvType t, const float* x, int64_t n, void* dst) {
-  switch (t) {
-    case KvType::f32: std::memcpy(dst, x, size_t(n) * 4); return;
-    case KvType::f16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16_bits(x[i]);
-      return;
-    case KvType::bf16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16_bits(x[i]);
-      return;
-    case KvType::int8:
-      for (int64_t g = 0; g * kKvGroup < n; ++g)
-        quantize_q8(x + g * kKvGroup, int(std::min<int64_t>(kKvGroup, n - g * kKvGroup)), static_cast<BlockQ8*>(dst) + g);
-      return;
-    case KvType::int4:
-      for (int64_t g = 0; g * kKvGroup < n; ++g)
-        quantize_q4(x + g * kKvGroup, int(std::min<int64_t>(kKvGroup, n - g * kKvGroup)), static_cast<BlockQ4*>(dst) + g);
-      return;
-  }
+const KvTypeTraits& kv_type_traits(KvType t) {
+  LLMK_CHECK_ARG(int(t) < kKvTypeCount, "kv_type_traits", "t", int(t), "must be a KvType enumerator");
+  return kTraits[int(t)];
 }
 
-void kv_dequantize_row(KvType t, const void* src, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t g = i / kKvGroup, j = i % kKvGroup;
-    switch (t) {
-      case KvType::f32: y[i] = static_cast<const float*>(src)[i]; break;
-      case KvType::f16: y[i] = f16_bits_to_f32(static_cast<const uint16_t*>(src)[i]); break;
-      case KvType::bf16: y[i] = bf16_bits_to_f32(static_cast<const uint16_t*>(src)[i]); break;
-      case KvType::int8: {
-        const BlockQ8& b = static_cast<const BlockQ8*>(src)[g];
-        y[i] = float(b.qs[j]) * f16_bits_to_f32(b.d);
-        break;
-      }
-      case KvType::int4: {
-        const BlockQ4& b = static_cast<const BlockQ4*>(src)[g];
-        const int q = j < 16 ? b.qs[j] & 15 : b.qs[j - 16] >> 4;
-        y[i] = float(q) * f16_bits_to_f32(b.d) + f16_bits_to_f32(b.m);
-        break;
-      }
-    }
-  }
+const KvTypeTraits* kv_type_traits_named(std::string_view name) {
+  for (const KvTypeTraits& r : kTraits)
+    if (name == r.name || name == r.cli_name) return &r;
+  return nullptr;
 }
+
+std::string kv_type_choices() {
+  std::string cli, other;
+  for (const KvTypeTraits& r : kTraits) {
+    cli.append(cli.empty() ? "" : "|").append(r.cli_name);
+    if (std::string_view(r.name) != r.cli_name) other.append(other.empty() ? "" : "|").append(r.name);
+  }
+  return other.empty() ? cli : cli + " (or " + other + ")";
+}
+
+const char* kv_type_name(KvType t) { return kv_type_traits(t).name; }
+
+KvType parse_kv_type(std::string_view name, std::string_view arg) {
+  const KvTypeTraits* r = kv_type_traits_named(name);
+  LLMK_CHECK_ARG(r != nullptr, "parse_kv_type", arg, name, "must be " + kv_type_choices());
+  return r->type;
+}
+
+bool kv_type_quantized(KvType t) { return kv_type_traits(t).quantized(); }
+
+int64_t kv_type_align(KvType t) { return kv_type_traits(t).align; }
+
+int64_t kv_row_bytes(KvType t, int64_t n) {
+  const KvTypeTraits& r = kv_type_traits(t);
+  return (n / r.group_values + (n % r.group_values != 0)) * r.group_bytes;
+}
+
+void kv_quantize_row(KvType t, const float* x, int64_t n, void* dst) { kv_type_traits(t).quantize(x, n, dst); }
+
+void kv_dequantize_row(KvType t, const void* src, int64_t n, float* y) { kv_type_traits(t).dequantize(src, n, y); }
 
 double kv_error_bound(KvType t, const float* x, int64_t n, const void* row, int64_t i) {
   const double ax = std::fabs(double(x[i]));

@@ -174,6 +174,7 @@ std::span<const ArchInfo> all() { return kArchs; }
 
 namespace llmk {
 const char* arch_name(Arch a) { return arch::info(a).name; }
+bool arch_gated_ffn(Arch a) { return arch::info(a).ffn != arch::Ffn::gelu; }
 
 std::string known_archs() {
   std::string s;

@@ -20,11 +20,9 @@ namespace llmk {
 const char* wtype_name(WType t) { return wtype_traits(t).name; }
 
 WType parse_wtype(std::string_view name, std::string_view arg) {
-  if (const WTypeTraits* t = wtype_traits_named(name)) return t->type;
-  std::string names;
-  for (int i = 0; i < kWTypeCount; ++i) names += std::string(i ? "|" : "") + wtype_traits(WType(i)).name;
-  LLMK_CHECK_ARG(false, "parse_wtype", arg, name, "must be " + names);
-  return WType::f32;
+  const WTypeTraits* t = wtype_traits_named(name);
+  LLMK_CHECK_ARG(t != nullptr, "parse_wtype", arg, name, "must be " + wtype_choices());
+  return t->type;
 }
 
 bool wtype_is_quantized(WType t) { return wtype_traits(t).quantized(); }

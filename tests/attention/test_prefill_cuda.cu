@@ -236,7 +236,7 @@ void check_no_leak(const Shape& s, KvType t, int64_t bt) {
   for (size_t b = 0; b < qo_len.size(); ++b) {
     const int64_t last = x.f.pages.indices[size_t(x.f.pages.indptr[b + 1] - 1)], off = x.f.pages.last_len[b] - 1;
     for (int64_t h = 0; h < s.Hkv; ++h) {
-      const int64_t row = (last * s.Hkv + h) * bt + off;
+      const int64_t row = kv_pool_row(last, s.Hkv, h, bt, off);
       poison_row(t, kb.data() + row * row_bytes, s.D);
       poison_row(t, vb.data() + row * row_bytes, s.D);
     }

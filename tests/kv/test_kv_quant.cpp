@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llmk/kv_quant.hpp"
@@ -20,6 +21,34 @@ TEST(KvQuant, RowBytes) {
   EXPECT_EQ(kv_row_bytes(KvType::int8, 80), 3 * 34);  // partial last group
   EXPECT_EQ(parse_kv_type("int4"), KvType::int4);
   EXPECT_THROW(parse_kv_type("q3"), InvalidArgument);
+}
+
+// Every spelling of the table is taken and named in the error; rows are indexed by the enum.
+TEST(KvQuant, TypeTable) {
+  const std::pair<const char*, KvType> spellings[] = {
+      {"f32", KvType::f32},  {"f16", KvType::f16}, {"bf16", KvType::bf16}, {"int8", KvType::int8},
+      {"q8", KvType::int8},  {"int4", KvType::int4}, {"q4", KvType::int4}};
+  for (const auto& s : spellings) EXPECT_EQ(parse_kv_type(s.first), s.second) << s.first;
+  for (int i = 0; i < kKvTypeCount; ++i) EXPECT_EQ(kv_type_traits(KvType(i)).type, KvType(i));
+  EXPECT_EQ(kv_type_traits_named("Q8"), nullptr);
+  EXPECT_STREQ(kv_type_name(KvType::int8), "int8");
+  EXPECT_STREQ(kv_type_traits(KvType::int4).cli_name, "q4");
+  EXPECT_EQ(kv_type_choices(), "f32|f16|bf16|q8|q4 (or int8|int4)");
+  try {
+    parse_kv_type("q3", "--kv-type");
+    ADD_FAILURE() << "q3 parsed";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'--kv-type' = q3: must be f32|f16|bf16|q8|q4 (or int8|int4)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(kv_type_traits(KvType(kKvTypeCount)), InvalidArgument);
+  EXPECT_EQ(kv_type_align(KvType::f32), 4);
+  EXPECT_EQ(kv_type_align(KvType::int4), 2);
+  EXPECT_TRUE(kv_type_quantized(KvType::int4));
+  EXPECT_FALSE(kv_type_quantized(KvType::bf16));
+  // A row past 2^62 values still counts its groups without overflowing.
+  EXPECT_EQ(kv_row_bytes(KvType::int4, INT64_MAX), (INT64_MAX / 32 + 1) * 20);
 }
 
 TEST(KvQuant, Int4NibbleOrderIsGgmlQ41) {

@@ -49,18 +49,14 @@ inline std::string model_path(const std::string& model_arg) {
   return model_arg;
 }
 
-// A KV type named f32|f16|bf16|q8|q4 (q8/q4: the cache's int8/int4 block types; int8 and
-// int4, the names `llmk analyze` and the API use, are taken too).
+// A KV type by any spelling of the table (llmk/kv_quant.hpp: q8 or int8, ...).
 inline KvType kv_type_named(const std::string& v, const std::string& flag) {
-  if (v == "q8" || v == "int8") return KvType::int8;
-  if (v == "q4" || v == "int4") return KvType::int4;
-  LLMK_CHECK_ARG(v == "f32" || v == "f16" || v == "bf16", "cli", flag, v, "must be f32|f16|bf16|q8|q4 (or int8|int4)");
-  return parse_kv_type(v, flag.c_str());
+  const KvTypeTraits* t = kv_type_traits_named(v);
+  LLMK_CHECK_ARG(t != nullptr, "cli", flag, v, "must be " + kv_type_choices());
+  return t->type;
 }
 
-inline const char* kv_type_cli_name(KvType t) {
-  return t == KvType::int8 ? "q8" : t == KvType::int4 ? "q4" : kv_type_name(t);
-}
+inline const char* kv_type_cli_name(KvType t) { return kv_type_traits(t).cli_name; }
 
 // --kv-type T (K, and V unless --kv-v-type T is given) and --kv-rotate; `fallback` is the
 // command's default type, given to kv_options and kv_args alike.
