@@ -260,13 +260,11 @@ void print_list() {
 
 // --kv-type T or K,V (`part` is T, K or V) and --weights T, named as options: the parsers
 // name 'kv type' and 'weight type', and only a part of "f16,f16,f16" ('f16,f16').
-// q8 and q4, generate's names for int8 and int4, are taken too.
 KvType kv_type_arg(const std::string& kv, const std::string& part) {
   try {
-    return parse_kv_type(part == "q8" ? "int8" : part == "q4" ? "int4" : part);
+    return parse_kv_type(part);
   } catch (const llmk::InvalidArgument&) {
-    llmk::throw_invalid_argument("analyze", "--kv-type", kv,
-                                 "must be T or K,V, each one of f32, f16, bf16, int8 (q8), int4 (q4)");
+    llmk::throw_invalid_argument("analyze", "--kv-type", kv, "must be T or K,V, each one of " + llmk::kv_type_choices());
   }
 }
 
@@ -274,7 +272,9 @@ WeightType weight_type_arg(const std::string& name) {
   try {
     return parse_weight_type(name);
   } catch (const llmk::InvalidArgument&) {
-    llmk::throw_invalid_argument("analyze", "--weights", name, "must be one of f32, f16, bf16, q8_0, q4_0, q4_1");
+    std::string names;
+    for (WeightType t : weight_types()) names += (names.empty() ? "" : ", ") + std::string(weight_type_name(t));
+    llmk::throw_invalid_argument("analyze", "--weights", name, "must be one of " + names);
   }
 }
 
@@ -341,7 +341,7 @@ LLMK_COMMAND("analyze", "KV-cache capacity and roofline of a model (docs/capacit
                  text("model", "NAME", "a built-in model (--list names them)").def("smollm2-135m"),
                  path("config", "FILE", "a Hugging Face config.json instead of --model"),
                  choice("device", device_names, "the device (cpu: this machine; all: every one)").def("all"),
-                 text("kv-type", "T|K,V", "the KV cache's type: f32, f16, bf16, int8 (q8), int4 (q4); or K's,V's")
+                 text("kv-type", "T|K,V", "the KV cache's type, " + llmk::kv_type_choices() + ", or K's,V's")
                      .def("f16"),
                  text("weights", "T", "the weights' type: f32, f16, bf16, q8_0, q4_0, q4_1").def("f16"),
                  integer("batch", "N", "sequences").range(1, INT64_MAX).def("1"),
