@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       // contents that no family rewrites: a user message without whitespace or think tags
       for (const ChatMessage& m : ms) {
-        if (m.role != "user" || m.content.find_first_of(" \t\n\v\f\r\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3") != std::string::npos)
+        if (m.role != "user" ||
+            m.content.find_first_of(" \t\n\v\f\r\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3") != std::string::npos)
           continue;
         if (out.find(m.content) == std::string::npos) std::abort();
       }

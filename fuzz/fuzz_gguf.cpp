@@ -25,19 +25,44 @@ static void exercise(const gguf::File& f) {
   }
   for (const auto& [key, value] : f.metadata()) {
     // Each accessor either returns or names the key in a FormatError.
-    try { f.get_string(key); } catch (const gguf::FormatError&) {}
-    try { f.get_int(key); } catch (const gguf::FormatError&) {}
-    try { f.get_u32(key); } catch (const gguf::FormatError&) {}
-    try { f.get_f32(key); } catch (const gguf::FormatError&) {}
-    try { f.get_bool(key); } catch (const gguf::FormatError&) {}
-    try { f.get_strings(key); } catch (const gguf::FormatError&) {}
-    try { f.get_ints(key); } catch (const gguf::FormatError&) {}
-    try { f.get_f32s(key); } catch (const gguf::FormatError&) {}
+    try {
+      f.get_string(key);
+    } catch (const gguf::FormatError&) {
+    }
+    try {
+      f.get_int(key);
+    } catch (const gguf::FormatError&) {
+    }
+    try {
+      f.get_u32(key);
+    } catch (const gguf::FormatError&) {
+    }
+    try {
+      f.get_f32(key);
+    } catch (const gguf::FormatError&) {
+    }
+    try {
+      f.get_bool(key);
+    } catch (const gguf::FormatError&) {
+    }
+    try {
+      f.get_strings(key);
+    } catch (const gguf::FormatError&) {
+    }
+    try {
+      f.get_ints(key);
+    } catch (const gguf::FormatError&) {
+    }
+    try {
+      f.get_f32s(key);
+    } catch (const gguf::FormatError&) {
+    }
   }
   if (!f.has("tokenizer.ggml.tokens")) return;
   try {
     const Tokenizer tok = Tokenizer::from_gguf(f);
-    const std::vector<int32_t> ids = tok.encode("Hello <|im_start|>w\xc3\xb6rld 123 \xf0\x9f\x99\x82\n\n  x", true, true);
+    const std::vector<int32_t> ids = tok.encode("Hello <|im_start|>w\xc3\xb6rld 123 \xf0\x9f\x99\x82\n\n  x", true,
+                                                true);
     StreamDecoder d(tok);
     for (int32_t id : ids) d.push(id);
     d.finish();

@@ -24,8 +24,16 @@ static Tokenizer make(PreTokenizer pre) {
     unicode::append_utf8(s, self ? uint32_t(b) : next++);
     tokens.push_back(s);
   }
-  const std::vector<std::string> merges = {"\xc4\xa0 t", "h e", "i n", "\xc4\xa0t he", "e r", "\xc3\xa6 \xc2\x97",
-                                           "1 2", "\xc4\xa0 \xc4\xa0", "\xc4\xa0\xc4\xa0 \xc4\xa0\xc4\xa0", "\xc4\x8a \xc4\x8a"};
+  const std::vector<std::string> merges = {"\xc4\xa0 t",
+                                           "h e",
+                                           "i n",
+                                           "\xc4\xa0t he",
+                                           "e r",
+                                           "\xc3\xa6 \xc2\x97",
+                                           "1 2",
+                                           "\xc4\xa0 \xc4\xa0",
+                                           "\xc4\xa0\xc4\xa0 \xc4\xa0\xc4\xa0",
+                                           "\xc4\x8a \xc4\x8a"};
   for (const std::string& m : merges) tokens.push_back(std::string(m).erase(m.find(' '), 1));
   // Words with no merges that make them (llama3 takes them whole) and a newline run.
   for (const char* w : {"\xc4\xa0world", "'S", "123", "\xc4\x8a\xc4\x8a\xc4\x8a"}) tokens.push_back(w);
@@ -38,8 +46,8 @@ static Tokenizer make(PreTokenizer pre) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const Tokenizer toks[] = {make(PreTokenizer::gpt2), make(PreTokenizer::digits_then_gpt2),
-                                   make(PreTokenizer::llama3), make(PreTokenizer::qwen2),
+  static const Tokenizer toks[] = {make(PreTokenizer::gpt2),         make(PreTokenizer::digits_then_gpt2),
+                                   make(PreTokenizer::llama3),       make(PreTokenizer::qwen2),
                                    make(PreTokenizer::deepseek_llm), make(PreTokenizer::deepseek_coder)};
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   std::string want;

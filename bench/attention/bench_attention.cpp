@@ -204,13 +204,21 @@ void window_experiment(Reporter& rep, const std::vector<int64_t>& ctxs, KvType t
     for (size_t i = 0; i < 4; ++i) {
       const int64_t rows = i % 2 ? std::min(ctx, W) : ctx;
       const int64_t bytes = rows * m.Hkv * 2 * kv_row_bytes(t, m.D);
-      rep.add({"attention", impls[i], ops[i], shape, kv_type_name(t), ms[i], double(bytes) / (ms[i] * 1e6),
+      rep.add({"attention",
+               impls[i],
+               ops[i],
+               shape,
+               kv_type_name(t),
+               ms[i],
+               double(bytes) / (ms[i] * 1e6),
                {{"simd", simd_name(simd_level())}, {"min_ms", std::to_string(fastest[i])}}});
     }
     char buf[200];  // the fastest calls: on a loaded machine the medians time the waits
-    std::snprintf(buf, sizeof buf, "%-30s %-5s fastest call: decode full %.4f ms, window512 %.4f ms (%.2fx); "
-                  "prefill1 full %.4f ms, window512 %.4f ms (%.2fx)", shape.c_str(), kv_type_name(t), fastest[0],
-                  fastest[1], fastest[0] / fastest[1], fastest[2], fastest[3], fastest[2] / fastest[3]);
+    std::snprintf(buf, sizeof buf,
+                  "%-30s %-5s fastest call: decode full %.4f ms, window512 %.4f ms (%.2fx); "
+                  "prefill1 full %.4f ms, window512 %.4f ms (%.2fx)",
+                  shape.c_str(), kv_type_name(t), fastest[0], fastest[1], fastest[0] / fastest[1], fastest[2],
+                  fastest[3], fastest[2] / fastest[3]);
     rep.note(buf);
   }
 }
@@ -224,7 +232,8 @@ bool is_type(const std::string& s) {
 int run(const Options& opt) {
   if (opt.threads > 0) set_num_threads(opt.threads);
   const Model models[] = {{"smollm2-135m", 9, 3, 64}, {"llama3-8b", 32, 8, 128}};
-  const std::vector<int64_t> ctxs = opt.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 2048, 8192, 32768};
+  const std::vector<int64_t> ctxs = opt.quick ? std::vector<int64_t>{512}
+                                              : std::vector<int64_t>{512, 2048, 8192, 32768};
   const std::vector<int64_t> batches = opt.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 32};
   const KvType types[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4};
   const int64_t cap = int64_t(600) << 20;
@@ -255,7 +264,8 @@ int run(const Options& opt) {
   Reporter rep(opt, "attention",
                "decode attention, one layer; bytes = K and V rows read = sum_b kv_len_b * Hkv * (k_row + v_row); "
                "FLOPs = sum_b kv_len_b * Hq * (4 * head_dim + 5) (q.k and p.v 2 * head_dim each, softmax 5); "
-               "paged = 16-token blocks in shuffled order, paged-64 = 64-token blocks in shuffled order, contiguous = one "
+               "paged = 16-token blocks in shuffled order, paged-64 = 64-token blocks in shuffled order, contiguous = "
+               "one "
                "max-length block per sequence");
   rep.note(simd_note());
   std::vector<std::string> skipped;
@@ -280,7 +290,9 @@ int run(const Options& opt) {
           Pools p;
           PageTable pt;
         };
-        const auto impl_of = [&](const Variant& v) { return !v.paged ? "contiguous" : v.bt == 16 ? "paged" : "paged-64"; };
+        const auto impl_of = [&](const Variant& v) {
+          return !v.paged ? "contiguous" : v.bt == 16 ? "paged" : "paged-64";
+        };
         std::vector<Variant> vs;
         for (KvType t : types) {
           if (t != KvType::f32 && std::any_of(opt.only.begin(), opt.only.end(), is_type) &&
@@ -298,7 +310,8 @@ int run(const Options& opt) {
             v.pt.indices.resize(size_t(B * per_seq));
             std::iota(v.pt.indices.begin(), v.pt.indices.end(), 0);
             if (paged) std::shuffle(v.pt.indices.begin(), v.pt.indices.end(), std::mt19937(7));
-            for (int64_t b = 0; b < B; ++b) v.pt.indptr.push_back((b + 1) * per_seq), v.pt.last_len.push_back(int32_t(bt));
+            for (int64_t b = 0; b < B; ++b)
+              v.pt.indptr.push_back((b + 1) * per_seq), v.pt.last_len.push_back(int32_t(bt));
             vs.push_back(std::move(v));
           }
         }
@@ -312,7 +325,8 @@ int run(const Options& opt) {
         one_chunk.prefill_chunk = int64_t(1) << 30;
         for (const Variant& v : vs)
           if (v.bt == 16) {
-            fns.push_back([&] { attention_prefill(q.data(), qo_one.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data()); });
+            fns.push_back(
+                [&] { attention_prefill(q.data(), qo_one.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data()); });
             if (B == 1)
               fns.push_back([&] {
                 attention_prefill(q.data(), qo_one.data(), v.p.view, v.pt.view(), m.Hq, scale, out.data(), one_chunk);
@@ -322,12 +336,12 @@ int run(const Options& opt) {
         for (const Variant& v : vs)
           if (v.t == KvType::f32 && v.bt != 64) fns.push_back([&] { sink ^= read_rows(v.p, v.pt, m); });
         std::vector<double> fastest;
-        const std::vector<double> ms = interleaved_median_ms(fns, opt.quick ? 1 : 7, opt.quick ? 0.002 : 0.03, &fastest);
+        const std::vector<double> ms = interleaved_median_ms(fns, opt.quick ? 1 : 7, opt.quick ? 0.002 : 0.03,
+                                                             &fastest);
         for (size_t i = 0; i < vs.size(); ++i) {
           const Variant& v = vs[i];
           const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
-          Row r{"attention", impl_of(v), "decode", shape, kv_type_name(v.t), ms[i],
-                double(bytes) / (ms[i] * 1e6), {}};
+          Row r{"attention", impl_of(v), "decode", shape, kv_type_name(v.t), ms[i], double(bytes) / (ms[i] * 1e6), {}};
           r.extra["splits"] = std::to_string(attention_decode_splits(v.p.view, v.pt.view(), ctx));
           r.extra["simd"] = simd_name(simd_level());
           r.extra["min_ms"] = std::to_string(fastest[i]);
@@ -340,7 +354,13 @@ int run(const Options& opt) {
             const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(v.t, m.D);
             for (const char* op : {"prefill1", "prefill1-1chunk"}) {
               if (B != 1 && std::string(op) != "prefill1") continue;  // prefill1-1chunk: batch 1 only
-              rep.add({"attention", "paged", op, shape, kv_type_name(v.t), ms[next], double(bytes) / (ms[next] * 1e6),
+              rep.add({"attention",
+                       "paged",
+                       op,
+                       shape,
+                       kv_type_name(v.t),
+                       ms[next],
+                       double(bytes) / (ms[next] * 1e6),
                        {{"simd", simd_name(simd_level())}}});
               ++next;
             }
@@ -348,8 +368,14 @@ int run(const Options& opt) {
         for (size_t i = next, j = 0; i < ms.size(); ++j)
           if (vs[j].t == KvType::f32 && vs[j].bt != 64) {
             const int64_t bytes = B * ctx * m.Hkv * 2 * kv_row_bytes(KvType::f32, m.D);
-            rep.add({"attention", vs[j].paged ? "paged" : "contiguous", "read", shape, "f32", ms[i],
-                     double(bytes) / (ms[i] * 1e6), {{"checksum", std::to_string(sink & 1)}}});
+            rep.add({"attention",
+                     vs[j].paged ? "paged" : "contiguous",
+                     "read",
+                     shape,
+                     "f32",
+                     ms[i],
+                     double(bytes) / (ms[i] * 1e6),
+                     {{"checksum", std::to_string(sink & 1)}}});
             ++i;
           }
       }
@@ -365,10 +391,13 @@ int run(const Options& opt) {
   for (const Row& a : rep.rows())
     if (a.impl == "window512" && a.op == "decode")
       for (const Row& f : rep.rows())
-        if (f.impl == "window512" && f.op == "decode" && f.dtype == a.dtype && f.shape == gemma.name + std::string(" B1 ctx") + std::to_string(wctxs.front())) {
+        if (f.impl == "window512" && f.op == "decode" && f.dtype == a.dtype &&
+            f.shape == gemma.name + std::string(" B1 ctx") + std::to_string(wctxs.front())) {
           char buf[160];
-          std::snprintf(buf, sizeof buf, "%-30s %-5s windowed decode takes %.2fx its time at ctx %lld (fastest calls: %.2fx)",
-                        a.shape.c_str(), a.dtype.c_str(), a.median_ms / f.median_ms, static_cast<long long>(wctxs.front()),
+          std::snprintf(buf, sizeof buf,
+                        "%-30s %-5s windowed decode takes %.2fx its time at ctx %lld (fastest calls: %.2fx)",
+                        a.shape.c_str(), a.dtype.c_str(), a.median_ms / f.median_ms,
+                        static_cast<long long>(wctxs.front()),
                         std::stod(a.extra.at("min_ms")) / std::stod(f.extra.at("min_ms")));
           rep.note(buf);
         }

@@ -83,8 +83,9 @@ int run(const Options& opt) {
             };
             const double ms = time_ms(0);
             const double bytes = 2.0 * double(B * ctx * m.Hkv * rb);
-            Row r{"attention-gpu", paged ? "paged" : "contiguous", "decode",
-                  std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx), kv_type_name(t), ms,
+            Row r{"attention-gpu",    paged ? "paged" : "contiguous",
+                  "decode",           std::string(m.name) + " B" + std::to_string(B) + " ctx" + std::to_string(ctx),
+                  kv_type_name(t),    ms,
                   bytes / (ms * 1e6), {}};
             r.extra["of_copy"] = std::to_string(bytes / (ms * 1e6) / copy);
             const int chosen = attention_decode_splits(kv, pv, ctx);
@@ -110,7 +111,8 @@ int run(const Options& opt) {
             // one run shows what the choice (at least 2 CTAs a SM) leaves.
             if (paged && ctx == 8192)
               for (int sp : {1, 2, 4, 8, 16})
-                if (sp != chosen) add_variant("paged_s" + std::to_string(sp), time_ms(sp), "splits", std::to_string(sp));
+                if (sp != chosen)
+                  add_variant("paged_s" + std::to_string(sp), time_ms(sp), "splits", std::to_string(sp));
             for (void* p : {(void*)k, (void*)v, (void*)dip, (void*)dix, (void*)dll, (void*)q, (void*)out})
               LLMK_CUDA_CHECK(cudaFree(p));
           }

@@ -55,23 +55,20 @@ Reporter::Reporter(const Options& opt, std::string kernel, const std::string& co
   if (opt_.json)
     std::printf("{\"type\":\"note\",\"kernel\":\"%s\",\"note\":\"%s\"}\n", kernel_.c_str(),
                 json_escape(convention).c_str());
-  else
-    std::printf("== bench %s ==\n%s\n", kernel_.c_str(), convention.c_str());
+  else std::printf("== bench %s ==\n%s\n", kernel_.c_str(), convention.c_str());
   std::fflush(stdout);
 }
 
 void Reporter::add(Row r) {
   if (r.kernel.empty()) r.kernel = kernel_;
   if (opt_.json) {
-    std::printf("{\"kernel\":\"%s\",\"impl\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\","
-                "\"median_ms\":%.6g,\"gbps\":%.6g",
-                r.kernel.c_str(), r.impl.c_str(), r.op.c_str(), r.shape.c_str(), r.dtype.c_str(), r.median_ms,
-                r.gbps);
+    std::printf(
+        "{\"kernel\":\"%s\",\"impl\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\","
+        "\"median_ms\":%.6g,\"gbps\":%.6g",
+        r.kernel.c_str(), r.impl.c_str(), r.op.c_str(), r.shape.c_str(), r.dtype.c_str(), r.median_ms, r.gbps);
     for (const auto& [k, v] : r.extra) {
-      if (looks_numeric(v))
-        std::printf(",\"%s\":%s", json_escape(k).c_str(), v.c_str());
-      else
-        std::printf(",\"%s\":\"%s\"", json_escape(k).c_str(), json_escape(v).c_str());
+      if (looks_numeric(v)) std::printf(",\"%s\":%s", json_escape(k).c_str(), v.c_str());
+      else std::printf(",\"%s\":\"%s\"", json_escape(k).c_str(), json_escape(v).c_str());
     }
     std::printf("}\n");
   } else {
@@ -90,8 +87,8 @@ void Reporter::add(Row r) {
 }
 
 void Reporter::ratios(const std::string& impl, const std::vector<std::string>& versus) {
-  if (!opt_.json) std::printf("-- ratios (time of the other / time of %s; > 1 means %s is faster) --\n",
-                              impl.c_str(), impl.c_str());
+  if (!opt_.json)
+    std::printf("-- ratios (time of the other / time of %s; > 1 means %s is faster) --\n", impl.c_str(), impl.c_str());
   for (const Row& a : rows_) {
     if (a.impl != impl) continue;
     for (const std::string& v : versus) {
@@ -100,13 +97,13 @@ void Reporter::ratios(const std::string& impl, const std::vector<std::string>& v
         if (a.median_ms <= 0 || b.median_ms <= 0) continue;
         const double ratio = b.median_ms / a.median_ms;
         if (opt_.json)
-          std::printf("{\"type\":\"ratio\",\"kernel\":\"%s\",\"impl\":\"%s\",\"versus\":\"%s\",\"op\":\"%s\","
-                      "\"shape\":\"%s\",\"dtype\":\"%s\",\"speedup\":%.4g}\n",
-                      kernel_.c_str(), impl.c_str(), v.c_str(), a.op.c_str(), a.shape.c_str(), a.dtype.c_str(),
-                      ratio);
+          std::printf(
+              "{\"type\":\"ratio\",\"kernel\":\"%s\",\"impl\":\"%s\",\"versus\":\"%s\",\"op\":\"%s\","
+              "\"shape\":\"%s\",\"dtype\":\"%s\",\"speedup\":%.4g}\n",
+              kernel_.c_str(), impl.c_str(), v.c_str(), a.op.c_str(), a.shape.c_str(), a.dtype.c_str(), ratio);
         else
-          std::printf("%s %-4s %-22s %-5s %6.2fx %s\n", impl.c_str(), a.op.c_str(), a.shape.c_str(),
-                      a.dtype.c_str(), ratio, v.c_str());
+          std::printf("%s %-4s %-22s %-5s %6.2fx %s\n", impl.c_str(), a.op.c_str(), a.shape.c_str(), a.dtype.c_str(),
+                      ratio, v.c_str());
       }
     }
   }
@@ -121,8 +118,7 @@ std::string simd_note() {
 void Reporter::note(const std::string& text) {
   if (opt_.json)
     std::printf("{\"type\":\"note\",\"kernel\":\"%s\",\"note\":\"%s\"}\n", kernel_.c_str(), json_escape(text).c_str());
-  else
-    std::printf("%s\n", text.c_str());
+  else std::printf("%s\n", text.c_str());
   std::fflush(stdout);
 }
 
@@ -181,10 +177,8 @@ std::vector<Row> median_rounds(const std::vector<std::vector<Row>>& rounds) {
       auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<Row>& v) {
         return v[0].impl == row.impl && v[0].op == row.op && v[0].shape == row.shape && v[0].dtype == row.dtype;
       });
-      if (g == groups.end())
-        groups.push_back({row});
-      else
-        g->push_back(row);
+      if (g == groups.end()) groups.push_back({row});
+      else g->push_back(row);
     }
   std::vector<Row> out;
   for (auto& g : groups) {
@@ -282,8 +276,7 @@ std::vector<Row> run_python_peer(const std::string& script, const std::vector<st
     r.median_ms = std::atof(kv["median_ms"].c_str());
     r.gbps = std::atof(kv["gbps"].c_str());
     for (const auto& [k, v] : kv)
-      if (k != "kernel" && k != "impl" && k != "op" && k != "shape" && k != "dtype" && k != "median_ms" &&
-          k != "gbps")
+      if (k != "kernel" && k != "impl" && k != "op" && k != "shape" && k != "dtype" && k != "median_ms" && k != "gbps")
         r.extra[k] = v;
     rows.push_back(std::move(r));
   }

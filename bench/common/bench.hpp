@@ -17,16 +17,16 @@ namespace llmk::bench {
 
 struct Options {
   bool json = false;
-  bool quick = false;   // small shapes and few reps: a smoke test, not a measurement
-  int threads = 0;      // 0 = llmk's default
+  bool quick = false;             // small shapes and few reps: a smoke test, not a measurement
+  int threads = 0;                // 0 = llmk's default
   std::vector<std::string> only;  // --only a,b: restrict shapes/impls where the bench supports it
-  std::string model;    // --model NAME|PATH (bench generate): "" = the default model
+  std::string model;              // --model NAME|PATH (bench generate): "" = the default model
 };
 
 struct Row {
   std::string kernel, impl, op, shape, dtype;
   double median_ms = 0;
-  double gbps = 0;                          // bytes (per the bench's convention) / median time
+  double gbps = 0;                           // bytes (per the bench's convention) / median time
   std::map<std::string, std::string> extra;  // other columns, printed as they are (JSON: strings or numbers)
 };
 

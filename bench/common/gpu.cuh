@@ -89,8 +89,14 @@ inline double open_gpu_bench(Reporter& rep, const Options& opt, const std::strin
   }
   const size_t bytes = opt.quick ? (size_t(256) << 20) : (size_t(1) << 30);
   const double copy = device_copy_gbps(bytes);
-  rep.add(Row{kernel, "copy", "d2d_copy", std::to_string(bytes >> 20) + "MiB", "u8",
-              2.0 * double(bytes) / (copy * 1e6), copy, {{"device", cuda_device_name()}}});
+  rep.add(Row{kernel,
+              "copy",
+              "d2d_copy",
+              std::to_string(bytes >> 20) + "MiB",
+              "u8",
+              2.0 * double(bytes) / (copy * 1e6),
+              copy,
+              {{"device", cuda_device_name()}}});
   return copy;
 }
 

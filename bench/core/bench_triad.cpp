@@ -11,7 +11,8 @@ int run(const Options& opt) {
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   for (int t : {1, threads}) {
     const double gbps = stream_triad_gbps(t, bytes);
-    Row r{"triad", "stream", "triad", std::to_string(bytes >> 20) + "MiB", "f64", double(bytes) / (gbps * 1e6), gbps, {}};
+    Row r{"triad", "stream", "triad", std::to_string(bytes >> 20) + "MiB", "f64", double(bytes) / (gbps * 1e6),
+          gbps,    {}};
     r.extra["threads"] = std::to_string(t);
     rep.add(r);
     if (t == threads) break;

@@ -70,7 +70,8 @@ double peak_rss_mb() {
 // share of llmk's decode_b1 / decode_b8 step (rows of `med`).
 void vocab_share(Reporter& rep, const gguf::File& f, const Model& m, const std::vector<Row>& med, bool quick) {
   const ModelConfig& c = m.config();
-  const gguf::TensorInfo& t = f.find_tensor("output.weight") ? f.tensor("output.weight") : f.tensor("token_embd.weight");
+  const gguf::TensorInfo& t = f.find_tensor("output.weight") ? f.tensor("output.weight")
+                                                             : f.tensor("token_embd.weight");
   const WTypeTraits* tr = wtype_traits_for_ggml(uint32_t(t.type));
   if (!tr) return;
   const WeightView w{t.data, tr->type, c.n_vocab, c.d_model, t.row_bytes};
@@ -78,7 +79,7 @@ void vocab_share(Reporter& rep, const gguf::File& f, const Model& m, const std::
   std::vector<float> x(size_t(8 * d)), logits(size_t(8 * V));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int64_t(i * 2654435761u % 2001) - 1000) / 1000.0f;
   matmul(x.data(), d, w, logits.data(), V, 8);  // realistic logits for the sampler
-  SamplingParams sp{0.0f};  // greedy, as the decode rows
+  SamplingParams sp{0.0f};                      // greedy, as the decode rows
   std::vector<int32_t> tok(8);
   uint64_t step = 0;
   const auto sample_rows = [&](int64_t B) {
@@ -88,15 +89,21 @@ void vocab_share(Reporter& rep, const gguf::File& f, const Model& m, const std::
         sample(TensorView::matrix(row, DType::f32, 1, V), &sp, nullptr, 1, step++, &tok[size_t(b)]);
     }
   };
-  const std::vector<std::function<void()>> fns = {
-      [&] { matmul(x.data(), d, w, logits.data(), V, 1); }, [&] { sample_rows(1); },
-      [&] { matmul(x.data(), d, w, logits.data(), V, 8); }, [&] { sample_rows(8); }};
+  const std::vector<std::function<void()>> fns = {[&] { matmul(x.data(), d, w, logits.data(), V, 1); },
+                                                  [&] { sample_rows(1); },
+                                                  [&] { matmul(x.data(), d, w, logits.data(), V, 8); },
+                                                  [&] { sample_rows(8); }};
   const std::vector<double> ms = interleaved_median_ms(fns, quick ? 1 : 7, quick ? 0.002 : 0.05);
   const char* ops[] = {"output_matmul", "sampler", "output_matmul", "sampler"};
   for (size_t i = 0; i < 4; ++i) {
     const int64_t B = i < 2 ? 1 : 8;
-    rep.add({"generate", "llmk-part", ops[i], std::to_string(B) + " rows", std::string(wtype_name(w.type)) + " [" +
-             std::to_string(V) + ", " + std::to_string(d) + "]", ms[i], i % 2 ? 0.0 : double(t.n_bytes) / (ms[i] * 1e6),
+    rep.add({"generate",
+             "llmk-part",
+             ops[i],
+             std::to_string(B) + " rows",
+             std::string(wtype_name(w.type)) + " [" + std::to_string(V) + ", " + std::to_string(d) + "]",
+             ms[i],
+             i % 2 ? 0.0 : double(t.n_bytes) / (ms[i] * 1e6),
              {{"simd", simd_name(simd_level())}}});
   }
   for (int64_t B : {int64_t(1), int64_t(8)})
@@ -105,7 +112,8 @@ void vocab_share(Reporter& rep, const gguf::File& f, const Model& m, const std::
         const size_t i = B == 1 ? 0 : 2;
         char buf[200];
         std::snprintf(buf, sizeof buf,
-                      "decode_b%lld step %.3f ms: output matmul %.3f ms (%.0f%%), sampler %.3f ms (%.0f%%), the rest %.0f%%",
+                      "decode_b%lld step %.3f ms: output matmul %.3f ms (%.0f%%), sampler %.3f ms (%.0f%%), the rest "
+                      "%.0f%%",
                       static_cast<long long>(B), r.median_ms, ms[i], 100 * ms[i] / r.median_ms, ms[i + 1],
                       100 * ms[i + 1] / r.median_ms, 100 * (1 - (ms[i] + ms[i + 1]) / r.median_ms));
         rep.note(buf);
@@ -115,13 +123,16 @@ void vocab_share(Reporter& rep, const gguf::File& f, const Model& m, const std::
 int run(const Options& opt) {
   Reporter rep(opt, "generate",
                "tok/s = tokens / wall time; gbps = model weight bytes x forwards / time (KV reads not counted); "
-               "median_ms = time per forward; greedy, f16 KV; each row the median of its rounds (llmk and the peer in turn)");
+               "median_ms = time per forward; greedy, f16 KV; each row the median of its rounds (llmk and the peer in "
+               "turn)");
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   set_num_threads(threads);
   const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
   const int64_t lplen = opt.quick ? 0 : 2048, ln = 32;  // the long-context decode row
   const std::vector<int64_t> batches = {8, 32};
-  const std::string path = !opt.model.empty() ? gguf::resolve_model(opt.model) : opt.quick ? "" : gguf::default_model_path();
+  const std::string path = !opt.model.empty() ? gguf::resolve_model(opt.model)
+                           : opt.quick        ? ""
+                                              : gguf::default_model_path();
   std::unique_ptr<gguf::File> file;
   std::unique_ptr<Model> model;
   std::vector<int32_t> ids;
@@ -148,7 +159,9 @@ int run(const Options& opt) {
   std::vector<Row> round;  // the rows of the current round
   std::string impl = "llmk";
   auto add = [&](const std::string& op, const std::string& shape, double seconds, int64_t tokens, int64_t forwards) {
-    Row r{"generate", impl, op, shape, dtype, 1e3 * seconds / double(forwards), wbytes * double(forwards) / seconds / 1e9, {}};
+    Row r{
+        "generate", impl, op, shape, dtype, 1e3 * seconds / double(forwards), wbytes * double(forwards) / seconds / 1e9,
+        {}};
     r.extra["simd"] = simd_name(simd_level());
     r.extra["tok_s"] = std::to_string(double(tokens) / seconds);
     r.extra["threads"] = std::to_string(threads);
@@ -176,8 +189,8 @@ int run(const Options& opt) {
     {
       const auto t0 = std::chrono::steady_clock::now();
       run_batch(1, plen, 1);
-      add("prefill", std::to_string(plen),
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), plen, 1);
+      add("prefill", std::to_string(plen), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          plen, 1);
     }
     {
       const EngineStats st = run_batch(1, plen, dn + 1);

@@ -20,8 +20,8 @@ int run(const Options& opt) {
   Reporter rep(opt, "matmul", "bytes = stored W + 4*(M*K + M*N); gflops = 2*M*N*K / time");
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   set_num_threads(threads);
-  std::vector<std::array<int64_t, 3>> shapes = {{1, 1536, 576}, {8, 1536, 576}, {32, 1536, 576}, {512, 1536, 576},
-                                                 {1, 49152, 576}};
+  std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1536, 576}, {8, 1536, 576}, {32, 1536, 576}, {512, 1536, 576}, {1, 49152, 576}};
   if (opt.quick) shapes = {{1, 1536, 576}, {8, 1536, 576}};
   std::string spec;
   for (const auto& shp : shapes) {
@@ -49,8 +49,9 @@ int run(const Options& opt) {
   }
   // Gemma-3-270M's Q4_K_M shapes, each type beside Q8_0 at the same shape (llmk only):
   // attn_output 640 x 1024 (Q4_K), ffn_down 640 x 2048 (Q6_K), ffn_up 2048 x 640 (Q5_0).
-  const std::vector<std::pair<std::array<int64_t, 2>, WType>> gemma = {
-      {{640, 1024}, WType::q4_k}, {{640, 2048}, WType::q6_k}, {{2048, 640}, WType::q5_0}};
+  const std::vector<std::pair<std::array<int64_t, 2>, WType>> gemma = {{{640, 1024}, WType::q4_k},
+                                                                       {{640, 2048}, WType::q6_k},
+                                                                       {{2048, 640}, WType::q5_0}};
   for (int64_t M : opt.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 32, 512})
     for (const auto& [nk, type] : gemma)
       for (WType t : {type, WType::q8_0}) {
@@ -70,7 +71,8 @@ int run(const Options& opt) {
         rep.add(r);
       }
   std::string why;
-  const auto rows = run_python_peer("bench/model/peer_torch_matmul.py", {std::to_string(threads), opt.quick ? "1" : "0", spec}, &why);
+  const auto rows = run_python_peer("bench/model/peer_torch_matmul.py",
+                                    {std::to_string(threads), opt.quick ? "1" : "0", spec}, &why);
   if (rows.empty()) rep.note("peer skipped: " + why);
   for (const auto& r : rows) rep.add(r);
   if (!opt.quick) {
@@ -81,5 +83,7 @@ int run(const Options& opt) {
   return 0;
 }
 }  // namespace
-LLMK_BENCH("matmul", "y = x W^T on stored f32/f16/Q8_0/Q4_1 weights vs torch f32 (SmolLM2 shapes); Q4_K/Q6_K/Q5_0 (Gemma shapes)", run);
+LLMK_BENCH("matmul",
+           "y = x W^T on stored f32/f16/Q8_0/Q4_1 weights vs torch f32 (SmolLM2 shapes); Q4_K/Q6_K/Q5_0 (Gemma shapes)",
+           run);
 }  // namespace llmk::bench

@@ -34,8 +34,19 @@ struct Data {
   int64_t N, D;
   Buffer x, dy, y, dx, w, b, mean, rstd, dw, db, tmp;
   Data(int64_t n, int64_t d)
-      : N(n), D(d), x(bytes()), dy(bytes()), y(bytes()), dx(bytes()), w(4 * d), b(4 * d), mean(4 * n), rstd(4 * n),
-        dw(4 * d), db(4 * d), tmp(bytes()) {
+      : N(n),
+        D(d),
+        x(bytes()),
+        dy(bytes()),
+        y(bytes()),
+        dx(bytes()),
+        w(4 * d),
+        b(4 * d),
+        mean(4 * n),
+        rstd(4 * n),
+        dw(4 * d),
+        db(4 * d),
+        tmp(bytes()) {
     uint32_t s = 12345;
     auto rnd = [&] { return (s = s * 1664525u + 1013904223u) / 4294967296.0f - 0.5f; };
 #pragma omp parallel for schedule(static)
@@ -55,10 +66,12 @@ struct Data {
   TensorView vecD(const Buffer& p) const { return TensorView::vector(p.data(), DType::f32, D); }
 };
 
-void llmk_fwd(Data& d) { layer_norm(d.mat(d.x), d.vecD(d.w), d.vecD(d.b), kEps, d.mat(d.y), d.vecN(d.mean), d.vecN(d.rstd)); }
+void llmk_fwd(Data& d) {
+  layer_norm(d.mat(d.x), d.vecD(d.w), d.vecD(d.b), kEps, d.mat(d.y), d.vecN(d.mean), d.vecN(d.rstd));
+}
 void llmk_bwd(Data& d) {
-  layer_norm_backward(d.mat(d.dy), d.mat(d.x), d.vecD(d.w), d.vecN(d.mean), d.vecN(d.rstd), d.mat(d.dx),
-                      d.vecD(d.dw), d.vecD(d.db));
+  layer_norm_backward(d.mat(d.dy), d.mat(d.x), d.vecD(d.w), d.vecN(d.mean), d.vecN(d.rstd), d.mat(d.dx), d.vecD(d.dw),
+                      d.vecD(d.db));
 }
 
 // The unfused version: each step a separate sweep over [N, D], through a
@@ -110,8 +123,7 @@ void naive_bwd(Data& d) {
     for (int64_t i = 0; i < D; ++i) c1 += dy[n * D + i] * w[i], c2 += dy[n * D + i] * w[i] * xh[n * D + i];
     c1 /= float(D);
     c2 /= float(D);
-    for (int64_t i = 0; i < D; ++i)
-      dx[n * D + i] = rstd[n] * (dy[n * D + i] * w[i] - c1 - xh[n * D + i] * c2);
+    for (int64_t i = 0; i < D; ++i) dx[n * D + i] = rstd[n] * (dy[n * D + i] * w[i] - c1 - xh[n * D + i] * c2);
   }
 }
 
@@ -131,19 +143,20 @@ struct Dnnl {
     const memory::desc sd({d.N}, memory::data_type::f32, memory::format_tag::a);
     const memory::desc pd({d.D}, memory::data_type::f32, memory::format_tag::a);
     const auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
-    const layer_normalization_forward::primitive_desc fpd(
-        layer_normalization_forward::desc(prop_kind::forward_training, md, sd, kEps, flags), eng);
-    const layer_normalization_backward::primitive_desc bpd(
-        layer_normalization_backward::desc(prop_kind::backward, md, md, sd, kEps, flags), eng, fpd);
+    const layer_normalization_forward::primitive_desc fpd(layer_normalization_forward::desc(prop_kind::forward_training,
+                                                                                            md, sd, kEps, flags),
+                                                          eng);
+    const layer_normalization_backward::primitive_desc bpd(layer_normalization_backward::desc(prop_kind::backward, md,
+                                                                                              md, sd, kEps, flags),
+                                                           eng, fpd);
     fwd = layer_normalization_forward(fpd);
     bwd = layer_normalization_backward(bpd);
     auto m = [&](const memory::desc& dd, const Buffer& p) { return memory(dd, eng, p.data()); };
-    fargs = {{DNNL_ARG_SRC, m(md, d.x)},     {DNNL_ARG_DST, m(md, d.y)},       {DNNL_ARG_MEAN, m(sd, d.mean)},
-             {DNNL_ARG_VARIANCE, m(sd, var)}, {DNNL_ARG_SCALE, m(pd, d.w)},     {DNNL_ARG_SHIFT, m(pd, d.b)}};
-    bargs = {{DNNL_ARG_SRC, m(md, d.x)},          {DNNL_ARG_DIFF_DST, m(md, d.dy)},   {DNNL_ARG_MEAN, m(sd, d.mean)},
-             {DNNL_ARG_VARIANCE, m(sd, var)},      {DNNL_ARG_SCALE, m(pd, d.w)},       {DNNL_ARG_SHIFT, m(pd, d.b)},
-             {DNNL_ARG_DIFF_SRC, m(md, d.dx)},
-             {DNNL_ARG_DIFF_SCALE, m(pd, d.dw)}, {DNNL_ARG_DIFF_SHIFT, m(pd, d.db)}};
+    fargs = {{DNNL_ARG_SRC, m(md, d.x)},      {DNNL_ARG_DST, m(md, d.y)},   {DNNL_ARG_MEAN, m(sd, d.mean)},
+             {DNNL_ARG_VARIANCE, m(sd, var)}, {DNNL_ARG_SCALE, m(pd, d.w)}, {DNNL_ARG_SHIFT, m(pd, d.b)}};
+    bargs = {{DNNL_ARG_SRC, m(md, d.x)},       {DNNL_ARG_DIFF_DST, m(md, d.dy)},   {DNNL_ARG_MEAN, m(sd, d.mean)},
+             {DNNL_ARG_VARIANCE, m(sd, var)},  {DNNL_ARG_SCALE, m(pd, d.w)},       {DNNL_ARG_SHIFT, m(pd, d.b)},
+             {DNNL_ARG_DIFF_SRC, m(md, d.dx)}, {DNNL_ARG_DIFF_SCALE, m(pd, d.dw)}, {DNNL_ARG_DIFF_SHIFT, m(pd, d.db)}};
   }
   void run_fwd() {
     fwd.execute(strm, fargs);
@@ -172,8 +185,14 @@ int run(const Options& opt) {
 
   const size_t triad_bytes = opt.quick ? (48u << 20) : (768u << 20);
   const double triad = stream_triad_gbps(threads, triad_bytes);
-  rep.add(Row{"layernorm", "triad", "triad", std::to_string(triad_bytes >> 20) + "MiB", "f64",
-              double(triad_bytes) / (triad * 1e6), triad, {}});
+  rep.add(Row{"layernorm",
+              "triad",
+              "triad",
+              std::to_string(triad_bytes >> 20) + "MiB",
+              "f64",
+              double(triad_bytes) / (triad * 1e6),
+              triad,
+              {}});
 
   std::string shape_list;
   for (const auto& [N, D] : shapes) shape_list += (shape_list.empty() ? "" : ",") + shape_str({N, D});

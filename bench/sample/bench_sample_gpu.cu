@@ -53,7 +53,7 @@ int run(const Options& opt) {
       const double ms = gpu_median_ms(
           [&](cudaStream_t s) { sample_cuda(view, params.data(), {}, 7, step++, tok, reinterpret_cast<Stream>(s)); },
           opt.quick ? 5 : 20);
-      Row r{"sample-gpu", "llmk", std::string("sample_") + op.name, shape_str({b, v}), "f32", ms,
+      Row r{"sample-gpu",         "llmk", std::string("sample_") + op.name, shape_str({b, v}), "f32", ms,
             4.0 * n / (ms * 1e6), {}};
       r.extra["of_copy"] = std::to_string(r.gbps / copy);
       rep.add(r);

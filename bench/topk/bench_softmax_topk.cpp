@@ -75,8 +75,14 @@ int run(const Options& opt) {
   const double min_s = opt.quick ? 0.02 : 0.3;
   const size_t triad_bytes = opt.quick ? (48u << 20) : (768u << 20);
   const double triad = stream_triad_gbps(threads, triad_bytes);
-  rep.add(Row{"softmax-topk", "triad", "triad", std::to_string(triad_bytes >> 20) + "MiB", "f64",
-              double(triad_bytes) / (triad * 1e6), triad, {{"threads", std::to_string(threads)}}});
+  rep.add(Row{"softmax-topk",
+              "triad",
+              "triad",
+              std::to_string(triad_bytes >> 20) + "MiB",
+              "f64",
+              double(triad_bytes) / (triad * 1e6),
+              triad,
+              {{"threads", std::to_string(threads)}}});
   std::string peer_shapes;
   for (const Shape& s : shapes)
     peer_shapes += (peer_shapes.empty() ? "" : ",") + std::to_string(s.b) + "x" + std::to_string(s.v) + "x" +
@@ -91,8 +97,8 @@ int run(const Options& opt) {
     std::vector<Row> rows;
     for (const Shape& s : shapes) {
       const int64_t n = s.b * s.v, copies = logit_copies(n);
-      Buffer x(size_t(n * copies) * 4), probs(size_t(s.b * s.k) * 4), idx(size_t(s.b * s.k) * 4),
-          mx(size_t(s.b) * 4), lse(size_t(s.b) * 4);
+      Buffer x(size_t(n * copies) * 4), probs(size_t(s.b * s.k) * 4), idx(size_t(s.b * s.k) * 4), mx(size_t(s.b) * 4),
+          lse(size_t(s.b) * 4);
       float* xp = x.as<float>();
 #pragma omp parallel for schedule(static) num_threads(threads)
       for (int64_t i = 0; i < n * copies; ++i) {  // first touch by the threads that read it; pseudo-random in [-4, 4)
@@ -118,7 +124,13 @@ int run(const Options& opt) {
       // the LM head's matmul: the op's compute side, not held to the triad.
       const auto first = TensorView::matrix(xp, DType::f32, s.b, s.v);
       const double t_warm = median_ms([&] { softmax_topk(first, s.k, 1.0f, out); }, 5, min_s);
-      rows.push_back(Row{"softmax-topk", "llmk_warm", op_of(s), shape, "f32", t_warm, bytes / (t_warm * 1e6),
+      rows.push_back(Row{"softmax-topk",
+                         "llmk_warm",
+                         op_of(s),
+                         shape,
+                         "f32",
+                         t_warm,
+                         bytes / (t_warm * 1e6),
                          {{"simd", simd_name(simd_level())}}});
       const double t_naive = median_ms([&] { softmax_topk_naive(view(), s.k, 1.0f, out); }, 5, min_s);
       rows.push_back(Row{"softmax-topk", "naive", op_of(s), shape, "f32", t_naive, bytes / (t_naive * 1e6), {}});

@@ -29,8 +29,9 @@ int run(const Options& opt) {
   if (copy == 0) return 0;
   std::vector<Shape> shapes = {{256, 131072, 1}, {256, 131072, 50}, {256, 131072, 256}};
   if (!opt.quick)
-    shapes.insert(shapes.end(), {{256, 131072, 1024}, {1, 131072, 50}, {8, 131072, 50}, {64, 151936, 50},
-                                 {4096, 64, 8}, {4096, 256, 8}});
+    shapes.insert(
+        shapes.end(),
+        {{256, 131072, 1024}, {1, 131072, 50}, {8, 131072, 50}, {64, 151936, 50}, {4096, 64, 8}, {4096, 256, 8}});
   std::string peer_shapes;
   for (const Shape& s : shapes) {
     const int64_t n = s.b * s.v;
@@ -49,7 +50,7 @@ int run(const Options& opt) {
     const SoftmaxTopkOut out{probs, idx, mx, lse};
     const double ms = gpu_median_ms(
         [&](cudaStream_t st) { softmax_topk(view, s.k, 1.0f, out, reinterpret_cast<Stream>(st)); }, opt.quick ? 5 : 20);
-    Row r{"softmax-topk-gpu", "llmk", "softmax_topk_k" + std::to_string(s.k), shape_str({s.b, s.v}), "f32", ms,
+    Row r{"softmax-topk-gpu",   "llmk", "softmax_topk_k" + std::to_string(s.k), shape_str({s.b, s.v}), "f32", ms,
           4.0 * n / (ms * 1e6), {}};
     r.extra["config"] = topk_cuda_config_name(softmax_topk_cuda_config(s.b, s.v, s.k));
     r.extra["of_copy"] = std::to_string(r.gbps / copy);
@@ -63,13 +64,16 @@ int run(const Options& opt) {
         forced.push_back({TopkCudaConfig::split_row, sp});
       for (const auto& [config, sp] : forced) {
         const double fms = gpu_median_ms(
-            [&](cudaStream_t st) {
-              softmax_topk_cuda(view, s.k, 1.0f, out, reinterpret_cast<Stream>(st), config, sp);
-            },
+            [&](cudaStream_t st) { softmax_topk_cuda(view, s.k, 1.0f, out, reinterpret_cast<Stream>(st), config, sp); },
             opt.quick ? 5 : 20);
-        Row f{"softmax-topk-gpu", std::string("llmk_") + topk_cuda_config_name(config) +
-                                      (sp ? "_s" + std::to_string(sp) : std::string()),
-              r.op, r.shape, "f32", fms, 4.0 * n / (fms * 1e6), {}};
+        Row f{"softmax-topk-gpu",
+              std::string("llmk_") + topk_cuda_config_name(config) + (sp ? "_s" + std::to_string(sp) : std::string()),
+              r.op,
+              r.shape,
+              "f32",
+              fms,
+              4.0 * n / (fms * 1e6),
+              {}};
         f.extra["of_copy"] = std::to_string(f.gbps / copy);
         rep.add(f);
       }

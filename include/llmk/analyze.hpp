@@ -63,7 +63,7 @@ struct ModelConfig {
   int64_t n_heads = 0;     // query heads
   int64_t n_kv_heads = 0;  // K/V heads; divides n_heads (MHA: equal, GQA: fewer, MQA: 1)
   int64_t head_dim = 0;
-  int64_t ffn = 0;         // FFN inner width
+  int64_t ffn = 0;  // FFN inner width
   int64_t vocab = 0;
   bool tied_embeddings = false;  // LM head shares the token embedding
   bool gated_ffn = true;         // SwiGLU (gate, up, down) rather than a 2-matrix MLP
@@ -86,8 +86,8 @@ ModelConfig load_model_config(const std::string& path);
 void validate(const ModelConfig& m);  // positive sizes, n_kv_heads | n_heads
 
 struct Device {
-  std::string key;          // CLI name: "h100", "cpu", ...
-  std::string name;         // "NVIDIA H100 SXM 80GB"
+  std::string key;   // CLI name: "h100", "cpu", ...
+  std::string name;  // "NVIDIA H100 SXM 80GB"
   int64_t memory_bytes = 0;
   double bandwidth_gbps = 0;  // peak (GPUs: datasheet) or measured (cpu: STREAM triad)
   double peak_tflops = 0;     // dense bf16/f16 tensor (GPUs) or measured f32 FMA (cpu)
@@ -95,8 +95,8 @@ struct Device {
   std::string source;         // where the figures come from
 };
 
-const std::vector<Device>& builtin_devices();   // the GPUs
-Device find_device(std::string_view key);       // throws listing the keys ("cpu" is not here)
+const std::vector<Device>& builtin_devices();  // the GPUs
+Device find_device(std::string_view key);      // throws listing the keys ("cpu" is not here)
 // This machine: MemTotal from /proc/meminfo, the CPU model from /proc/cpuinfo,
 // and the bandwidth and peak the caller measured or gave.
 Device host_device(double bandwidth_gbps, double peak_tflops);
@@ -133,12 +133,12 @@ struct CapacityOptions {
 
 struct Capacity {
   int64_t memory = 0, reserve = 0, weights = 0;
-  int64_t kv_budget = 0;     // memory - reserve - weights (negative: the weights do not fit)
-  bool fits = false;         // weights + reserve <= memory
-  int64_t block_bytes = 0;   // one block of KV for one sequence
-  int64_t blocks = 0;        // blocks the budget holds
-  int64_t max_context = 0;   // longest context (a multiple of block) for `batch` sequences
-  int64_t max_batch = 0;     // most sequences of `context` tokens
+  int64_t kv_budget = 0;    // memory - reserve - weights (negative: the weights do not fit)
+  bool fits = false;        // weights + reserve <= memory
+  int64_t block_bytes = 0;  // one block of KV for one sequence
+  int64_t blocks = 0;       // blocks the budget holds
+  int64_t max_context = 0;  // longest context (a multiple of block) for `batch` sequences
+  int64_t max_batch = 0;    // most sequences of `context` tokens
 };
 
 Capacity capacity(const ModelConfig& m, const Device& d, KvType k, KvType v, WeightType w, int64_t batch,

@@ -56,16 +56,16 @@ bool decode_cuda_token_tiles_fit(const KvLayerView& kv);
 DecodeCudaKernel decode_cuda_kernel_pick(const KvLayerView& kv);
 
 struct AttentionOptions {
-  int splits = 0;           // decode: context splits per sequence (CUDA: per (sequence, kv-head)); 0 = choose
+  int splits = 0;  // decode: context splits per sequence (CUDA: per (sequence, kv-head)); 0 = choose
   DecodeCudaKernel cuda_decode = DecodeCudaKernel::automatic;  // CUDA decode: the kernel (forced ones must fit)
   int64_t prefill_chunk = 1024;  // CPU prefill: positions a context chunk, a multiple of 16 in [16, 2^30];
                                  // the rows' bits depend on it (also a windowed CPU decode's first tile)
-  int64_t max_kv_len = 0;   // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
-  int64_t num_tokens = -1;  // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host
-                            // reads no device table)
-  int64_t window = 0;       // sliding window in positions (>= 0; 0 = none; above): CPU and CUDA decode,
-                            // CPU prefill
-  Stream stream = nullptr;  // CUDA
+  int64_t max_kv_len = 0;        // CUDA decode: longest context of the batch, for the split choice (0 = assume 32768)
+  int64_t num_tokens = -1;       // CUDA prefill: qo_indptr[B], the rows of q and out (required: the host
+                                 // reads no device table)
+  int64_t window = 0;            // sliding window in positions (>= 0; 0 = none; above): CPU and CUDA decode,
+                                 // CPU prefill
+  Stream stream = nullptr;       // CUDA
 };
 
 // \brief Decode: one new query token per sequence over its whole cached context.
@@ -78,8 +78,8 @@ struct AttentionOptions {
 // \param scale  finite multiplier of q . k (usually 1 / sqrt(D)).
 // \param out    [B, Hq, D] f32, overwritten.
 // \param opt    splits (0 = choose), window, the CUDA kernel and stream.
-void attention_decode(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads,
-                      float scale, float* out, const AttentionOptions& opt = {});
+void attention_decode(const float* q, const KvLayerView& kv, const PageTableView& pages, int64_t n_heads, float scale,
+                      float* out, const AttentionOptions& opt = {});
 
 // \brief Varlen causal prefill: the new tokens of B sequences, packed without padding.
 // \param q          [T, Hq, D] f32, T = qo_indptr[B].

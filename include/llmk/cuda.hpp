@@ -19,8 +19,8 @@ namespace llmk {
 
 using Stream = CUstream_st*;
 
-bool cuda_compiled();          // built with the CUDA kernels
-int cuda_device_count();       // 0 when not compiled or no device / driver
+bool cuda_compiled();     // built with the CUDA kernels
+int cuda_device_count();  // 0 when not compiled or no device / driver
 std::string cuda_device_name(int device = 0);
 
 }  // namespace llmk

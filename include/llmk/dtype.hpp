@@ -70,9 +70,9 @@ inline uint16_t f32_to_f16_bits(float f) {
   const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // nan, quiet
-  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow (incl. inf) -> inf
-  if (ax < 0x38800000u) {                                  // result is subnormal or zero
-    if (ax < 0x33000000u) return sign;                     // below half the smallest subnormal
+  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);                         // overflow (incl. inf) -> inf
+  if (ax < 0x38800000u) {                                                         // result is subnormal or zero
+    if (ax < 0x33000000u) return sign;                                            // below half the smallest subnormal
     // value = m * 2^(e-150) with the implicit bit in m; the f16 subnormal unit
     // is 2^-24, so q = m * 2^(e-126), rounded to nearest even.
     const uint32_t e = ax >> 23;

@@ -52,14 +52,14 @@ namespace llmk {
 class Tokenizer;
 
 struct Request {
-  std::vector<int32_t> prompt;     // >= 1 token
-  int64_t max_tokens = 128;        // new tokens, >= 1
+  std::vector<int32_t> prompt;  // >= 1 token
+  int64_t max_tokens = 128;     // new tokens, >= 1
   // temperature 0: greedy. The penalties see the generated tokens, and the
   // prompt's too when repetition_penalty != 1 (presence: OpenAI's and vLLM's
   // rule; repetition: Hugging Face's and vLLM's).
   SamplingParams sampling{0.0f};
-  uint64_t seed = 0;               // draw (seed, step) where step = tokens generated so far
-  std::vector<std::string> stop;   // stop strings (need a tokenizer)
+  uint64_t seed = 0;              // draw (seed, step) where step = tokens generated so far
+  std::vector<std::string> stop;  // stop strings (need a tokenizer)
   // -1: off. 0..kMaxLogprobs: each Event carries the sampled token's
   // log-probability and the `logprobs` most likely tokens with theirs. These are
   // log softmax of the model's logits at temperature 1, before penalties and
@@ -100,9 +100,9 @@ struct Output {
   Finish finish = Finish::running;
   int64_t preemptions = 0;
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache at the first admission
-  std::vector<float> logprobs;                  // [tokens] when Request::logprobs >= 0, else empty
-  std::vector<std::vector<TokenLogprob>> top;   // [tokens] likewise
+  int64_t cached_tokens = 0;                   // prompt tokens taken from the prefix cache at the first admission
+  std::vector<float> logprobs;                 // [tokens] when Request::logprobs >= 0, else empty
+  std::vector<std::vector<TokenLogprob>> top;  // [tokens] likewise
 };
 
 struct EngineConfig {

@@ -32,12 +32,9 @@ namespace detail {
 template <class T>
 std::string to_str(const T& v) {
   std::ostringstream os;
-  if constexpr (std::is_same_v<T, bool>)
-    os << (v ? "true" : "false");
-  else if constexpr (std::is_pointer_v<T>)
-    os << static_cast<const void*>(v);
-  else
-    os << v;
+  if constexpr (std::is_same_v<T, bool>) os << (v ? "true" : "false");
+  else if constexpr (std::is_pointer_v<T>) os << static_cast<const void*>(v);
+  else os << v;
   return os.str();
 }
 }  // namespace detail
@@ -49,8 +46,7 @@ std::string to_str(const T& v) {
 
 // LLMK_CHECK_ARG(cond, "fn", "arg", value, "requirement"): throws
 // llmk::InvalidArgument naming fn, arg and value when cond is false.
-#define LLMK_CHECK_ARG(cond, fn, arg, value, requirement)                                  \
-  do {                                                                                     \
-    if (!(cond)) ::llmk::throw_invalid_argument((fn), (arg), ::llmk::detail::to_str(value), \
-                                                (requirement));                            \
+#define LLMK_CHECK_ARG(cond, fn, arg, value, requirement)                                                   \
+  do {                                                                                                      \
+    if (!(cond)) ::llmk::throw_invalid_argument((fn), (arg), ::llmk::detail::to_str(value), (requirement)); \
   } while (0)

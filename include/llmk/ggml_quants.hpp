@@ -35,12 +35,12 @@
 
 namespace llmk {
 
-inline constexpr int kQuantBlock = 32;  // values per block of the 32-value formats
+inline constexpr int kQuantBlock = 32;   // values per block of the 32-value formats
 inline constexpr int kSuperBlock = 256;  // values per K-quant super-block
 
 struct BlockQ8_0 {
-  uint16_t d;      // f16 bits: scale
-  int8_t qs[32];   // value j = qs[j] * d
+  uint16_t d;     // f16 bits: scale
+  int8_t qs[32];  // value j = qs[j] * d
 };
 struct BlockQ4_0 {
   uint16_t d;      // f16 bits: scale
@@ -89,10 +89,10 @@ struct BlockQ5_K {
   uint8_t qs[128];     // low 4 bits, as Q4_K
 };
 struct BlockQ6_K {
-  uint8_t ql[128];     // element i: low 4 bits (ql[64 h + 32 (j & 1) + l] >> 4 (j >> 1)) & 15
-  uint8_t qh[64];      // element i: high 2 bits (qh[32 h + l] >> 2 j) & 3
-  int8_t scales[16];   // sub-block i / 16
-  uint16_t d;          // f16 bits
+  uint8_t ql[128];    // element i: low 4 bits (ql[64 h + 32 (j & 1) + l] >> 4 (j >> 1)) & 15
+  uint8_t qh[64];     // element i: high 2 bits (qh[32 h + l] >> 2 j) & 3
+  int8_t scales[16];  // sub-block i / 16
+  uint16_t d;         // f16 bits
 };
 static_assert(sizeof(BlockQ8_0) == 34 && alignof(BlockQ8_0) == 2, "Q8_0 block must be 34 bytes");
 static_assert(sizeof(BlockQ4_0) == 18 && alignof(BlockQ4_0) == 2, "Q4_0 block must be 18 bytes");
@@ -129,10 +129,10 @@ inline constexpr int kWTypeCount = 13;
 // One row of the storage-type traits table.
 struct WTypeTraits {
   WType type;
-  const char* name;     // "q4_k": the CLI's and the errors' spelling
-  uint32_t ggml_type;   // gguf::GgmlType id
-  int block_elems;      // values per block: 1 (float types), 32 or 256
-  int block_bytes;      // bytes per block
+  const char* name;    // "q4_k": the CLI's and the errors' spelling
+  uint32_t ggml_type;  // gguf::GgmlType id
+  int block_elems;     // values per block: 1 (float types), 32 or 256
+  int block_bytes;     // bytes per block
   // Reference dequantizer: x [n / block_elems blocks] -> y [n] f32 (overwritten).
   void (*to_float)(const void* x, float* y, int64_t n);
   // Reference quantizer: y [n] f32 (finite) -> x blocks.

@@ -35,11 +35,37 @@ class FormatError : public Error {
 
 // ggml tensor type ids (ggml.h); those with a name here have a known block size.
 enum class GgmlType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
-  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-  TQ1_0 = 34, TQ2_0 = 35,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
 };
 // "Q4_1", or "unknown" for an id ggml does not define.
 const char* ggml_type_name(GgmlType t);
@@ -64,8 +90,19 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Metadata value types (the GGUF spec's ids).
 enum class ValueType : uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7, string = 8,
-  array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 const char* value_type_name(ValueType t);  // "u32", "string", "array", ...
 
@@ -101,14 +138,14 @@ struct Value {
 struct TensorInfo {
   std::string name;
   GgmlType type = GgmlType::F32;
-  int n_dims = 0;                          // 0..4
-  std::array<int64_t, 4> ne{1, 1, 1, 1};   // ggml order: ne[0] innermost; unused dims are 1
-  uint64_t offset = 0;                     // relative to the data section, aligned
-  int64_t n_elements = 0;                  // product of ne
-  int64_t n_bytes = 0;                     // n_elements / block_elems * block_bytes
-  int64_t row_bytes = 0;                   // bytes of one ne[0] row
-  const void* data = nullptr;              // into the mapping; aligned to the file's alignment
-                                           // relative to the file start (mmap is page aligned)
+  int n_dims = 0;                         // 0..4
+  std::array<int64_t, 4> ne{1, 1, 1, 1};  // ggml order: ne[0] innermost; unused dims are 1
+  uint64_t offset = 0;                    // relative to the data section, aligned
+  int64_t n_elements = 0;                 // product of ne
+  int64_t n_bytes = 0;                    // n_elements / block_elems * block_bytes
+  int64_t row_bytes = 0;                  // bytes of one ne[0] row
+  const void* data = nullptr;             // into the mapping; aligned to the file's alignment
+                                          // relative to the file start (mmap is page aligned)
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
 };
 

@@ -50,14 +50,14 @@ inline constexpr int64_t kKvMaxBlockTokens = int64_t(1) << 20;
 struct KvCacheConfig {
   int64_t n_layers = 1;
   int64_t n_kv_heads = 1;
-  int64_t head_dim = 64;        // a multiple of 16, at most 256
-  int64_t block_tokens = 16;    // tokens per block, 1..2^20 (one max-length block per sequence = a contiguous cache)
+  int64_t head_dim = 64;      // a multiple of 16, at most 256
+  int64_t block_tokens = 16;  // tokens per block, 1..2^20 (one max-length block per sequence = a contiguous cache)
   KvType k_type = KvType::f32;
   KvType v_type = KvType::f32;
-  int64_t budget_bytes = 0;     // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks (+ < 128 B a layer of alignment)
-  bool k_rotate = false;        // store each K head row Hadamard-rotated (llmk/kv_quant.hpp,
-                                // kv_rotation_block(head_dim)) before quantizing; attention
-                                // rotates q the same way, so results are unchanged in exact arithmetic
+  int64_t budget_bytes = 0;  // pool = floor(budget_bytes / kv_block_bytes(cfg)) blocks (+ < 128 B a layer of alignment)
+  bool k_rotate = false;     // store each K head row Hadamard-rotated (llmk/kv_quant.hpp,
+                             // kv_rotation_block(head_dim)) before quantizing; attention
+                             // rotates q the same way, so results are unchanged in exact arithmetic
 };
 
 void validate(const KvCacheConfig& cfg, const char* fn);
@@ -72,15 +72,15 @@ struct KvBlockCopy {
 
 struct KvStats {
   int64_t blocks_total = 0, blocks_used = 0, blocks_free = 0, blocks_cached = 0;  // used: refcount > 0;
-  int64_t tokens_stored = 0;   // distinct token slots holding data in used blocks
-  double fragmentation = 0;    // 1 - tokens_stored / (blocks_used * block_tokens)
+  int64_t tokens_stored = 0;  // distinct token slots holding data in used blocks
+  double fragmentation = 0;   // 1 - tokens_stored / (blocks_used * block_tokens)
 };
 
 // Page table of a batch in CSR form; the attention kernels read the view.
 struct PageTableView {
-  const int64_t* indptr = nullptr;   // [num_seqs + 1] offsets into indices
-  const int32_t* indices = nullptr;  // [indptr[num_seqs]] block ids, in sequence order
-  const int32_t* last_len = nullptr; // [num_seqs] tokens in the last block (0 only for an empty sequence)
+  const int64_t* indptr = nullptr;    // [num_seqs + 1] offsets into indices
+  const int32_t* indices = nullptr;   // [indptr[num_seqs]] block ids, in sequence order
+  const int32_t* last_len = nullptr;  // [num_seqs] tokens in the last block (0 only for an empty sequence)
   int64_t num_seqs = 0;
   Device device = Device::cpu;
 };
@@ -107,7 +107,7 @@ class KvBlockManager {
   // the storage must perform BEFORE writing the slots.
   KvStatus append(int64_t seq, std::span<const int32_t> tokens, std::vector<int64_t>* slots,
                   std::vector<KvBlockCopy>* copies);
-  int64_t fork(int64_t seq);                  // a new sequence sharing every block
+  int64_t fork(int64_t seq);                   // a new sequence sharing every block
   void truncate(int64_t seq, int64_t length);  // keep the first `length` tokens
   void free_sequence(int64_t seq);
 
@@ -148,8 +148,8 @@ class KvBlockManager {
 
   int64_t block_tokens_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;              // never-hashed free blocks (a stack)
-  std::list<int32_t> lru_;                 // cached blocks with ref 0; front = evicted first
+  std::vector<int32_t> free_;  // never-hashed free blocks (a stack)
+  std::list<int32_t> lru_;     // cached blocks with ref 0; front = evicted first
   std::unordered_map<uint64_t, int32_t> by_hash_;
   std::unordered_map<int64_t, Seq> seqs_;
   int64_t next_seq_ = 0;
@@ -169,7 +169,7 @@ struct KvLayerView {
   KvType k_type = KvType::f32, v_type = KvType::f32;
   int64_t num_blocks = 0, block_tokens = 16, n_kv_heads = 1, head_dim = 64;
   Device device = Device::cpu;
-  bool k_rotated = false;   // K rows hold H k (KvCacheConfig::k_rotate): attention rotates q to match
+  bool k_rotated = false;  // K rows hold H k (KvCacheConfig::k_rotate): attention rotates q to match
 };
 
 inline namespace LLMK_ISA_NAMESPACE {

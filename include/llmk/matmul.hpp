@@ -19,7 +19,7 @@
 
 namespace llmk {
 
-const char* wtype_name(WType t);  // wtype_traits(t).name
+const char* wtype_name(WType t);                                           // wtype_traits(t).name
 WType parse_wtype(std::string_view name, std::string_view arg = "wtype");  // throws InvalidArgument
 bool wtype_is_quantized(WType t);
 // Bytes of one row of k values (block types need k a multiple of their block; throws otherwise).

@@ -41,12 +41,12 @@ namespace llmk {
 namespace gguf {
 class File;
 class Writer;
-}
+}  // namespace gguf
 
 enum class Arch : uint8_t { llama, gpt2, gemma3, qwen2, qwen3, phi3 };
-const char* arch_name(Arch a);   // general.architecture's value, e.g. "qwen2"
-bool arch_gated_ffn(Arch a);     // the FFN has gate, up and down matrices (not gpt2's 2-matrix MLP)
-std::string known_archs();       // "llama, gpt2, ...": the values from_gguf takes
+const char* arch_name(Arch a);  // general.architecture's value, e.g. "qwen2"
+bool arch_gated_ffn(Arch a);    // the FFN has gate, up and down matrices (not gpt2's 2-matrix MLP)
+std::string known_archs();      // "llama, gpt2, ...": the values from_gguf takes
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -54,7 +54,7 @@ struct ModelConfig {
   int64_t d_model = 0, n_layer = 0, n_head = 0, n_head_kv = 0, d_ff = 0;
   int64_t rope_dim = 0;  // llama: rotated dims per head (0 = d_head)
   float norm_eps = 1e-5f, rope_base = 10000.0f;
-  bool tied = true;  // output projection = token embedding
+  bool tied = true;      // output projection = token embedding
   int64_t head_dim = 0;  // values per head; 0: d_model / n_head
   // gemma3: layer l is a sliding-window layer when swa_period > 0 and l % swa_period <
   // swa_period - 1; those rotate with rope_base_local and see sliding_window positions.
@@ -69,24 +69,24 @@ struct ModelConfig {
   int64_t d_head() const { return head_dim > 0 ? head_dim : d_model / n_head; }
   bool is_local(int64_t l) const { return swa_period > 0 && l % swa_period < swa_period - 1; }
   int64_t d_kv() const { return n_head_kv * d_head(); }  // K (or V) values per token per layer
-  void validate() const;  // InvalidArgument naming the field
+  void validate() const;                                 // InvalidArgument naming the field
 };
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;    // [d_model]
-  const float* attn_norm_b = nullptr;  // [d_model] (gpt2)
-  WeightView wq, wk, wv;               // llama: [n_head*dh, d], [n_kv*dh, d], [n_kv*dh, d]
+  const float* attn_norm = nullptr;                         // [d_model]
+  const float* attn_norm_b = nullptr;                       // [d_model] (gpt2)
+  WeightView wq, wk, wv;                                    // llama: [n_head*dh, d], [n_kv*dh, d], [n_kv*dh, d]
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // optional
-  WeightView wqkv;                     // gpt2, phi3: [dq + 2 dkv, d] rows q | k | v
-  const float* bqkv = nullptr;         // [dq + 2 dkv]
-  WeightView wo;                       // [d, n_head*dh]
-  const float* bo = nullptr;           // [d] (gpt2)
-  const float* ffn_norm = nullptr;     // [d]
-  const float* ffn_norm_b = nullptr;   // [d] (gpt2)
-  WeightView w_gate, w_up, w_down;     // [d_ff, d] (gate: llama, gemma3), [d_ff, d], [d, d_ff]
-                                       // phi3: no gate, w_up [2 d_ff, d] rows gate | up
-  const float *b_up = nullptr, *b_down = nullptr;  // [d_ff], [d] (gpt2)
-  const float *q_norm = nullptr, *k_norm = nullptr;  // [d_head] (gemma3, qwen3)
+  WeightView wqkv;                                          // gpt2, phi3: [dq + 2 dkv, d] rows q | k | v
+  const float* bqkv = nullptr;                              // [dq + 2 dkv]
+  WeightView wo;                                            // [d, n_head*dh]
+  const float* bo = nullptr;                                // [d] (gpt2)
+  const float* ffn_norm = nullptr;                          // [d]
+  const float* ffn_norm_b = nullptr;                        // [d] (gpt2)
+  WeightView w_gate, w_up, w_down;                          // [d_ff, d] (gate: llama, gemma3), [d_ff, d], [d, d_ff]
+                                                            // phi3: no gate, w_up [2 d_ff, d] rows gate | up
+  const float *b_up = nullptr, *b_down = nullptr;           // [d_ff], [d] (gpt2)
+  const float *q_norm = nullptr, *k_norm = nullptr;         // [d_head] (gemma3, qwen3)
   const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] (gemma3)
 };
 
@@ -124,11 +124,12 @@ class DenseKv final : public KvStore {
 
  private:
   void check(const char* fn, int64_t layer, const Batch& b) const;
-  float* row(int64_t layer, int32_t seq, int64_t pos) { return data_.data() + ((layer * seqs_ + seq) * max_pos_ + pos) * 2 * dkv_; }
+  float* row(int64_t layer, int32_t seq, int64_t pos) {
+    return data_.data() + ((layer * seqs_ + seq) * max_pos_ + pos) * 2 * dkv_;
+  }
   int64_t layers_, seqs_, max_pos_, dkv_, dh_, nh_, group_;
   std::vector<float> data_;
 };
-
 
 class Model {
  public:
@@ -165,7 +166,7 @@ class Model {
   const float* rope_div_ = nullptr;  // [rope_dim / 2] RoPE frequency divisors (rope_freqs / rope_factors_short)
   std::vector<LayerWeights> layers_;
   struct Owned;
-  struct Slots;  // the architecture table's slots -> these members (model_internal.hpp)
+  struct Slots;                   // the architecture table's slots -> these members (model_internal.hpp)
   std::unique_ptr<Owned> owned_;  // random weights, converted norm vectors, scratch
   friend std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens);
 };

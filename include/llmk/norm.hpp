@@ -46,14 +46,14 @@
 namespace llmk {
 
 // x [N, D]; weight, bias [D] (optional); y [N, D]; mean, rstd [N] f32.
-void layer_norm(const TensorView& x, const TensorView& weight, const TensorView& bias, float eps,
-                const TensorView& y, const TensorView& mean, const TensorView& rstd, Stream stream = nullptr);
+void layer_norm(const TensorView& x, const TensorView& weight, const TensorView& bias, float eps, const TensorView& y,
+                const TensorView& mean, const TensorView& rstd, Stream stream = nullptr);
 
 // dy, x [N, D]; weight [D] (optional); mean, rstd [N] f32 from layer_norm;
 // dx [N, D]; dweight, dbias [D] f32 (optional).
-void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
-                         const TensorView& mean, const TensorView& rstd, const TensorView& dx,
-                         const TensorView& dweight, const TensorView& dbias, Stream stream = nullptr);
+void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight, const TensorView& mean,
+                         const TensorView& rstd, const TensorView& dx, const TensorView& dweight,
+                         const TensorView& dbias, Stream stream = nullptr);
 
 // x [N, D]; weight [D] (optional); y [N, D]; rstd [N] f32.
 void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y, const TensorView& rstd,

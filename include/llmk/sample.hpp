@@ -112,8 +112,8 @@ int32_t sample_row(const float* logits /* [V] */, int64_t v, const SamplingParam
                    double u, std::vector<float>& scratch);
 
 // --- CUDA: logits on the GPU -> token ids on the GPU, no host round trip. ---
-inline constexpr int64_t kSampleTopkCap = 1024;  // K when top-k is off but top-p / min-p is on
-inline constexpr int kSampleFullChunks = 256;    // chunks of the full-row inverse CDF
+inline constexpr int64_t kSampleTopkCap = 1024;     // K when top-k is off but top-p / min-p is on
+inline constexpr int kSampleFullChunks = 256;       // chunks of the full-row inverse CDF
 inline constexpr int32_t kSampleRowUndefined = -1;  // CUDA token for a NaN / +inf / all -inf row
 inline constexpr int32_t kSampleBadHistory = -2;    // CUDA token for a malformed history row
 
@@ -136,8 +136,8 @@ struct SampleCudaPlan {
   // join any run). One run when all sampled rows share T.
   std::vector<std::pair<int64_t, int64_t>> topk_runs;
   std::vector<float> run_temperature;  // [runs]
-  bool full = false;       // some row draws over its full row (full_row_kernel)
-  bool penalties = false;  // some row has a penalty: logits are copied to a scratch first
+  bool full = false;                   // some row draws over its full row (full_row_kernel)
+  bool penalties = false;              // some row has a penalty: logits are copied to a scratch first
 };
 SampleCudaPlan sample_cuda_plan(const SamplingParams* params /* [B] */, int64_t rows, int64_t v);
 

@@ -38,7 +38,13 @@ namespace llmk {
 
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum class TokenType : int32_t {
-  undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
+  undefined = 0,
+  normal = 1,
+  unknown = 2,
+  control = 3,
+  user_defined = 4,
+  unused = 5,
+  byte = 6,
 };
 
 // The byte-level pre-tokenizers (tokenizer.ggml.pre, by llama.cpp's names):
@@ -60,8 +66,8 @@ class Tokenizer {
   // chat_template are optional. FormatError naming the key otherwise.
   static Tokenizer from_gguf(const gguf::File& file);
   // From parts (tests): tokens in byte-level form, merges as "a b", types (empty: all normal).
-  Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges,
-            std::vector<TokenType> types, PreTokenizer pre);
+  Tokenizer(std::vector<std::string> tokens, const std::vector<std::string>& merges, std::vector<TokenType> types,
+            PreTokenizer pre);
   // A SentencePiece vocabulary: tokens with U+2581 for spaces, one score each.
   static Tokenizer sentencepiece(std::vector<std::string> tokens, std::vector<float> scores,
                                  std::vector<TokenType> types, bool add_space_prefix);
@@ -88,8 +94,8 @@ class Tokenizer {
   // (<|im_end|>, <|endoftext|>, <|eot_id|>, <|eom_id|>, <end_of_turn>, ...).
   bool is_eog(int32_t id) const;
   const std::vector<int32_t>& eog_ids() const { return eog_; }  // sorted
-  bool add_bos() const { return add_bos_; }    // tokenizer.ggml.add_bos_token
-  bool add_eos() const { return add_eos_; }    // tokenizer.ggml.add_eos_token
+  bool add_bos() const { return add_bos_; }                     // tokenizer.ggml.add_bos_token
+  bool add_eos() const { return add_eos_; }                     // tokenizer.ggml.add_eos_token
   TokenizerKind kind() const { return kind_; }
   PreTokenizer pre() const { return pre_; }
   const std::string& chat_template() const { return chat_template_; }  // "" when absent
@@ -119,13 +125,13 @@ class Tokenizer {
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
   StringMap token_id_;
-  MergeTable merges_;           // merges whose two parts and result are all tokens
+  MergeTable merges_;             // merges whose two parts and result are all tokens
   std::vector<int32_t> byte_id_;  // [256]: the token of each byte's symbol, -1 if none
   std::vector<int32_t> special_;  // CONTROL / USER_DEFINED ids, longest text first
   std::vector<int32_t> eog_;      // sorted, unique
   PreTokenizer pre_ = PreTokenizer::gpt2;
   TokenizerKind kind_ = TokenizerKind::bpe;
-  std::vector<float> scores_;     // SPM: one per token
+  std::vector<float> scores_;      // SPM: one per token
   bool add_space_prefix_ = false;  // SPM
   bool ignore_merges_ = false;     // llama3: a word that is a token is taken whole
   int32_t bos_ = -1, eos_ = -1;

@@ -65,7 +65,7 @@ void softmax_topk_naive(const TensorView& logits, int64_t k, float temperature, 
 // --- CUDA launch configurations, exposed so every one is tested. ---
 enum class TopkCudaConfig : int {
   auto_pick = 0,
-  warp_per_row = 1,  // V <= 1024: one warp per row, 4 rows per block, bitonic sort in shared memory
+  warp_per_row = 1,   // V <= 1024: one warp per row, 4 rows per block, bitonic sort in shared memory
   block_per_row = 2,  // one 256-thread block per row, threshold-filtered pool in shared memory
   split_row = 3,      // row split over several blocks + an exact merge kernel (small B)
 };
@@ -76,7 +76,7 @@ TopkCudaConfig softmax_topk_cuda_config(int64_t rows, int64_t vocab, int64_t k);
 // Like softmax_topk on a CUDA tensor, with a forced configuration (warp_per_row
 // needs V <= 1024; split_row uses `splits` blocks per row, 0 = pick; splits
 // must be 0 with any other config, auto_pick included).
-void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
-                       Stream stream, TopkCudaConfig config, int splits = 0);
+void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out, Stream stream,
+                       TopkCudaConfig config, int splits = 0);
 
 }  // namespace llmk

@@ -34,8 +34,8 @@ TensorView view(const A& a, const char* fn, const char* arg, bool as_matrix = tr
   LLMK_CHECK_ARG(a.ndim() >= 1 && a.ndim() <= 2, fn, arg, std::to_string(a.ndim()) + "-d array",
                  "must be a 1-d or 2-d array");
   const int64_t cols = a.shape(a.ndim() - 1);
-  LLMK_CHECK_ARG(cols <= 1 || a.stride(a.ndim() - 1) == 1, fn, arg,
-                 "stride " + std::to_string(a.stride(a.ndim() - 1)), "last dimension must be contiguous");
+  LLMK_CHECK_ARG(cols <= 1 || a.stride(a.ndim() - 1) == 1, fn, arg, "stride " + std::to_string(a.stride(a.ndim() - 1)),
+                 "last dimension must be contiguous");
   const DType t = dtype_of(a.dtype(), fn, arg);
   const Device d = device_of(a.device_type(), fn, arg);
   if (a.ndim() == 1 && !as_matrix) return TensorView::vector(a.data(), t, cols, d);
@@ -53,7 +53,7 @@ bool register_binder(void (*fn)(nb::module_&));
 
 // In python/src/bind_<component>.cpp:
 //   LLMK_PY_BINDINGS(norm) { m.def("layer_norm_out", ...); }
-#define LLMK_PY_BINDINGS(name)                                                              \
-  static void llmk_bind_##name(::nanobind::module_& m);                                     \
+#define LLMK_PY_BINDINGS(name)                                                                    \
+  static void llmk_bind_##name(::nanobind::module_& m);                                           \
   static const bool llmk_bind_registered_##name = ::llmk::py::register_binder(&llmk_bind_##name); \
   static void llmk_bind_##name(::nanobind::module_& m)

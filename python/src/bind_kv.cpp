@@ -140,8 +140,8 @@ LLMK_PY_BINDINGS(kv) {
                            "must have len(seqs) + 1 entries");
             LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
             for (size_t i = 1; i < qo_indptr.size(); ++i)  // the cached lengths bound it: attention_prefill checks
-              LLMK_CHECK_ARG(qo_indptr[i] >= qo_indptr[i - 1], fn, "qo_indptr[" + std::to_string(i) + "]",
-                             qo_indptr[i], "must be >= qo_indptr[" + std::to_string(i - 1) + "]");
+              LLMK_CHECK_ARG(qo_indptr[i] >= qo_indptr[i - 1], fn, "qo_indptr[" + std::to_string(i) + "]", qo_indptr[i],
+                             "must be >= qo_indptr[" + std::to_string(i - 1) + "]");
             const KvLayerView lv = c.layer(layer);
             llmk::py::check_heads(c, n_heads, fn);
             // at most 2^31 query tokens, so n below cannot overflow

@@ -89,8 +89,9 @@ LLMK_PY_BINDINGS(llm) {
   // (the template's name, the prompt text).
   m.def(
       "render_chat_template",
-      [](const std::string& jinja, const std::string& name, const std::vector<std::pair<std::string, std::string>>& msgs,
-         bool add_generation_prompt, const std::string& bos_token, const std::string& eos_token, const std::string& date) {
+      [](const std::string& jinja, const std::string& name,
+         const std::vector<std::pair<std::string, std::string>>& msgs, bool add_generation_prompt,
+         const std::string& bos_token, const std::string& eos_token, const std::string& date) {
         const ChatTemplate t = name.empty() ? ChatTemplate::from_jinja(jinja) : ChatTemplate::from_name(name);
         std::vector<ChatMessage> m;
         for (const auto& [role, content] : msgs) m.push_back({role, content});
@@ -129,8 +130,8 @@ LLMK_PY_BINDINGS(llm) {
         if (!o) return nb::none();
         nb::list tops;
         for (const auto& t : o->top) tops.append(top_list(t));
-        return nb::make_tuple(o->tokens, as_bytes(o->text), finish_name(o->finish), o->prompt_tokens,
-                              o->cached_tokens, o->logprobs, tops);
+        return nb::make_tuple(o->tokens, as_bytes(o->text), finish_name(o->finish), o->prompt_tokens, o->cached_tokens,
+                              o->logprobs, tops);
       });
 
   nb::class_<PyLLM>(m, "_LLM")
@@ -172,12 +173,14 @@ LLMK_PY_BINDINGS(llm) {
           },
           nb::arg("ids"), nb::arg("skip_special"))
       // The prompt of a conversation: the model's template, or the one named (name != "").
-      .def("render_chat",
-           [](const PyLLM& l, const std::vector<std::pair<std::string, std::string>>& msgs, const std::string& name) {
-             std::vector<ChatMessage> m;
-             for (const auto& [role, content] : msgs) m.push_back({role, content});
-             return chat_template_of(l.tok, name).render(m, chat_render_options(l.tok));
-           }, nb::arg("messages"), nb::arg("name") = "")
+      .def(
+          "render_chat",
+          [](const PyLLM& l, const std::vector<std::pair<std::string, std::string>>& msgs, const std::string& name) {
+            std::vector<ChatMessage> m;
+            for (const auto& [role, content] : msgs) m.push_back({role, content});
+            return chat_template_of(l.tok, name).render(m, chat_render_options(l.tok));
+          },
+          nb::arg("messages"), nb::arg("name") = "")
       .def("encode_chat", [](const PyLLM& l, const std::string& text) { return encode_chat_prompt(l.tok, text); })
       // One request (prompt ids, max_tokens, sampling, seed, stop strings, logprobs: -1 = off);
       // InvalidArgument as Engine::submit names it, nothing queued then.
@@ -199,10 +202,11 @@ LLMK_PY_BINDINGS(llm) {
           nb::arg("min_p"), nb::arg("repetition_penalty"), nb::arg("presence_penalty"), nb::arg("seed"),
           nb::arg("stop"), nb::arg("logprobs"))
       // Ends request `id` with finish "cancelled" at the engine's next step (a finished one: nothing).
-      .def("cancel", [](PyLLM& l, int64_t id) {
-        std::lock_guard<std::mutex> lk(l.engine_mu);
-        l.eng->cancel(id);
-      })
+      .def("cancel",
+           [](PyLLM& l, int64_t id) {
+             std::lock_guard<std::mutex> lk(l.engine_mu);
+             l.eng->cancel(id);
+           })
       .def("stats",
            [](PyLLM& l) {
              EngineStats s;

@@ -68,8 +68,8 @@ LLMK_PY_BINDINGS(topk) {
         sample(x, params.data(), h.empty() ? nullptr : h.data(), seed, step, out);
       },
       nb::arg("logits").none(), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("min_p"),
-      nb::arg("repetition_penalty"), nb::arg("presence_penalty"), nb::arg("history"), nb::arg("seed"),
-      nb::arg("step"), nb::arg("tokens").none());
+      nb::arg("repetition_penalty"), nb::arg("presence_penalty"), nb::arg("history"), nb::arg("seed"), nb::arg("step"),
+      nb::arg("tokens").none());
   m.def("uniform01", &uniform01, nb::arg("seed"), nb::arg("step"), nb::arg("row"));
 }
 

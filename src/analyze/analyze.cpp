@@ -67,8 +67,7 @@ int64_t estimated_params(const ModelConfig& m) {
 
 int64_t matmul_params(const ModelConfig& m) {
   validate(m);
-  return fit(m.n_layers * layer_matmul_params(m) + i128(m.vocab) * m.hidden, "analyze::matmul_params", "model",
-             m.name);
+  return fit(m.n_layers * layer_matmul_params(m) + i128(m.vocab) * m.hidden, "analyze::matmul_params", "model", m.name);
 }
 
 Capacity capacity(const ModelConfig& m, const Device& d, KvType k, KvType v, WeightType w, int64_t batch,

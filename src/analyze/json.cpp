@@ -97,8 +97,7 @@ class Builder : public nlohmann::json_sax<nl> {
   }
   bool open(Value::Kind k) {
     if (stack_.size() >= 64)
-      throw_invalid_argument("analyze::parse_model_config", std::string(source_), "nesting",
-                             "deeper than 64 levels");
+      throw_invalid_argument("analyze::parse_model_config", std::string(source_), "nesting", "deeper than 64 levels");
     stack_.push_back(Open{});
     stack_.back().v.kind = k;
     return true;

@@ -17,7 +17,7 @@ struct Member;
 struct Value {
   enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
   bool b = false;
-  std::string text;  // number: its source text; string: the decoded string
+  std::string text;             // number: its source text; string: the decoded string
   std::vector<Value> items;     // array
   std::vector<Member> members;  // object, in file order
   // How the value appeared in the file, for error messages.

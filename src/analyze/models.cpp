@@ -63,8 +63,8 @@ const std::vector<KvType>& all_kv_types() {
 }
 
 const std::vector<WeightType>& weight_types() {
-  static const std::vector<WeightType> all = {WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0,
-                                              WType::q4_1};
+  static const std::vector<WeightType> all = {WType::f32,  WType::f16,  WType::bf16,
+                                              WType::q8_0, WType::q4_0, WType::q4_1};
   return all;
 }
 
@@ -127,11 +127,10 @@ ModelConfig parse_model_config(std::string_view text, std::string_view source) {
     int64_t* dst;
     bool required;
   };
-  const Int ints[] = {{"n_layers", &m.n_layers, true}, {"hidden", &m.hidden, true},
-                      {"n_heads", &m.n_heads, true},   {"n_kv_heads", &m.n_kv_heads, true},
-                      {"head_dim", &m.head_dim, true}, {"ffn", &m.ffn, true},
-                      {"vocab", &m.vocab, true},       {"params", &m.params, true},
-                      {"max_context", &m.max_context, false}};
+  const Int ints[] = {
+      {"n_layers", &m.n_layers, true},     {"hidden", &m.hidden, true},     {"n_heads", &m.n_heads, true},
+      {"n_kv_heads", &m.n_kv_heads, true}, {"head_dim", &m.head_dim, true}, {"ffn", &m.ffn, true},
+      {"vocab", &m.vocab, true},           {"params", &m.params, true},     {"max_context", &m.max_context, false}};
   const std::pair<const char*, bool*> bools[] = {{"tied_embeddings", &m.tied_embeddings}, {"gated_ffn", &m.gated_ffn}};
   std::string known = "name";
   for (const auto& i : ints) known += std::string(", ") + i.key;
@@ -150,8 +149,7 @@ ModelConfig parse_model_config(std::string_view text, std::string_view source) {
     for (const auto& i : ints) {
       if (key != i.key) continue;
       // Integers only: digits with an optional '-', no fraction or exponent.
-      const bool integral = v.kind == json::Value::Kind::number &&
-                            v.text.find_first_of(".eE") == std::string::npos;
+      const bool integral = v.kind == json::Value::Kind::number && v.text.find_first_of(".eE") == std::string::npos;
       LLMK_CHECK_ARG(integral, fn, arg, v.repr(), "must be an integer (no fraction or exponent)");
       errno = 0;
       char* end = nullptr;
@@ -170,10 +168,8 @@ ModelConfig parse_model_config(std::string_view text, std::string_view source) {
     LLMK_CHECK_ARG(done, fn, arg, v.repr(), "unknown key; the keys are " + known);
   }
   auto has = [&](const char* k) { return std::find(seen.begin(), seen.end(), k) != seen.end(); };
-  for (const auto& i : ints)
-    LLMK_CHECK_ARG(!i.required || has(i.key), fn, i.key, "(missing)", "is required");
-  for (const auto& [bkey, _] : bools)
-    LLMK_CHECK_ARG(has(bkey), fn, bkey, "(missing)", "is required");
+  for (const auto& i : ints) LLMK_CHECK_ARG(!i.required || has(i.key), fn, i.key, "(missing)", "is required");
+  for (const auto& [bkey, _] : bools) LLMK_CHECK_ARG(has(bkey), fn, bkey, "(missing)", "is required");
   if (m.name.empty()) m.name = std::string(source);
   LLMK_CHECK_ARG(m.n_heads % m.n_kv_heads == 0, fn, "n_kv_heads", m.n_kv_heads,
                  "must divide n_heads = " + std::to_string(m.n_heads));
@@ -204,7 +200,8 @@ const std::vector<Device>& builtin_devices() {
       {"l4", "NVIDIA L4", 24'000'000'000, 300, 121, 30.3,
        "L4 datasheet: 24 GB GDDR6, 300 GB/s, BF16 tensor 242 TFLOPS with sparsity (121 dense), FP32 30.3 TFLOPS"},
       {"rtx4090", "NVIDIA GeForce RTX 4090", 24'000'000'000, 1008, 165.2, 82.6,
-       "Ada architecture whitepaper: 24 GB GDDR6X, 1008 GB/s, FP16/BF16 tensor with FP32 accumulate 165.2 TFLOPS dense, FP32 82.6 TFLOPS"},
+       "Ada architecture whitepaper: 24 GB GDDR6X, 1008 GB/s, FP16/BF16 tensor with FP32 accumulate 165.2 TFLOPS "
+       "dense, FP32 82.6 TFLOPS"},
   };
   return devices;
 }

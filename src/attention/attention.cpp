@@ -70,7 +70,8 @@ int64_t validate_common(const char* fn, const float* q, const KvLayerView& kv, c
   LLMK_CHECK_ARG(p.device == kv.device, fn, "pages.device", device_name(p.device),
                  std::string("must match kv.device = ") + device_name(kv.device));
   LLMK_CHECK_ARG(p.num_seqs >= 1, fn, "pages.num_seqs", p.num_seqs, "must be >= 1");
-  LLMK_CHECK_ARG(p.indptr && p.indices && p.last_len, fn, "pages", "null array", "indptr, indices, last_len must be set");
+  LLMK_CHECK_ARG(p.indptr && p.indices && p.last_len, fn, "pages", "null array",
+                 "indptr, indices, last_len must be set");
   if (p.device != Device::cpu) return -1;  // device tables are validated by the caller's host copy
   LLMK_CHECK_ARG(p.indptr[0] == 0, fn, "pages.indptr[0]", p.indptr[0], "must be 0");
   int64_t max_len = 0;
@@ -140,8 +141,8 @@ void run_items(const float* q, const KvLayerView& kv, const PageTableView& p, in
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      Item it{qs.data(), limit.data(), int(G), w.k0, w.kx, p.indices + p.indptr[w.b], w.h, int(NH), m.data(),
-              l.data(), acc.data()};
+      Item it{qs.data(), limit.data(), int(G),   w.k0,     w.kx,      p.indices + p.indptr[w.b],
+              w.h,       int(NH),      m.data(), l.data(), acc.data()};
       if (w.kx > w.k0) fn(kv, it, scratch.data());
       it.k0 = w.kx, it.k1 = w.k1;
       if (w.k1 > w.kx) fn(kv, it, scratch.data());
@@ -188,7 +189,7 @@ struct PrefillTile {
 };
 struct PrefillItem {
   int64_t tile, c0, c1;  // chunks [c0, c1) of the tile
-  int64_t part;          // split: first float of its partial states (chunk c, row r at part + ((c - c0) * rows + r) * (D + 2))
+  int64_t part;  // split: first float of its partial states (chunk c, row r at part + ((c - c0) * rows + r) * (D + 2))
 };
 
 // Folds one chunk's state (m, l, acc[D]) of a row into the row's running
@@ -256,7 +257,7 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
   }
   std::vector<float> part(static_cast<size_t>(off));
   const AttendFn fn = kAttend.pick();
-#pragma omp parallel num_threads(int(std::min<int64_t>(nthreads, int64_t(items.size()))))
+#pragma omp parallel num_threads(int(std::min <int64_t>(nthreads, int64_t(items.size()))))
   {
     const size_t ns = size_t(attn::scratch_floats(D, int(R), 1));
     const size_t nr = static_cast<size_t>(R), nrd = static_cast<size_t>(R * D);
@@ -286,8 +287,8 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
         std::fill(acc.begin() + r0 * D, acc.begin() + rows * D, 0.0f);
         const auto run = [&](int64_t ra, int64_t rz, int64_t a, int64_t z) {  // rows [ra, rz) over [a, z)
           if (rz <= ra || z <= a) return;
-          Item ki{qs.data() + ra * D, limit.data() + ra, int(rz - ra), a, z, p.indices + p.indptr[w.b], w.h, 1,
-                  m.data() + ra, l.data() + ra, acc.data() + ra * D};
+          Item ki{qs.data() + ra * D, limit.data() + ra, int(rz - ra),       a, z, p.indices + p.indptr[w.b], w.h, 1,
+                  m.data() + ra,      l.data() + ra,     acc.data() + ra * D};
           fn(kv, ki, scratch.data());
         };
         // rows [r0, ra) see the chunk from k0; each later one from its lo, inside it
@@ -325,7 +326,7 @@ void run_prefill(const float* q, const KvLayerView& kv, const PageTableView& p, 
     }
   }
   if (!split) return;
-  // Each row folds its chunks 0 .. pos / C in order, from whichever items ran them.
+    // Each row folds its chunks 0 .. pos / C in order, from whichever items ran them.
 #pragma omp parallel for num_threads(int(nthreads)) schedule(static)
   for (int64_t t = 0; t < int64_t(tiles.size()); ++t) {
     const PrefillTile& w = tiles[size_t(t)];
@@ -361,7 +362,8 @@ int cpu_splits(int64_t work, int64_t max_len) {
 int64_t attention_decode_heads_per_item(const KvLayerView& kv) {
   check_kv_shape("attention_decode_heads_per_item", kv);  // the run's bytes below stay far from overflow
   constexpr int64_t kShortRun = int64_t(64) << 10;
-  const int64_t run = kv.block_tokens * std::max(kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim));
+  const int64_t run = kv.block_tokens *
+                      std::max(kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim));
   return run < kShortRun ? kv.n_kv_heads : 1;
 }
 
@@ -408,8 +410,8 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
   const int64_t max_len = validate_common(fn, q, kv, p, Hq, scale, out);
   LLMK_CHECK_ARG(opt.splits >= 0 && opt.splits <= 1024, fn, "opt.splits", opt.splits, "must be in [0, 1024]");
   LLMK_CHECK_ARG(opt.window >= 0, fn, "opt.window", opt.window, "must be >= 0 (0: no window)");
-  LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0,
-                 fn, "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
+  LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0, fn,
+                 "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
   if (kv.device == Device::cuda) {
 #ifdef LLMK_HAVE_CUDA
     // device tables are not read on the host: the caller states the longest context
@@ -425,13 +427,14 @@ void attention_decode(const float* q, const KvLayerView& kv, const PageTableView
     const int kernel = int(opt.cuda_decode);
     LLMK_CHECK_ARG(kernel >= 0 && kernel <= int(DecodeCudaKernel::token_tiles_mma), fn, "opt.cuda_decode", kernel,
                    "must be a DecodeCudaKernel");
-    const DecodeCudaKernel run =
-        opt.cuda_decode == DecodeCudaKernel::automatic ? decode_cuda_kernel_pick(kv) : opt.cuda_decode;
-    LLMK_CHECK_ARG(run == DecodeCudaKernel::lane_per_element || decode_cuda_token_tiles_fit(kv), fn,
-                   "opt.cuda_decode", std::string(decode_cuda_kernel_name(run)),
+    const DecodeCudaKernel run = opt.cuda_decode == DecodeCudaKernel::automatic ? decode_cuda_kernel_pick(kv)
+                                                                                : opt.cuda_decode;
+    LLMK_CHECK_ARG(run == DecodeCudaKernel::lane_per_element || decode_cuda_token_tiles_fit(kv), fn, "opt.cuda_decode",
+                   std::string(decode_cuda_kernel_name(run)),
                    "needs K and V both int8 or both int4, kv.k 16-byte aligned, block_tokens x row bytes a multiple "
                    "of 16 and block_tokens dividing 32 or a multiple of 32");
-    const int ns = opt.splits ? opt.splits : attention_decode_splits(kv, p, opt.window ? std::min(len, opt.window) : len);
+    const int ns = opt.splits ? opt.splits
+                              : attention_decode_splits(kv, p, opt.window ? std::min(len, opt.window) : len);
     attn::decode_cuda(q, kv, p, Hq, scale, out, ns, opt.window, run, opt.stream);
     return;
 #else
@@ -481,7 +484,8 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
   LLMK_CHECK_ARG(qo_indptr != nullptr, fn, "qo_indptr", qo_indptr, "must not be null");
   LLMK_CHECK_ARG(opt.window >= 0, fn, "opt.window", opt.window, "must be >= 0 (0: no window)");
   if (kv.device == Device::cuda) {
-    LLMK_CHECK_ARG(opt.window == 0, fn, "opt.window", opt.window, "must be 0 for CUDA tensors: the device prefill has no window");
+    LLMK_CHECK_ARG(opt.window == 0, fn, "opt.window", opt.window,
+                   "must be 0 for CUDA tensors: the device prefill has no window");
 #ifdef LLMK_HAVE_CUDA
     // device tables are not read on the host: the caller states qo_indptr[B]
     LLMK_CHECK_ARG(opt.num_tokens >= 0, fn, "opt.num_tokens", opt.num_tokens,
@@ -493,8 +497,8 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
 #endif
   }
   LLMK_CHECK_ARG(qo_indptr[0] == 0, fn, "qo_indptr[0]", qo_indptr[0], "must be 0");
-  LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0,
-                 fn, "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
+  LLMK_CHECK_ARG(opt.prefill_chunk >= 16 && opt.prefill_chunk <= (int64_t(1) << 30) && opt.prefill_chunk % 16 == 0, fn,
+                 "opt.prefill_chunk", opt.prefill_chunk, "must be a multiple of 16 in [16, 2^30]");
   const int64_t H = kv.n_kv_heads, D = kv.head_dim, C = opt.prefill_chunk, W = opt.window;
   std::vector<PrefillTile> tiles;
   for (int64_t b = 0; b < p.num_seqs; ++b) {
@@ -505,7 +509,8 @@ void attention_prefill(const float* q, const int64_t* qo_indptr, const KvLayerVi
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < qo; i += attn::kQTile) {
         const int64_t nq = std::min<int64_t>(attn::kQTile, qo - i), pos0 = len - qo + i;
-        const int64_t cf = W ? std::max<int64_t>(0, pos0 - W + 1) / C : 0;  // chunks before the first row's window: unseen
+        const int64_t cf = W ? std::max<int64_t>(0, pos0 - W + 1) / C
+                             : 0;  // chunks before the first row's window: unseen
         tiles.push_back({b, h, qo_indptr[b] + i, nq, pos0, cf, (pos0 + nq - 1) / C + 1});
       }
   }

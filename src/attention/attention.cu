@@ -262,9 +262,9 @@ __device__ void quantize_group(const float* x, int n, uint8_t* dst, int lane) {
 }
 
 // One warp per (token, kv-head, 32-group, K or V).
-__global__ void kv_append_kernel(const float* k, const float* v, const int64_t* slots, int64_t T, int64_t H,
-                                 int64_t D, int64_t bt, int64_t num_slots, KvType kt, KvType vt, int64_t krow,
-                                 int64_t vrow, uint8_t* kp, uint8_t* vp) {
+__global__ void kv_append_kernel(const float* k, const float* v, const int64_t* slots, int64_t T, int64_t H, int64_t D,
+                                 int64_t bt, int64_t num_slots, KvType kt, KvType vt, int64_t krow, int64_t vrow,
+                                 uint8_t* kp, uint8_t* vp) {
   const int64_t G = (D + 31) / 32;
   const int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -327,7 +327,6 @@ __global__ void hadamard_rows_kernel(const float* x, float* y, int64_t rows, int
   for (int i = 0; i < E; ++i)
     if (lane + 32 * i < D) y[r * D + lane + 32 * i] = __fmul_rn(v[i], c);
 }
-
 
 template <int T>
 cudaError_t launch_decode_g(const DecodeArgs& a, int64_t B, cudaStream_t s) {
@@ -392,7 +391,7 @@ cudaError_t hadamard_rows_cuda(const float* x, float* y, int64_t rows, int64_t D
   if (rows == 0) return cudaSuccess;
   const int block = int(kv_rotation_block(D));
   const float c = float(1.0 / std::sqrt(double(block)));  // as hadamard_transform
-  const unsigned grid = unsigned((rows + 7) / 8);          // 8 warps (rows) per CTA
+  const unsigned grid = unsigned((rows + 7) / 8);         // 8 warps (rows) per CTA
   if (D <= 64) LLMK_LAUNCH(grid, 256, 0, s, hadamard_rows_kernel<2>)(x, y, rows, D, block, c);
   else if (D <= 96) LLMK_LAUNCH(grid, 256, 0, s, hadamard_rows_kernel<3>)(x, y, rows, D, block, c);
   else if (D <= 128) LLMK_LAUNCH(grid, 256, 0, s, hadamard_rows_kernel<4>)(x, y, rows, D, block, c);
@@ -449,8 +448,8 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
                  "must be a multiple of 16 in [16, 256]");
   LLMK_CHECK_ARG(int(kv.k_type) < kKvTypeCount, fn, "kv.k_type", int(kv.k_type), "must be a KvType");
   LLMK_CHECK_ARG(int(kv.v_type) < kKvTypeCount, fn, "kv.v_type", int(kv.v_type), "must be a KvType");
-  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens",
-                 kv.block_tokens, "must be in [1, 2^20]");
+  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens", kv.block_tokens,
+                 "must be in [1, 2^20]");
   LLMK_CHECK_ARG(kv.n_kv_heads >= 1, fn, "kv.n_kv_heads", kv.n_kv_heads, "must be >= 1");
   LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
   LLMK_CHECK_ARG(T >= 0, fn, "num_tokens", T, "must be >= 0");
@@ -467,10 +466,10 @@ void kv_append_cuda(const KvLayerView& kv, const float* k, const float* v, const
     k = kr;
   }
   const int64_t warps = T * kv.n_kv_heads * ((kv.head_dim + 31) / 32) * 2;
-  LLMK_LAUNCH(unsigned((warps + 7) / 8), 256, 0, cudaStream_t(stream), attn::kv_append_kernel)(
-      k, v, slots, T, kv.n_kv_heads, kv.head_dim, kv.block_tokens, kv.num_blocks * kv.block_tokens, kv.k_type, kv.v_type,
-      kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim),
-      static_cast<uint8_t*>(const_cast<void*>(kv.k)), static_cast<uint8_t*>(const_cast<void*>(kv.v)));
+  LLMK_LAUNCH(unsigned((warps + 7) / 8), 256, 0, cudaStream_t(stream), attn::kv_append_kernel)
+  (k, v, slots, T, kv.n_kv_heads, kv.head_dim, kv.block_tokens, kv.num_blocks * kv.block_tokens, kv.k_type, kv.v_type,
+   kv_row_bytes(kv.k_type, kv.head_dim), kv_row_bytes(kv.v_type, kv.head_dim),
+   static_cast<uint8_t*>(const_cast<void*>(kv.k)), static_cast<uint8_t*>(const_cast<void*>(kv.v)));
   LLMK_CUDA_CHECK(cudaGetLastError());
   ws.release();
 }

@@ -58,16 +58,16 @@
 namespace llmk::attn {
 
 struct Item {
-  const float* q = nullptr;        // [nh][R][D] queries, already multiplied by the softmax scale
-  const int64_t* limit = nullptr;  // [R] last position (inclusive) row r may see (every head)
-  int R = 0;                       // rows per head
-  int64_t k0 = 0, k1 = 0;          // kv positions to visit
-  const int32_t* blocks = nullptr; // the sequence's block ids
-  int64_t h = 0;                   // first kv head
-  int nh = 1;                      // kv heads h .. h + nh
-  float* m = nullptr;              // [nh][R] running max (in: -inf)
-  float* l = nullptr;              // [nh][R] running sum (in: 0)
-  float* acc = nullptr;            // [nh][R][D] unnormalized output (in: 0)
+  const float* q = nullptr;         // [nh][R][D] queries, already multiplied by the softmax scale
+  const int64_t* limit = nullptr;   // [R] last position (inclusive) row r may see (every head)
+  int R = 0;                        // rows per head
+  int64_t k0 = 0, k1 = 0;           // kv positions to visit
+  const int32_t* blocks = nullptr;  // the sequence's block ids
+  int64_t h = 0;                    // first kv head
+  int nh = 1;                       // kv heads h .. h + nh
+  float* m = nullptr;               // [nh][R] running max (in: -inf)
+  float* l = nullptr;               // [nh][R] running sum (in: 0)
+  float* acc = nullptr;             // [nh][R][D] unnormalized output (in: 0)
 };
 
 // Everything else is defined in every translation unit that includes this
@@ -123,8 +123,8 @@ template <class S>
 inline constexpr bool kIsAvx2 = false;
 #endif
 
-inline constexpr int kTile = 32;   // kv tokens per softmax step
-inline constexpr int kQTile = 8;   // prefill query tokens per work item
+inline constexpr int kTile = 32;  // kv tokens per softmax step
+inline constexpr int kQTile = 8;  // prefill query tokens per work item
 
 inline int64_t groups_of(int64_t D) { return (D + kKvGroup - 1) / kKvGroup; }
 inline constexpr int kKvMaxGroups = 8;  // head_dim <= 256
@@ -149,9 +149,10 @@ inline constexpr bool kPvBytes = false;
 // in at most two runs (TileRows): p[0, bytes) and p2[0, bytes2).
 struct Spread {
   uintptr_t next = 0, end = 0, step = 0;  // next line to ask for, one past the run, bytes a part
-  uintptr_t next2 = 0, end2 = 0;           // the second run
+  uintptr_t next2 = 0, end2 = 0;          // the second run
   Spread(const uint8_t* p, int64_t bytes, const uint8_t* p2, int64_t bytes2, int64_t parts)
-      : next(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63)), end(reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes)),
+      : next(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63)),
+        end(reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes)),
         next2(reinterpret_cast<uintptr_t>(p2) & ~uintptr_t(63)),
         end2(reinterpret_cast<uintptr_t>(p2) + uintptr_t(bytes2)) {
     if (bytes2 == 0) next2 = end2 = 0;
@@ -285,7 +286,7 @@ void qdots_scalar(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
   for (int i = 0; i < NR; ++i) a[i] = S::zero();
   for (int64_t g = 0; g < qq.ng; ++g) {
     const int8_t* q = qq.q8 + (int64_t(r0) * qq.ng + g) * kKvGroup;  // row r0 + i at q + i * ng * 32
-    const int64_t si = g * qq.R + r0;                                  // scales of row r0 + i at si + i
+    const int64_t si = g * qq.R + r0;                                // scales of row r0 + i at si + i
     if constexpr (T == KvType::int8) {
       const BlockQ8& b = reinterpret_cast<const BlockQ8*>(krow)[g];
       const float dk = h2f<S>(b.d);
@@ -325,7 +326,7 @@ void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
 // Two integer chains a row (integer sums: the split changes nothing).
 template <bool Q4, int NR>
 [[gnu::always_inline]] inline void rows_avx512vnni(const __m512i* kt, __m512 dk, __m512 mk, const QuantQ& qq, int r0,
-                                             int64_t g, float* s, __mmask16 live) {
+                                                   int64_t g, float* s, __mmask16 live) {
   __m512i a[NR][2];
   for (int i = 0; i < NR; ++i) {  // int8: the quants went in as k + 128, so start at -128 sum(q)
     a[i][0] = Q4 ? _mm512_setzero_si512() : _mm512_set1_epi32(-128 * qq.isum[g * qq.R + r0 + i]);
@@ -353,7 +354,7 @@ template <bool Q4>
 void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
   constexpr int kTile16 = 16;
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
-  constexpr int64_t qs_at = Q4 ? 4 : 2;  // offset of qs in the block
+  constexpr int64_t qs_at = Q4 ? 4 : 2;              // offset of qs in the block
   const __mmask16 live = __mmask16((1u << n) - 1u);  // n <= 16
   alignas(64) int32_t off[kTile16];
   for (int t = 0; t < kTile16; ++t) off[t] = int32_t(t < n ? t * kr : 0);
@@ -369,9 +370,10 @@ void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ&
     const __m512i dm = _mm512_i32gather_epi32(idx, kp + g * blk, 1);
     const __m512 dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
     const __m512 mk = Q4 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))) : _mm512_setzero_ps();
-    by_row_blocks(R, [&](auto nrc, int r) __attribute__((always_inline)) {
-      rows_avx512vnni<Q4, decltype(nrc)::value>(kt, dk, mk, qq, r, g, s, live);
-    });
+    by_row_blocks(
+        R, [&](auto nrc, int r) __attribute__((always_inline)) {
+          rows_avx512vnni<Q4, decltype(nrc)::value>(kt, dk, mk, qq, r, g, s, live);
+        });
   }
 }
 
@@ -380,9 +382,9 @@ void score_tile16_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ&
 // keys transposed in registers (lane t = key t; keys past n repeat key 0, and
 // their lanes are never stored) and their scales gathered, then per row 8
 // vpdpbusd with a broadcast query dword: no horizontal sums, and the
-// transposition is shared by all the rows (the GQA heads). The same arithmetic as qdots4 per (row, key): the exact integer dot
-// of each group, then fma(dot, dk * dq, acc) over the groups in order (int4:
-// fma(mk, qsum, acc) first): the same bits as the AVX-512 and AVX2 paths.
+// transposition is shared by all the rows (the GQA heads). The same arithmetic as qdots4 per (row, key): the exact
+// integer dot of each group, then fma(dot, dk * dq, acc) over the groups in order (int4: fma(mk, qsum, acc) first): the
+// same bits as the AVX-512 and AVX2 paths.
 template <bool Q4>
 void score_tile_avx512vnni(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
   for (int h = 0; h * 16 < n; ++h)
@@ -403,13 +405,14 @@ template <bool Q4, bool kCenter>
 inline void tile_scales_avx2(const TileRows& vt, int n, int64_t ng, float* dt, float* mt) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
   alignas(32) uint32_t raw[kKvMaxGroups][kTile];
-  for_rows(vt, 0, n, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
-    for (int64_t g = 0; g < ng; ++g) std::memcpy(&raw[g][t], row + g * blk, 4);
-  });
+  for_rows(
+      vt, 0, n, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
+        for (int64_t g = 0; g < ng; ++g) std::memcpy(&raw[g][t], row + g * blk, 4);
+      });
   for (int64_t g = 0; g < ng; ++g) std::fill(raw[g] + n, raw[g] + kTile, 0u);
   // in each 128-bit lane: the low halves (d) of its 4 dwords, then the high halves (m)
-  const __m256i pk = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13,
-                                      2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i pk = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2,
+                                      3, 6, 7, 10, 11, 14, 15);
   for (int64_t g = 0; g < ng; ++g)
     for (int h = 0; h < kTile / 8; ++h) {
       const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(raw[g] + 8 * h));
@@ -447,10 +450,8 @@ template <bool Q4, int NR>
       int32_t qd;
       std::memcpy(&qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 4);
       const __m256i qb = _mm256_set1_epi32(qd);
-      if constexpr (Q4)
-        a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, qb));
-      else
-        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(qb, k)), ones));
+      if constexpr (Q4) a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, qb));
+      else a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(qb, k)), ones));
     }
   }
   for (int i = 0; i < NR; ++i) {
@@ -502,7 +503,8 @@ void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
       } else {
         __m256i r[8], t[8], u[8];
         for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + o));
-        for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+        for (int i = 0; i < 8; i += 2)
+          t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
         for (int i = 0; i < 8; i += 4) {
           u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]), u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
           u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]), u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
@@ -522,10 +524,8 @@ void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
         rows_avx2<Q4, NR>(kt[g], _mm256_load_ps(dt + g * kTile + t0), _mm256_load_ps(mt + g * kTile + t0), qq, r0, g,
                           f);
       for (int i = 0; i < NR; ++i)  // vmaskmovps to memory measured slow on AMD: only for a partial group
-        if (nk == 8)
-          _mm256_storeu_ps(s + (r0 + i) * kTile + t0, f[i]);
-        else
-          _mm256_maskstore_ps(s + (r0 + i) * kTile + t0, live, f[i]);
+        if (nk == 8) _mm256_storeu_ps(s + (r0 + i) * kTile + t0, f[i]);
+        else _mm256_maskstore_ps(s + (r0 + i) * kTile + t0, live, f[i]);
     };
     by_row_blocks(R, block);
   }
@@ -557,17 +557,18 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
       pf.part();
       int r = 0;
       for (; r + 4 <= R; r += 4)
-        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup,
-                                       qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, 4);
+        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup, qq.dq + r,
+                                       qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, 4);
       if (r < R)  // the last 1..3 rows, with the zero padding rows of QuantQ
-        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup,
-                                       qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, R - r);
+        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup, qq.dq + r,
+                                       qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, R - r);
     }
   for (; t < n; ++t) {
     pf.part();
-    by_row_blocks(R, [&](auto nrc, int r) __attribute__((always_inline)) {
-      qdots<S, T, decltype(nrc)::value>(kp + t * kr, qq, r, s + r * kTile + t);
-    });
+    by_row_blocks(
+        R, [&](auto nrc, int r) __attribute__((always_inline)) {
+          qdots<S, T, decltype(nrc)::value>(kp + t * kr, qq, r, s + r * kTile + t);
+        });
   }
 }
 
@@ -612,9 +613,10 @@ void dots(const uint8_t* const* k, const float* q, int64_t D, float* out, int st
 // Scores of NT keys against all R query rows: s[r * kTile + u].
 template <class S, KvType T, int NT>
 void score_keys(const uint8_t* const* k, const float* q, int R, int64_t D, float* s) {
-  by_row_blocks(R, [&](auto nrc, int r) __attribute__((always_inline)) {
-    dots<S, T, decltype(nrc)::value, NT>(k, q + r * D, D, s + r * kTile, kTile);
-  });
+  by_row_blocks(
+      R, [&](auto nrc, int r) __attribute__((always_inline)) {
+        dots<S, T, decltype(nrc)::value, NT>(k, q + r * D, D, s + r * kTile, kTile);
+      });
 }
 
 // Scores of the n keys (f32, f16 or bf16) at kp, row stride kr, two at a time.
@@ -676,8 +678,8 @@ void int_weights_avx2(const float* dt, const float* mt, int n, const float* p, i
       pr[hh] = _mm256_and_ps(_mm256_loadu_ps(p + r * kTile + 8 * hh), vm[hh]);
       pbad |= _mm256_movemask_ps(_mm256_cmp_ps(pr[hh], pr[hh], _CMP_UNORD_Q)) != 0;
     }
-    const float pmax =
-        pbad ? 0.0f : simd::Avx2::hmax(_mm256_max_ps(_mm256_max_ps(pr[0], pr[1]), _mm256_max_ps(pr[2], pr[3])));
+    const float pmax = pbad ? 0.0f
+                            : simd::Avx2::hmax(_mm256_max_ps(_mm256_max_ps(pr[0], pr[1]), _mm256_max_ps(pr[2], pr[3])));
     // per group (lane g): max |d| over the positions the row sees, ub, 2^k and 2^-k
     __m256 dm_r = _mm256_load_ps(dmx);
     if (vis != all) {
@@ -693,9 +695,12 @@ void int_weights_avx2(const float* dt, const float* mt, int n, const float* p, i
     const __m256 ub = _mm256_mul_ps(_mm256_set1_ps(pmax), dm_r);
     const __m256i e = _mm256_srli_epi32(_mm256_castps_si256(ub), 23);  // ub >= 0: floor(log2 ub) + 127 where normal
     alignas(32) float pk[8], nk[8];
-    _mm256_store_ps(pk, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kBits + 254), e), 23)));
+    _mm256_store_ps(pk,
+                    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kBits + 254), e), 23)));
     const __m256 live = _mm256_cmp_ps(ub, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ);  // below: the tile adds nothing
-    _mm256_store_ps(nk, _mm256_and_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(kBits)), 23)), live));
+    _mm256_store_ps(nk, _mm256_and_ps(_mm256_castsi256_ps(
+                                          _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(kBits)), 23)),
+                                      live));
     const unsigned livem = unsigned(_mm256_movemask_ps(live));
     for (int64_t g = 0; g < ng; ++g) {
       const int64_t rg = r * ng + g;
@@ -749,12 +754,12 @@ void int_weights_avx2(const float* dt, const float* mt, int n, const float* p, i
 // float types use p itself (ng = 1). The scales of the n..kTile positions past
 // the tile are 0. dm: [2][ng][kTile] scratch.
 template <class S, KvType T, bool kInt = false>
-void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvis, int64_t ng, float* dm,
-                float* w, float* msum) {
+void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvis, int64_t ng, float* dm, float* w,
+                float* msum) {
   using V = typename S::V;
   constexpr int W = S::kWidth;
-  float* dt = dm;              // [ng][kTile] scales
-  float* mt = dm + ng * kTile;  // [ng][kTile] int4 mins
+  float* dt = dm;                // [ng][kTile] scales
+  float* mt = dm + ng * kTile;   // [ng][kTile] int4 mins
   if (n < kTile && !kIsAvx2<S>)  // tile_scales_avx2 writes the zeros
     for (int64_t g = 0; g < ng; ++g) {
       std::fill(dt + g * kTile + n, dt + (g + 1) * kTile, 0.0f);
@@ -766,8 +771,8 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
   } else
 #endif
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-  if constexpr (std::is_same_v<S, simd::Avx512>) {  // a group's 16 scales (and mins) in one gather
-    for (int h = 0; h * 16 < kTile; ++h)  // 16 positions a gather, from one or both runs
+      if constexpr (std::is_same_v<S, simd::Avx512>) {  // a group's 16 scales (and mins) in one gather
+    for (int h = 0; h * 16 < kTile; ++h)                // 16 positions a gather, from one or both runs
       tile_scales_avx512<T == KvType::int4, kPvBytes<T>>(vt.a, vt.b, vt.n1, vt.stride, h * 16, n, ng, kTile,
                                                          dt + h * 16, mt + h * 16);
   } else
@@ -790,114 +795,119 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
   } else
 #endif
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-  // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g];
-  // 8-bit ones where kPvBytes (pv_q4_rows_avx512vbmi): ob[(r * ng + g) * kTile + t]
-  if constexpr (kInt) {
-    static_assert(std::is_same_v<S, simd::Avx512> && kTile == 32, "a tile row is two zmm");
-    constexpr bool k8 = kPvBytes<T>;  // 8-bit weights against centered int4 quants (pv_q4_rows_avx512vbmi)
-    constexpr int kBits = k8 ? 7 : 14;  // ub 2^k in [2^kBits, 2^(kBits + 1))
-    int16_t* om = reinterpret_cast<int16_t*>(w);
-    uint8_t* ob = reinterpret_cast<uint8_t*>(w);
-    float* sc = w + R * ng * kTile / (k8 ? 4 : 2);
-    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    const uint32_t all = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;  // bit t: position t of the tile
-    float dmax[kKvMaxGroups];          // max |d| over the tile's n positions
-    __m512 dabs[kKvMaxGroups][2];      // |d|, positions 0-15 and 16-31
-    uint32_t dbad[kKvMaxGroups];       // positions whose scale is NaN or inf
-    for (int64_t g = 0; g < ng; ++g) {
-      dbad[g] = 0;
-      __m512 mx = _mm512_setzero_ps();
-      for (int hh = 0; hh < 2; ++hh) {
-        dabs[g][hh] = _mm512_and_ps(_mm512_loadu_ps(dt + g * kTile + 16 * hh), absm);
-        const __mmask16 bd = _mm512_cmp_ps_mask(dabs[g][hh], _mm512_set1_ps(std::numeric_limits<float>::max()), _CMP_NLE_UQ);
-        dbad[g] |= uint32_t(bd) << (16 * hh);
-        mx = _mm512_max_ps(mx, _mm512_maskz_mov_ps(__mmask16((all >> (16 * hh)) & ~bd), dabs[g][hh]));
-      }
-      dmax[g] = _mm512_reduce_max_ps(mx);  // >= 0
-    }
-    for (int r = 0; r < R; ++r) {
-      const uint32_t vis = nvis[r] >= 32 ? 0xFFFFFFFFu : (1u << nvis[r]) - 1u;
-      __m512 pr[2];
-      bool pbad = false;
-      for (int hh = 0; hh < 2; ++hh) {
-        pr[hh] = _mm512_maskz_loadu_ps(__mmask16(vis >> (16 * hh)), p + r * kTile + 16 * hh);
-        pbad |= _mm512_mask_cmp_ps_mask(__mmask16(vis >> (16 * hh)), pr[hh], pr[hh], _CMP_UNORD_Q) != 0;
-      }
-      // a NaN score makes pbad; p >= 0, 0 past vis: pmax 0 when the row sees none
-      const float pmax = pbad ? 0.0f : _mm512_reduce_max_ps(_mm512_max_ps(pr[0], pr[1]));
+    // 16-bit weights (pv_int_rows_avx512): om[(r * ng + g) * kTile + t], scale sc[r * ng + g];
+    // 8-bit ones where kPvBytes (pv_q4_rows_avx512vbmi): ob[(r * ng + g) * kTile + t]
+    if constexpr (kInt) {
+      static_assert(std::is_same_v<S, simd::Avx512> && kTile == 32, "a tile row is two zmm");
+      constexpr bool k8 = kPvBytes<T>;    // 8-bit weights against centered int4 quants (pv_q4_rows_avx512vbmi)
+      constexpr int kBits = k8 ? 7 : 14;  // ub 2^k in [2^kBits, 2^(kBits + 1))
+      int16_t* om = reinterpret_cast<int16_t*>(w);
+      uint8_t* ob = reinterpret_cast<uint8_t*>(w);
+      float* sc = w + R * ng * kTile / (k8 ? 4 : 2);
+      const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+      const uint32_t all = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;  // bit t: position t of the tile
+      float dmax[kKvMaxGroups];                                     // max |d| over the tile's n positions
+      __m512 dabs[kKvMaxGroups][2];                                 // |d|, positions 0-15 and 16-31
+      uint32_t dbad[kKvMaxGroups];                                  // positions whose scale is NaN or inf
       for (int64_t g = 0; g < ng; ++g) {
-        const int64_t rg = r * ng + g;
-        __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
-        const auto no_weights = [&](float scale) {
-          if constexpr (k8) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + rg * kTile), _mm256_setzero_si256());
-          } else {
-            _mm256_storeu_si256(o, _mm256_setzero_si256());
-            _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
+        dbad[g] = 0;
+        __m512 mx = _mm512_setzero_ps();
+        for (int hh = 0; hh < 2; ++hh) {
+          dabs[g][hh] = _mm512_and_ps(_mm512_loadu_ps(dt + g * kTile + 16 * hh), absm);
+          const __mmask16 bd = _mm512_cmp_ps_mask(dabs[g][hh], _mm512_set1_ps(std::numeric_limits<float>::max()),
+                                                  _CMP_NLE_UQ);
+          dbad[g] |= uint32_t(bd) << (16 * hh);
+          mx = _mm512_max_ps(mx, _mm512_maskz_mov_ps(__mmask16((all >> (16 * hh)) & ~bd), dabs[g][hh]));
+        }
+        dmax[g] = _mm512_reduce_max_ps(mx);  // >= 0
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint32_t vis = nvis[r] >= 32 ? 0xFFFFFFFFu : (1u << nvis[r]) - 1u;
+        __m512 pr[2];
+        bool pbad = false;
+        for (int hh = 0; hh < 2; ++hh) {
+          pr[hh] = _mm512_maskz_loadu_ps(__mmask16(vis >> (16 * hh)), p + r * kTile + 16 * hh);
+          pbad |= _mm512_mask_cmp_ps_mask(__mmask16(vis >> (16 * hh)), pr[hh], pr[hh], _CMP_UNORD_Q) != 0;
+        }
+        // a NaN score makes pbad; p >= 0, 0 past vis: pmax 0 when the row sees none
+        const float pmax = pbad ? 0.0f : _mm512_reduce_max_ps(_mm512_max_ps(pr[0], pr[1]));
+        for (int64_t g = 0; g < ng; ++g) {
+          const int64_t rg = r * ng + g;
+          __m256i* o = reinterpret_cast<__m256i*>(om + rg * kTile);
+          const auto no_weights = [&](float scale) {
+            if constexpr (k8) {
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + rg * kTile), _mm256_setzero_si256());
+            } else {
+              _mm256_storeu_si256(o, _mm256_setzero_si256());
+              _mm256_storeu_si256(o + 1, _mm256_setzero_si256());
+            }
+            sc[rg] = scale;
+          };
+          if (pbad || (dbad[g] & vis)) {  // a NaN weight, or one of inf or 0 * inf: the sum is NaN, as in f32
+            no_weights(std::numeric_limits<float>::quiet_NaN());
+            continue;
           }
-          sc[rg] = scale;
-        };
-        if (pbad || (dbad[g] & vis)) {  // a NaN weight, or one of inf or 0 * inf: the sum is NaN, as in f32
-          no_weights(std::numeric_limits<float>::quiet_NaN());
-          continue;
+          // ub = pmax * dmax >= |w_t| (rounding is monotonic), both maxima over
+          // the positions the row sees only (its bits never depend on the
+          // others). Scale by 2^k with ub 2^k in [2^14, 2^15): exact products,
+          // |om - w 2^k| <= 0.5, or <= 1 where w 2^k rounds to 2^15 and
+          // saturates to 32767. Below 2^-100 the tile adds nothing (< 2^-85
+          // against a row sum l >= 1).
+          const float dm_r = vis == all ? dmax[g]
+                                        : _mm512_reduce_max_ps(
+                                              _mm512_max_ps(_mm512_maskz_mov_ps(__mmask16(vis), dabs[g][0]),
+                                                            _mm512_maskz_mov_ps(__mmask16(vis >> 16), dabs[g][1])));
+          const float ub = pmax * dm_r;
+          if (!(ub >= 0x1p-100f)) {
+            no_weights(0.0f);
+            continue;
+          }
+          uint32_t bits;
+          std::memcpy(&bits, &ub, 4);
+          const int k = kBits - (int(bits >> 23) - 127);  // ub normal: exponent bits - bias = floor(log2 ub)
+          const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;  // 2^k, 2^-k
+          float pk, nk;
+          std::memcpy(&pk, &up, 4);
+          std::memcpy(&nk, &down, 4);
+          for (int hh = 0; hh < 2; ++hh) {  // w = p d, 0 where unseen
+            const __m512 wv = _mm512_maskz_mul_ps(__mmask16(vis >> (16 * hh)), pr[hh],
+                                                  _mm512_loadu_ps(dt + g * kTile + 16 * hh));
+            const __m512i wi = _mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)));
+            if constexpr (k8)
+              _mm_storeu_si128(reinterpret_cast<__m128i*>(ob + rg * kTile + 16 * hh), _mm512_cvtusepi32_epi8(wi));
+            else _mm256_storeu_si256(o + hh, _mm512_cvtsepi32_epi16(wi));
+          }
+          sc[rg] = nk;
         }
-        // ub = pmax * dmax >= |w_t| (rounding is monotonic), both maxima over
-        // the positions the row sees only (its bits never depend on the
-        // others). Scale by 2^k with ub 2^k in [2^14, 2^15): exact products,
-        // |om - w 2^k| <= 0.5, or <= 1 where w 2^k rounds to 2^15 and
-        // saturates to 32767. Below 2^-100 the tile adds nothing (< 2^-85
-        // against a row sum l >= 1).
-        const float dm_r = vis == all ? dmax[g]
-                                      : _mm512_reduce_max_ps(_mm512_max_ps(_mm512_maskz_mov_ps(__mmask16(vis), dabs[g][0]),
-                                                                           _mm512_maskz_mov_ps(__mmask16(vis >> 16), dabs[g][1])));
-        const float ub = pmax * dm_r;
-        if (!(ub >= 0x1p-100f)) {
-          no_weights(0.0f);
-          continue;
+        if constexpr (T == KvType::int4) {  // msum = sum_t p_t m_t over the seen t, 4 groups' sums at once
+          const __mmask16 v0 = __mmask16(vis), v1 = __mmask16(vis >> 16);
+          for (int64_t g0 = 0; g0 < ng; g0 += 4) {
+            __m512 x[4];
+            for (int j = 0; j < 4; ++j)
+              x[j] = g0 + j < ng
+                         ? _mm512_fmadd_ps(pr[1], _mm512_maskz_loadu_ps(v1, mt + (g0 + j) * kTile + 16),
+                                           _mm512_mul_ps(pr[0], _mm512_maskz_loadu_ps(v0, mt + (g0 + j) * kTile)))
+                         : _mm512_setzero_ps();
+            alignas(16) float ms[4];
+            _mm_store_ps(ms, hsum4_avx512(x[0], x[1], x[2], x[3]));
+            for (int j = 0; j < 4 && g0 + j < ng; ++j) msum[r * ng + g0 + j] = ms[j];
+          }
         }
-        uint32_t bits;
-        std::memcpy(&bits, &ub, 4);
-        const int k = kBits - (int(bits >> 23) - 127);  // ub normal: exponent bits - bias = floor(log2 ub)
-        const uint32_t up = uint32_t(127 + k) << 23, down = uint32_t(127 - k) << 23;  // 2^k, 2^-k
-        float pk, nk;
-        std::memcpy(&pk, &up, 4);
-        std::memcpy(&nk, &down, 4);
-        for (int hh = 0; hh < 2; ++hh) {  // w = p d, 0 where unseen
-          const __m512 wv = _mm512_maskz_mul_ps(__mmask16(vis >> (16 * hh)), pr[hh], _mm512_loadu_ps(dt + g * kTile + 16 * hh));
-          const __m512i wi = _mm512_cvtps_epi32(_mm512_mul_ps(wv, _mm512_set1_ps(pk)));
-          if constexpr (k8) _mm_storeu_si128(reinterpret_cast<__m128i*>(ob + rg * kTile + 16 * hh), _mm512_cvtusepi32_epi8(wi));
-          else _mm256_storeu_si256(o + hh, _mm512_cvtsepi32_epi16(wi));
-        }
-        sc[rg] = nk;
       }
-      if constexpr (T == KvType::int4) {  // msum = sum_t p_t m_t over the seen t, 4 groups' sums at once
-        const __mmask16 v0 = __mmask16(vis), v1 = __mmask16(vis >> 16);
-        for (int64_t g0 = 0; g0 < ng; g0 += 4) {
-          __m512 x[4];
-          for (int j = 0; j < 4; ++j)
-            x[j] = g0 + j < ng ? _mm512_fmadd_ps(pr[1], _mm512_maskz_loadu_ps(v1, mt + (g0 + j) * kTile + 16),
-                                                 _mm512_mul_ps(pr[0], _mm512_maskz_loadu_ps(v0, mt + (g0 + j) * kTile)))
-                               : _mm512_setzero_ps();
-          alignas(16) float ms[4];
-          _mm_store_ps(ms, hsum4_avx512(x[0], x[1], x[2], x[3]));
-          for (int j = 0; j < 4 && g0 + j < ng; ++j) msum[r * ng + g0 + j] = ms[j];
-        }
-      }
-    }
-  } else
+    } else
 #endif
-  for (int r = 0; r < R; ++r)
-    for (int64_t g = 0; g < ng; ++g) {
-      for (int t = 0; t < kTile; t += W) {
-        const V pt = S::load(p + r * kTile + t);
-        S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
-      }
-      if constexpr (T == KvType::int4) {  // the mins of the positions the row sees only
-        float ms = 0.0f;
-        for (int t = 0; t < nvis[r]; ++t) ms = std::fma(p[r * kTile + t], mt[g * kTile + t], ms);
-        msum[r * ng + g] = ms;
-      }
-    }
+      for (int r = 0; r < R; ++r)
+        for (int64_t g = 0; g < ng; ++g) {
+          for (int t = 0; t < kTile; t += W) {
+            const V pt = S::load(p + r * kTile + t);
+            S::store(w + (r * ng + g) * kTile + t, S::mul(pt, S::load(dt + g * kTile + t)));
+          }
+          if constexpr (T == KvType::int4) {  // the mins of the positions the row sees only
+            float ms = 0.0f;
+            for (int t = 0; t < nvis[r]; ++t) ms = std::fma(p[r * kTile + t], mt[g * kTile + t], ms);
+            msum[r * ng + g] = ms;
+          }
+        }
 }
 
 // Rows r < NR (acc row stride D), elements [c, c + NV * W) of one group:
@@ -934,24 +944,26 @@ template <class S, KvType T, int NR, int NV, bool kEdge>
     else
       for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(row, c + j * W);
   };
-  for_rows(vt, 0, n0, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
-    V x[NV];
-    load_v(row, x);
-    for (int i = 0; i < NR; ++i) {
-      const V wt = S::set1(w[(i * ng + g) * kTile + t]);
-      for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
-    }
-  });
-  if constexpr (kEdge) {
-    for_rows(vt, n0, n1, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
-      V x[NV];
-      load_v(row, x);
-      for (int i = 0; i < NR; ++i)
-        if (t < nv[i]) {
+  for_rows(
+      vt, 0, n0, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
+        V x[NV];
+        load_v(row, x);
+        for (int i = 0; i < NR; ++i) {
           const V wt = S::set1(w[(i * ng + g) * kTile + t]);
           for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
         }
-    });
+      });
+  if constexpr (kEdge) {
+    for_rows(
+        vt, n0, n1, [&](int t, const uint8_t* row) __attribute__((always_inline)) {
+          V x[NV];
+          load_v(row, x);
+          for (int i = 0; i < NR; ++i)
+            if (t < nv[i]) {
+              const V wt = S::set1(w[(i * ng + g) * kTile + t]);
+              for (int j = 0; j < NV; ++j) a[i][j] = S::fmadd(wt, x[j], a[i][j]);
+            }
+        });
   }
   for (int i = 0; i < NR; ++i)
     for (int j = 0; j < NV; ++j) S::store(acc + i * D + c + j * W, a[i][j]);
@@ -960,8 +972,8 @@ template <class S, KvType T, int NR, int NV, bool kEdge>
 // pv_chunk over the whole row for NR rows: chunks of 2 vectors (16 or 32
 // values: one group or half of one), then single vectors (head_dim 80 on AVX-512).
 template <class S, KvType T, int NR, bool kEdge>
-[[gnu::always_inline]] inline void pv_rows(float* acc, int64_t D, const float* alpha, const TileRows& vt, const int* nv, const float* w,
-             int64_t ng, const float* msum, Spread& pf) {
+[[gnu::always_inline]] inline void pv_rows(float* acc, int64_t D, const float* alpha, const TileRows& vt, const int* nv,
+                                           const float* w, int64_t ng, const float* msum, Spread& pf) {
   constexpr int W = S::kWidth;
   int64_t c = 0;
   for (; c + 2 * W <= D; c += 2 * W) {
@@ -972,8 +984,8 @@ template <class S, KvType T, int NR, bool kEdge>
 }
 
 template <class S, KvType T, int NR>
-void pv_rows_of(float* acc, int64_t D, const float* alpha, const TileRows& vt, const int* nv,
-                const float* w, int64_t ng, const float* msum, Spread& pf) {
+void pv_rows_of(float* acc, int64_t D, const float* alpha, const TileRows& vt, const int* nv, const float* w,
+                int64_t ng, const float* msum, Spread& pf) {
   bool edge = false;
   for (int i = 1; i < NR; ++i) edge |= nv[i] != nv[0];
   if (edge) pv_rows<S, T, NR, true>(acc, D, alpha, vt, nv, w, ng, msum, pf);
@@ -1033,25 +1045,26 @@ template <bool kMin>
 // so the rows of a block all run to the longest count (nb). A partial last
 // group (head_dim % 32 == 16) stores only its first 16 dims.
 template <bool Q4, int NR>
-void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb,
-                        const int16_t* om, const float* sc, const float* msum, int64_t ng, Spread& pf) {
+void pv_int_rows_avx512(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb, const int16_t* om,
+                        const float* sc, const float* msum, int64_t ng, Spread& pf) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8)), qs_at = Q4 ? 4 : 2;
   for (int64_t g = 0; g < ng; ++g) {
     pf.part();
     __m512i a[NR][2];
     for (int i = 0; i < NR; ++i) a[i][0] = a[i][1] = _mm512_setzero_si512();
     const int64_t go = g * blk + qs_at;
-    for_pairs(vt, go, nb, [&](int t, const uint8_t* qa, const uint8_t* qb) __attribute__((always_inline)) {
-      __m512i x[2];
-      v_pairs_avx512<Q4>(qa, qb, x);
-      for (int i = 0; i < NR; ++i) {
-        int32_t w2;
-        std::memcpy(&w2, om + (i * ng + g) * kTile + t, 4);
-        const __m512i wv = _mm512_set1_epi32(w2);
-        a[i][0] = dpwssd_avx512(a[i][0], x[0], wv);
-        a[i][1] = dpwssd_avx512(a[i][1], x[1], wv);
-      }
-    });
+    for_pairs(
+        vt, go, nb, [&](int t, const uint8_t* qa, const uint8_t* qb) __attribute__((always_inline)) {
+          __m512i x[2];
+          v_pairs_avx512<Q4>(qa, qb, x);
+          for (int i = 0; i < NR; ++i) {
+            int32_t w2;
+            std::memcpy(&w2, om + (i * ng + g) * kTile + t, 4);
+            const __m512i wv = _mm512_set1_epi32(w2);
+            a[i][0] = dpwssd_avx512(a[i][0], x[0], wv);
+            a[i][1] = dpwssd_avx512(a[i][1], x[1], wv);
+          }
+        });
     const int64_t c = g * kKvGroup;
     for (int i = 0; i < NR; ++i) {
       __m512i lo = a[i][0], hi = a[i][1];
@@ -1078,10 +1091,10 @@ template <int NR>
 void pv_q4_rows_avx512vbmi(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb, const uint8_t* ob,
                            const float* sc, const float* msum, int64_t ng, Spread& pf) {
   constexpr int64_t blk = int64_t(sizeof(BlockQ4)), qs_at = 4;
-  alignas(64) static constexpr uint8_t kIdx[64] = {
-      0, 16, 32, 48, 1, 17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
-      37, 53, 6, 22, 38, 54, 7, 23, 39, 55, 8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11, 27,
-      43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+  alignas(64) static constexpr uint8_t kIdx[64] = {0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51,
+                                                   4,  20, 36, 52, 5,  21, 37, 53, 6,  22, 38, 54, 7,  23, 39, 55,
+                                                   8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59,
+                                                   12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
   const __m512i idx = _mm512_load_si512(kIdx), m15 = _mm512_set1_epi8(15), c8 = _mm512_set1_epi8(8);
   const uint8_t* rows[kTile + 3];
   for (int t = 0; t < nb; ++t) rows[t] = vt.at(t);
@@ -1116,8 +1129,8 @@ void pv_q4_rows_avx512vbmi(float* acc, int64_t D, const float* alpha, const Tile
 
 // pv_tile for int8 / int4 V on AVX-512: 16-bit weights (pv_weights<.., true>), 4 rows at a time.
 template <KvType T>
-void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRows& vt, int R,
-                        const int* nvis, int n, const float* p, float* dm, float* w, float* msum, Spread& pf) {
+void pv_tile_int_avx512(float* acc, int64_t D, const float* alpha, const TileRows& vt, int R, const int* nvis, int n,
+                        const float* p, float* dm, float* w, float* msum, Spread& pf) {
   constexpr bool Q4 = T == KvType::int4;
   const int64_t ng = groups_of(D);
   pv_weights<simd::Avx512, T, true>(vt, n, p, R, nvis, ng, dm, w, msum);
@@ -1234,8 +1247,8 @@ void pv_q4_rows_avx2(float* acc, int64_t D, const float* alpha, const TileRows& 
         const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t] + go));
         const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t + 1] + go));
         const __m256i u = _mm256_set_m128i(_mm_unpackhi_epi8(qa, qb), _mm_unpacklo_epi8(qa, qb));  // byte pairs (a, b)
-        const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(u, m15), c8);                         // dims 0-15
-        const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(u, 4), m15), c8);   // dims 16-31
+        const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(u, m15), c8);                          // dims 0-15
+        const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(u, 4), m15), c8);    // dims 16-31
         for (int i = 0; i < NR; ++i) {
           int16_t w2;
           std::memcpy(&w2, ob + (i * ng + g) * kTile + t, 2);
@@ -1249,7 +1262,8 @@ void pv_q4_rows_avx2(float* acc, int64_t D, const float* alpha, const TileRows& 
           __m256i* o = reinterpret_cast<__m256i*>(I[i] + 16 * h);
           __m256i x0 = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a[i][h]));
           __m256i x1 = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[i][h], 1));
-          if (t0 > 0) x0 = _mm256_add_epi32(x0, _mm256_load_si256(o)), x1 = _mm256_add_epi32(x1, _mm256_load_si256(o + 1));
+          if (t0 > 0)
+            x0 = _mm256_add_epi32(x0, _mm256_load_si256(o)), x1 = _mm256_add_epi32(x1, _mm256_load_si256(o + 1));
           _mm256_store_si256(o, x0);
           _mm256_store_si256(o + 1, x1);
         }
@@ -1338,8 +1352,8 @@ inline int visible(const Item& it, int r, int64_t p0, int n) {
 // acc_r = acc_r * alpha_r + sum_{t visible to r} p_rt v_t for all R rows, 4
 // rows at a time (nvis: [R] scratch for the rows' visible counts).
 template <class S, KvType T>
-void pv_tile(float* acc, int64_t D, const float* alpha, const TileRows& vt, const Item& it, int64_t p0,
-             int n, const float* p, float* dm, float* w, float* msum, int* nvis, Spread& pf) {
+void pv_tile(float* acc, int64_t D, const float* alpha, const TileRows& vt, const Item& it, int64_t p0, int n,
+             const float* p, float* dm, float* w, float* msum, int* nvis, Spread& pf) {
   constexpr bool Q = T == KvType::int8 || T == KvType::int4;
   const int64_t ng = Q ? groups_of(D) : 1;
   for (int r = 0; r < it.R; ++r) nvis[r] = visible(it, r, p0, n);
@@ -1365,7 +1379,9 @@ void pv_tile(float* acc, int64_t D, const float* alpha, const TileRows& vt, cons
     const float* wr = wt + int64_t(r) * kTile * ng;
     const float* mr = msum + int64_t(r) * ng;
     if (nb > 0)
-      with_rows(nr, [&](auto nrc) { pv_rows_of<S, T, decltype(nrc)::value>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf); });
+      with_rows(nr, [&](auto nrc) {
+        pv_rows_of<S, T, decltype(nrc)::value>(a, D, alpha + r, vt, nvis + r, wr, ng, mr, pf);
+      });
     r += nr;
   }
 }
@@ -1376,13 +1392,13 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
   constexpr int W = S::kWidth;
   const int64_t D = kv.head_dim, bt = kv.block_tokens, H = kv.n_kv_heads, ng = groups_of(D), R = it.R;
   const int64_t kr = kv_row_bytes(kv.k_type, D), vr = kv_row_bytes(kv.v_type, D);
-  float* s = scratch;                     // [R][kTile] scores, then probabilities
-  float* alpha = s + R * kTile;           // [R] this tile's rescaling of acc
-  float* w = alpha + R;                   // [R][ng][kTile] P.V weights (int8/int4 V)
-  float* msum = w + R * kTile * ng;       // [R][ng] int4 V min terms
-  float* dm = msum + R * ng;              // [2][ng][kTile] V scales and mins of a tile
+  float* s = scratch;                                       // [R][kTile] scores, then probabilities
+  float* alpha = s + R * kTile;                             // [R] this tile's rescaling of acc
+  float* w = alpha + R;                                     // [R][ng][kTile] P.V weights (int8/int4 V)
+  float* msum = w + R * kTile * ng;                         // [R][ng] int4 V min terms
+  float* dm = msum + R * ng;                                // [2][ng][kTile] V scales and mins of a tile
   int* nvis = reinterpret_cast<int*>(dm + 2 * ng * kTile);  // [R] visible positions of the tile a row
-  float* qscratch = dm + 2 * ng * kTile + R;  // nh x QuantQ
+  float* qscratch = dm + 2 * ng * kTile + R;                // nh x QuantQ
   const bool kq = kv_type_quantized(kv.k_type);
   const int64_t QR = quant_rows(it.R), qfloats = QR * ng * kQuantFloats;
   const auto quant_of = [&](int hi) {  // head hi's quantized queries
@@ -1417,7 +1433,8 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
     x.b = tl.n > tl.n1 ? row_of(p0 + tl.n1, hi) : x.a;
     return x;
   };
-  const auto rows_of = [&](const uint8_t* base, int64_t stride, const Runs& ru, const Tile& tl) __attribute__((always_inline)) {
+  const auto rows_of = [&](const uint8_t* base, int64_t stride, const Runs& ru, const Tile& tl)
+      __attribute__((always_inline)) {
     return TileRows{base + ru.a * stride, base + ru.b * stride, tl.n1, stride};
   };
   for (int64_t p0 = it.k0; p0 < it.k1;) {
@@ -1450,13 +1467,13 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
         if (nr == 0) break;
         const uint8_t* kp = run ? kt.b : kt.a;
         float* sr = run ? s + tl.n1 : s;
-        with_type(kv.k_type, [&](auto tc) __attribute__((always_inline)) {
-          constexpr KvType T = decltype(tc)::value;
-          if constexpr (T == KvType::int8 || T == KvType::int4)
-            score_quantized<S, T>(kp, kr, nr, qq, it.R, sr, kpf);
-          else
-            score_float<S, T>(kp, kr, nr, q, it.R, D, sr, kpf);
-        });
+        with_type(
+            kv.k_type, [&](auto tc) __attribute__((always_inline)) {
+              constexpr KvType T = decltype(tc)::value;
+              if constexpr (T == KvType::int8 || T == KvType::int4)
+                score_quantized<S, T>(kp, kr, nr, qq, it.R, sr, kpf);
+              else score_float<S, T>(kp, kr, nr, q, it.R, D, sr, kpf);
+            });
       }
       kpf.rest();
       // online softmax step per row over its v visible tokens of the tile
@@ -1485,9 +1502,10 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
         l[r] = l[r] * alpha[r] + S::hsum(sum);
         m[r] = mn;
       }
-      with_type(kv.v_type, [&](auto tc) __attribute__((always_inline)) {  // values, dequantized in registers
-        pv_tile<S, decltype(tc)::value>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf);
-      });
+      with_type(
+          kv.v_type, [&](auto tc) __attribute__((always_inline)) {  // values, dequantized in registers
+            pv_tile<S, decltype(tc)::value>(acc, D, alpha, vt, it, p0, n, s, dm, w, msum, nvis, vpf);
+          });
       vpf.rest();
     }
     p0 += n;

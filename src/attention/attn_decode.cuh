@@ -12,24 +12,24 @@
 
 namespace llmk::attn {
 
-constexpr int kWarps = 4;   // warps a decode CTA
-constexpr int kUnroll = 4;  // tokens a warp loads at once (lane_per_element; token_tiles' P.V)
+constexpr int kWarps = 4;                // warps a decode CTA
+constexpr int kUnroll = 4;               // tokens a warp loads at once (lane_per_element; token_tiles' P.V)
 constexpr int kTile = int(kDecodeTile);  // tokens a warp scores at once in token_tiles
 
 struct DecodeArgs {
-  const float* q;          // [B, Hq, D]
-  const uint8_t* k;        // pools, see KvLayerView
+  const float* q;    // [B, Hq, D]
+  const uint8_t* k;  // pools, see KvLayerView
   const uint8_t* v;
-  const int64_t* indptr;   // [B+1]
-  const int32_t* indices;  // [indptr[B]]
-  const int32_t* last_len; // [B]
-  float* out;              // [B, Hq, D]
-  float* part;             // [B, Hq, splits, D + 2] when splits > 1
+  const int64_t* indptr;    // [B+1]
+  const int32_t* indices;   // [indptr[B]]
+  const int32_t* last_len;  // [B]
+  float* out;               // [B, Hq, D]
+  float* part;              // [B, Hq, splits, D + 2] when splits > 1
   int64_t Hq, Hkv, D, bt;
-  uint32_t krow, vrow;     // row bytes
-  int groups;              // CTAs per kv head: ceil(G / NG)
+  uint32_t krow, vrow;  // row bytes
+  int groups;           // CTAs per kv head: ceil(G / NG)
   int splits;
-  int64_t window;          // AttentionOptions::window (0 = none)
+  int64_t window;  // AttentionOptions::window (0 = none)
   float scale;
   KvType kt, vt;
 };

@@ -5,7 +5,8 @@
 // way, so every path gets the same bits), and the integer dot products of a
 // 32-value int8 query group with an int8 (Q8_0) or int4 (Q4_1 nibbles) K group.
 // The dots return lanes whose sum is the exact integer dot (|dot| <= 32*128*127
-// < 2^24, so every lane and every partial sum of lanes is exact in f32). Each specialization exists only where its ISA is compiled.
+// < 2^24, so every lane and every partial sum of lanes is exact in f32). Each specialization exists only where its ISA
+// is compiled.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -18,23 +19,30 @@ namespace {  // per translation unit, as in attention_kernel.hpp
 
 using Scalar = simd::Scalar;
 
-template <class S> typename S::V load_i8(const int8_t* p);           // kWidth quants
+template <class S>
+typename S::V load_i8(const int8_t* p);  // kWidth quants
 // kWidth nibbles of p[0..kWidth): (p[j] >> shift) & 15, shift 0 (low) or 4 (high), no branch.
-template <class S> typename S::V load_u4(const uint8_t* p, int shift);
+template <class S>
+typename S::V load_u4(const uint8_t* p, int shift);
 // The 2 * kWidth values j0 .. j0 + 2 * kWidth of an int4 group from its 16
 // nibble bytes qs (j0 a multiple of 2 * kWidth, <= 16): x[0], x[1]. One load
 // and one unpack for both vectors (P.V's two-vector chunks).
-template <class S> void load_u4x2(const uint8_t* qs, int j0, typename S::V* x);
+template <class S>
+void load_u4x2(const uint8_t* qs, int j0, typename S::V* x);
 // exp(x) for x <= 0 (a score minus its row's max; -inf gives 0): 2^(x log2 e)
 // with the product folded into the reduction (simd::Exp2Scaled, relative
 // error below 1.9e-7), for x <= 0 only: no overflow or subnormal handling.
-template <class S> typename S::V exp_v(typename S::V x);
-template <class S> float h2f(uint16_t h);
+template <class S>
+typename S::V exp_v(typename S::V x);
+template <class S>
+float h2f(uint16_t h);
 // sum_j q[j] * k[j], j < 32 (q, k int8; q in [-127, 127]), and
 // sum_{j<16} q[j] * (nib[j] & 15) + q[j+16] * (nib[j] >> 4): the scalar path's
 // integer dots (the vector ISAs use qdots4 / qdots4x2 below).
-template <class S> typename S::V idot_q8(const int8_t* q, const int8_t* k);
-template <class S> typename S::V idot_q4(const int8_t* q, const uint8_t* nib);
+template <class S>
+typename S::V idot_q8(const int8_t* q, const int8_t* k);
+template <class S>
+typename S::V idot_q4(const int8_t* q, const uint8_t* nib);
 // Scores of one int8 (Q4 = false) or int4 (Q4 = true) K row of ng groups against
 // 4 quantized query rows q8 + i * ng * 32 (32 int8 per group), scales dq[g * R + i]
 // and Q4_1 min factors qsum[g * R + i]:
@@ -53,49 +61,73 @@ template <class S, bool Q4>
 void qdots4x2(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum, int64_t ng,
               int64_t R, float* out, int ostride, int nrows);
 
-template <> inline float load_i8<Scalar>(const int8_t* p) { return float(*p); }
-template <> inline float load_u4<Scalar>(const uint8_t* p, int shift) { return float((*p >> shift) & 15); }
-template <> inline void load_u4x2<Scalar>(const uint8_t* qs, int j0, float* x) {
+template <>
+inline float load_i8<Scalar>(const int8_t* p) {
+  return float(*p);
+}
+template <>
+inline float load_u4<Scalar>(const uint8_t* p, int shift) {
+  return float((*p >> shift) & 15);
+}
+template <>
+inline void load_u4x2<Scalar>(const uint8_t* qs, int j0, float* x) {
   for (int i = 0; i < 2; ++i) x[i] = load_u4<Scalar>(qs + (j0 + i) % 16, j0 >= 16 ? 4 : 0);
 }
-template <> inline float exp_v<Scalar>(float x) { return std::exp(x); }
-template <> inline float h2f<Scalar>(uint16_t h) { return f16_bits_to_f32(h); }
-template <> inline float idot_q8<Scalar>(const int8_t* q, const int8_t* k) {
+template <>
+inline float exp_v<Scalar>(float x) {
+  return std::exp(x);
+}
+template <>
+inline float h2f<Scalar>(uint16_t h) {
+  return f16_bits_to_f32(h);
+}
+template <>
+inline float idot_q8<Scalar>(const int8_t* q, const int8_t* k) {
   int32_t s = 0;
   for (int j = 0; j < 32; ++j) s += int32_t(q[j]) * k[j];
   return float(s);
 }
-template <> inline float idot_q4<Scalar>(const int8_t* q, const uint8_t* nib) {
+template <>
+inline float idot_q4<Scalar>(const int8_t* q, const uint8_t* nib) {
   int32_t s = 0;
   for (int j = 0; j < 16; ++j) s += int32_t(q[j]) * (nib[j] & 15) + int32_t(q[j + 16]) * (nib[j] >> 4);
   return float(s);
 }
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-template <> inline __m256 load_i8<simd::Avx2>(const int8_t* p) {
+template <>
+inline __m256 load_i8<simd::Avx2>(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
-template <> inline __m256 load_u4<simd::Avx2>(const uint8_t* p, int shift) {
+template <>
+inline __m256 load_u4<simd::Avx2>(const uint8_t* p, int shift) {
   const __m256i b = _mm256_srl_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
                                      _mm_cvtsi32_si128(shift));
   return _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
 }
-template <> inline void load_u4x2<simd::Avx2>(const uint8_t* qs, int j0, __m256* x) {  // j0 = 0 or 16
+template <>
+inline void load_u4x2<simd::Avx2>(const uint8_t* qs, int j0, __m256* x) {  // j0 = 0 or 16
   const __m128i b = _mm_and_si128(_mm_srl_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)),
                                                 _mm_cvtsi32_si128(j0 >= 16 ? 4 : 0)),
                                   _mm_set1_epi8(15));
   x[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
   x[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
 }
-template <> [[gnu::always_inline]] inline __m256 exp_v<simd::Avx2>(__m256 x) { return simd::Exp2Scaled<simd::Avx2>(kLog2e)(x); }
-template <> inline float h2f<simd::Avx2>(uint16_t h) { return _cvtsh_ss(h); }
+template <>
+[[gnu::always_inline]] inline __m256 exp_v<simd::Avx2>(__m256 x) {
+  return simd::Exp2Scaled<simd::Avx2>(kLog2e)(x);
+}
+template <>
+inline float h2f<simd::Avx2>(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // The AVX2 body of qdots4, shared by the AVX-512 builds (the 32-value groups fill 256 bits).
 template <bool Q4>
-inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng,
-                       int64_t R, float* out, int ostride, int nrows) {
+inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, const float* qsum, int64_t ng, int64_t R,
+                       float* out, int ostride, int nrows) {
   __m128 acc = _mm_setzero_ps();
   for (int64_t g = 0; g < ng; ++g) {
     __m256i u, sgn[4];  // unsigned K operand; the 4 signed query operands
@@ -129,8 +161,9 @@ inline void qdots4_x86(const uint8_t* krow, const int8_t* q8, const float* dq, c
   for (int i = 0; i < nrows; ++i) out[i * ostride] = o[i];
 }
 template <bool Q4>
-[[gnu::always_inline]] inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq, const float* qsum,
-                         int64_t ng, int64_t R, float* out, int ostride, int nrows) {
+[[gnu::always_inline]] inline void qdots4x2_x86(const uint8_t* ka, const uint8_t* kb, const int8_t* q8, const float* dq,
+                                                const float* qsum, int64_t ng, int64_t R, float* out, int ostride,
+                                                int nrows) {
   __m256 acc = _mm256_setzero_ps();  // lanes 0-3: rows 0-3 against a; 4-7: against b
   for (int64_t g = 0; g < ng; ++g) {
     const int8_t* q = q8 + g * kKvGroup;
@@ -165,7 +198,8 @@ template <bool Q4>
     // per key: [dots of rows 0-3 over the low 128 bits | over the high 128 bits], then the halves added
     const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0][0], p[0][1]), _mm256_hadd_epi32(p[0][2], p[0][3]));
     const __m256i hb = _mm256_hadd_epi32(_mm256_hadd_epi32(p[1][0], p[1][1]), _mm256_hadd_epi32(p[1][2], p[1][3]));
-    const __m256i d = _mm256_add_epi32(_mm256_permute2x128_si256(ha, hb, 0x20), _mm256_permute2x128_si256(ha, hb, 0x31));
+    const __m256i d = _mm256_add_epi32(_mm256_permute2x128_si256(ha, hb, 0x20),
+                                       _mm256_permute2x128_si256(ha, hb, 0x31));
     const __m256 sc = _mm256_mul_ps(_mm256_set_m128(_mm_set1_ps(dk[1]), _mm_set1_ps(dk[0])),
                                     _mm256_broadcast_ps(reinterpret_cast<const __m128*>(dq + g * R)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc);
@@ -174,34 +208,41 @@ template <bool Q4>
   _mm256_store_ps(o, acc);
   for (int i = 0; i < nrows; ++i) out[i * ostride] = o[i], out[i * ostride + 1] = o[4 + i];
 }
-template <> inline void qdots4<simd::Avx2, false>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
-                                                  int64_t ng, int64_t R, float* out, int os, int nr) {
+template <>
+inline void qdots4<simd::Avx2, false>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs, int64_t ng,
+                                      int64_t R, float* out, int os, int nr) {
   qdots4_x86<false>(k, q, dq, qs, ng, R, out, os, nr);
 }
-template <> inline void qdots4<simd::Avx2, true>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs,
-                                                 int64_t ng, int64_t R, float* out, int os, int nr) {
+template <>
+inline void qdots4<simd::Avx2, true>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs, int64_t ng,
+                                     int64_t R, float* out, int os, int nr) {
   qdots4_x86<true>(k, q, dq, qs, ng, R, out, os, nr);
 }
-template <> inline void qdots4x2<simd::Avx2, false>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
-                                                    const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+template <>
+inline void qdots4x2<simd::Avx2, false>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
+                                        const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
   qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
-template <> inline void qdots4x2<simd::Avx2, true>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
-                                                   const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+template <>
+inline void qdots4x2<simd::Avx2, true>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
+                                       const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
   qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-template <> inline __m512 load_i8<simd::Avx512>(const int8_t* p) {
+template <>
+inline __m512 load_i8<simd::Avx512>(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-template <> inline __m512 load_u4<simd::Avx512>(const uint8_t* p, int shift) {
+template <>
+inline __m512 load_u4<simd::Avx512>(const uint8_t* p, int shift) {
   const __m512i b = _mm512_srl_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
                                      _mm_cvtsi32_si128(shift));
   return _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
 }
-template <> inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* x) {  // j0 = 0: the whole group
+template <>
+inline void load_u4x2<simd::Avx512>(const uint8_t* qs, int, __m512* x) {  // j0 = 0: the whole group
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(15);
   x[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, m)));
   x[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), m)));
@@ -217,7 +258,8 @@ inline void tile_scales_avx512(const uint8_t* a, const uint8_t* b, int n1, int64
                                int64_t gs, float* dt, float* mt) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8));
   // lanes l: position t0 + l, from run a below n1, from run b (at t - n1) up to n
-  const __m512i t = _mm512_add_epi32(_mm512_set1_epi32(t0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __m512i t = _mm512_add_epi32(_mm512_set1_epi32(t0),
+                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   const __mmask16 in_a = _mm512_cmplt_epi32_mask(t, _mm512_set1_epi32(std::min(n1, n)));
   const __mmask16 in_b = __mmask16(_mm512_cmplt_epi32_mask(t, _mm512_set1_epi32(n)) & ~in_a);
   const __m512i ia = _mm512_mullo_epi32(t, _mm512_set1_epi32(int32_t(vr)));
@@ -241,28 +283,37 @@ inline __m128 hsum4_avx512(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
   const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(x0, x1), _mm512_unpackhi_ps(x0, x1));
   const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(x2, x3), _mm512_unpackhi_ps(x2, x3));
   const __m512d a = _mm512_castps_pd(s01), b = _mm512_castps_pd(s23);
-  const __m512 t = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  const __m512 t = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                                 _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
-template <> [[gnu::always_inline]] inline __m512 exp_v<simd::Avx512>(__m512 x) { return simd::Exp2Scaled<simd::Avx512>(kLog2e)(x); }
-template <> inline float h2f<simd::Avx512>(uint16_t h) { return _cvtsh_ss(h); }
-template <> inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq,
-                                                    const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+template <>
+[[gnu::always_inline]] inline __m512 exp_v<simd::Avx512>(__m512 x) {
+  return simd::Exp2Scaled<simd::Avx512>(kLog2e)(x);
+}
+template <>
+inline float h2f<simd::Avx512>(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+template <>
+inline void qdots4<simd::Avx512, false>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs, int64_t ng,
+                                        int64_t R, float* out, int os, int nr) {
   qdots4_x86<false>(k, q, dq, qs, ng, R, out, os, nr);
 }
-template <> inline void qdots4<simd::Avx512, true>(const uint8_t* k, const int8_t* q, const float* dq,
-                                                   const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
+template <>
+inline void qdots4<simd::Avx512, true>(const uint8_t* k, const int8_t* q, const float* dq, const float* qs, int64_t ng,
+                                       int64_t R, float* out, int os, int nr) {
   qdots4_x86<true>(k, q, dq, qs, ng, R, out, os, nr);
 }
-template <> inline void qdots4x2<simd::Avx512, false>(const uint8_t* a, const uint8_t* b, const int8_t* q,
-                                                      const float* dq, const float* qs, int64_t ng, int64_t R,
-                                                      float* out, int os, int nr) {
+template <>
+inline void qdots4x2<simd::Avx512, false>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
+                                          const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
   qdots4x2_x86<false>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
-template <> inline void qdots4x2<simd::Avx512, true>(const uint8_t* a, const uint8_t* b, const int8_t* q,
-                                                     const float* dq, const float* qs, int64_t ng, int64_t R,
-                                                     float* out, int os, int nr) {
+template <>
+inline void qdots4x2<simd::Avx512, true>(const uint8_t* a, const uint8_t* b, const int8_t* q, const float* dq,
+                                         const float* qs, int64_t ng, int64_t R, float* out, int os, int nr) {
   qdots4x2_x86<true>(a, b, q, dq, qs, ng, R, out, os, nr);
 }
 #endif

@@ -200,8 +200,7 @@ __device__ __forceinline__ void pv_mma(const DecodeArgs& a, uint32_t vrow, const
     for (int kt = 0; kt < 2; ++kt)
 #pragma unroll
       for (int p = 0; p < 2; ++p)
-        split_f16(wv[kt][2 * p] * dv[kt][2 * p] * up, wv[kt][2 * p + 1] * dv[kt][2 * p + 1] * up, bh[kt][p],
-                  bl[kt][p]);
+        split_f16(wv[kt][2 * p] * dv[kt][2 * p] * up, wv[kt][2 * p + 1] * dv[kt][2 * p + 1] * up, bh[kt][p], bl[kt][p]);
     if constexpr (!kQ8) {
       float sm = 0.0f;  // head g's sum of w m over the lane's 8 tokens, then the tile's
 #pragma unroll
@@ -224,7 +223,8 @@ __device__ __forceinline__ void pv_mma(const DecodeArgs& a, uint32_t vrow, const
           if constexpr (kQ8) {
             const int o = kGroupBytes * c + 2 + 16 * h + 2 * g;
             x[p] = (uint32_t(*reinterpret_cast<const uint16_t*>(vr[kt][2 * p] + o)) |
-                    uint32_t(*reinterpret_cast<const uint16_t*>(vr[kt][2 * p + 1] + o)) << 16) ^ 0x80808080u;
+                    uint32_t(*reinterpret_cast<const uint16_t*>(vr[kt][2 * p + 1] + o)) << 16) ^
+                   0x80808080u;
           } else {
             const int o = kGroupBytes * c + 4 + 8 * h + g;
             x[p] = uint32_t(vr[kt][2 * p][o]) | uint32_t(vr[kt][2 * p + 1][o]) << 16;
@@ -366,13 +366,13 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
   const int D = int(a.D), ngrp = (D + 31) / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const TilesSmem lay = tiles_smem(NG, D, a.krow, kMma);
-  float* qs = smem;                // [NG][D], heads past ng 0
-  float* qsum = smem + NG * D;     // [NG][ngrp] (int4)
-  float* fq = qsum + NG * ngrp;    // [NG] (kMma)
+  float* qs = smem;                                              // [NG][D], heads past ng 0
+  float* qsum = smem + NG * D;                                   // [NG][ngrp] (int4)
+  float* fq = qsum + NG * ngrp;                                  // [NG] (kMma)
   uint4* qfrag = reinterpret_cast<uint4*>(smem + lay.q_floats);  // (kMma)
   uint8_t* area = reinterpret_cast<uint8_t*>(smem + lay.area_floats) + warp * lay.warp_bytes;
-  uint4* ktile = reinterpret_cast<uint4*>(area);                  // kTile rows of krow bytes
-  float* wts = reinterpret_cast<float*>(area + lay.tile_bytes);   // [kTile][NG]
+  uint4* ktile = reinterpret_cast<uint4*>(area);                 // kTile rows of krow bytes
+  float* wts = reinterpret_cast<float*>(area + lay.tile_bytes);  // [kTile][NG]
   load_queries(a, qs, NG, ng, b, hk, g0);
   __syncthreads();
   if constexpr (T == int(KvType::int4)) {
@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_tiles_kernel(DecodeArgs a)
     // which may hold a NaN
     const int tlo = int(max(int64_t(0), min(int64_t(nv - 1), lo - p0)));
     const uint32_t rlo = __shfl_sync(0xffffffffu, row, tlo), prow = lane < tlo || lane >= nv ? rlo : row;
-    __syncwarp();  // the previous tile's reads of ktile and wts are done
+    __syncwarp();                           // the previous tile's reads of ktile and wts are done
     for (int r0 = 0; r0 < nv; r0 += run) {  // one run of consecutive rows at a time
       const uint4* src = reinterpret_cast<const uint4*>(a.k + uint64_t(__shfl_sync(0xffffffffu, row, r0)) * a.krow);
       uint4* dst = ktile + int64_t(r0) * a.krow / 16;

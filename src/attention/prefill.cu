@@ -71,7 +71,7 @@ struct PrefillArgs {
   const int32_t* last_len;   // [B]
   float* out;                // [T, Hq, D]
   int64_t B, T, Hq, Hkv, G, D, bt, krow, vrow;
-  int64_t rows;              // R, query rows per CTA
+  int64_t rows;  // R, query rows per CTA
   float scale;
   KvType kt, vt;
 };
@@ -96,12 +96,12 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillArgs a) {
   const int64_t b = lo, q0 = a.qo_indptr[b], qo = a.qo_indptr[b + 1] - q0;
   const int64_t r0 = (slot - first_slot(a, b)) * R;
   const int64_t r1 = min(r0 + R, min(qo, a.T - q0) * G);  // rows past num_tokens are never touched
-  if (r0 < 0 || r0 >= r1) return;  // a gap slot: the whole CTA, before any barrier
+  if (r0 < 0 || r0 >= r1) return;                         // a gap slot: the whole CTA, before any barrier
 
   const int64_t hk = blockIdx.y;
   const int64_t nb = a.indptr[b + 1] - a.indptr[b];
   const int64_t kv_len = nb == 0 ? 0 : (nb - 1) * a.bt + a.last_len[b];
-  const int64_t base = kv_len - qo + r0 / G;  // position of the CTA's first token
+  const int64_t base = kv_len - qo + r0 / G;            // position of the CTA's first token
   const int64_t kend = kv_len - qo + (r1 - 1) / G + 1;  // keys [0, kend) of its last row
   const int32_t* blocks = a.indices + a.indptr[b];
 
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillArgs a) {
   }
 
   for (int64_t k0 = 0; k0 < kend; k0 += kKeys) {  // kend is CTA-uniform: the barriers are too
-    __syncthreads();  // q is stored (first tile); every warp is done with the previous tile
+    __syncthreads();                              // q is stored (first tile); every warp is done with the previous tile
     for (int j = warp; j < kKeys; j += kWarps) {
       const int64_t p = k0 + j;
       const uint8_t *kr = nullptr, *vr = nullptr;
@@ -266,13 +266,11 @@ namespace llmk {
 
 std::vector<int> attention_prefill_cuda_configs(const KvLayerView& kv, int64_t n_heads, int64_t num_tokens,
                                                 int64_t num_seqs) {
-  return attn::configs(kv.head_dim, n_heads / std::max<int64_t>(1, kv.n_kv_heads), kv.n_kv_heads, num_tokens,
-                       num_seqs);
+  return attn::configs(kv.head_dim, n_heads / std::max<int64_t>(1, kv.n_kv_heads), kv.n_kv_heads, num_tokens, num_seqs);
 }
 
 void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T, const KvLayerView& kv,
-                            const PageTableView& p, int64_t Hq, float scale, float* out, Stream stream,
-                            int cta_rows) {
+                            const PageTableView& p, int64_t Hq, float scale, float* out, Stream stream, int cta_rows) {
   const char* fn = "attention_prefill_cuda";
   LLMK_CHECK_ARG(kv.device == Device::cuda, fn, "kv.device", device_name(kv.device), "must be cuda");
   LLMK_CHECK_ARG(p.device == Device::cuda, fn, "pages.device", device_name(p.device), "must be cuda");
@@ -282,8 +280,8 @@ void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T,
   attn::check_pools_aligned(fn, kv);
   LLMK_CHECK_ARG(kv.head_dim >= 16 && kv.head_dim <= 256 && kv.head_dim % 16 == 0, fn, "kv.head_dim", kv.head_dim,
                  "must be a multiple of 16 in [16, 256]");
-  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens",
-                 kv.block_tokens, "must be in [1, 2^20]");
+  LLMK_CHECK_ARG(kv.block_tokens >= 1 && kv.block_tokens <= (int64_t(1) << 20), fn, "kv.block_tokens", kv.block_tokens,
+                 "must be in [1, 2^20]");
   LLMK_CHECK_ARG(kv.n_kv_heads >= 1 && kv.n_kv_heads <= 65535, fn, "kv.n_kv_heads", kv.n_kv_heads,
                  "must be in [1, 65535] (the grid's y)");
   LLMK_CHECK_ARG(kv.num_blocks >= 1, fn, "kv.num_blocks", kv.num_blocks, "must be >= 1");
@@ -303,8 +301,8 @@ void attention_prefill_cuda(const float* q, const int64_t* qo_indptr, int64_t T,
   const std::vector<int> cfgs = attention_prefill_cuda_configs(kv, Hq, T, p.num_seqs);
   std::string offered;
   for (int R : cfgs) offered += " " + std::to_string(R);
-  LLMK_CHECK_ARG(cta_rows == 0 || std::find(cfgs.begin(), cfgs.end(), cta_rows) != cfgs.end(), fn, "cta_rows",
-                 cta_rows, "must be 0 or one of attention_prefill_cuda_configs():" + offered);
+  LLMK_CHECK_ARG(cta_rows == 0 || std::find(cfgs.begin(), cfgs.end(), cta_rows) != cfgs.end(), fn, "cta_rows", cta_rows,
+                 "must be 0 or one of attention_prefill_cuda_configs():" + offered);
   const int64_t R = cta_rows ? cta_rows : cfgs.front();
   const int64_t slots = attn::grid_slots(p.num_seqs, T, G, R);
   LLMK_CHECK_ARG(slots <= int64_t(INT32_MAX), fn, "num_tokens", T,

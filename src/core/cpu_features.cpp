@@ -23,13 +23,13 @@ SimdLevel probe() {
   if (!osxsave || !avx) return SimdLevel::scalar;
   unsigned xlo, xhi;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-  const bool ymm_os = (xlo & 0x6u) == 0x6u;                // SSE + AVX state
-  const bool zmm_os = ymm_os && (xlo & 0xe0u) == 0xe0u;    // opmask + ZMM state
+  const bool ymm_os = (xlo & 0x6u) == 0x6u;              // SSE + AVX state
+  const bool zmm_os = ymm_os && (xlo & 0xe0u) == 0xe0u;  // opmask + ZMM state
   if (!ymm_os) return SimdLevel::scalar;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return SimdLevel::scalar;
   const bool avx2 = b & (1u << 5);
-  const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
-             avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11), avx512vbmi = c & (1u << 1);
+  const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30), avx512vl = b & (1u << 31),
+             avx512vnni = c & (1u << 11), avx512vbmi = c & (1u << 1);
   if (!(avx2 && fma && f16c)) return SimdLevel::scalar;
   if (zmm_os && avx512f && avx512dq && avx512bw && avx512vl)
     return !avx512vnni ? SimdLevel::avx512 : avx512vbmi ? SimdLevel::avx512vbmi : SimdLevel::avx512vnni;

@@ -48,10 +48,10 @@ cudaError_t allow_dynamic_smem(K* kernel, size_t dynamic_bytes) {
 
 #define LLMK_CUDA_CHECK(expr) ::llmk::cuda::throw_on_error((expr), #expr, __FILE__, __LINE__)
 // For launchers that return cudaError_t: propagate the first failure.
-#define LLMK_CUDA_RETURN_IF_ERROR(expr)  \
-  do {                                   \
-    cudaError_t _e = (expr);             \
-    if (_e != cudaSuccess) return _e;    \
+#define LLMK_CUDA_RETURN_IF_ERROR(expr) \
+  do {                                  \
+    cudaError_t _e = (expr);            \
+    if (_e != cudaSuccess) return _e;   \
   } while (0)
 
 namespace llmk::cuda {

@@ -63,7 +63,7 @@ namespace {
 constexpr size_t kStackBytes = size_t(256) << 10;  // a CUDA thread's stack
 constexpr int kMaxThreads = 1024, kWarp = 32;
 constexpr size_t kDefaultSmem = size_t(48) << 10, kOptinSmem = 232448;  // sm_90 (H100 / H200)
-constexpr size_t kSmemPerSm = 233472;                                     // 228 KiB
+constexpr size_t kSmemPerSm = 233472;                                   // 228 KiB
 constexpr int kSms = 132;
 
 [[noreturn]] void fail(const std::string& what) {
@@ -184,8 +184,8 @@ std::string where(const Fiber& f) {
   const ThreadCtx& c = f.ctx;
   return "kernel " + emu().kernel_name + ", block (" + std::to_string(c.block_idx.x) + "," +
          std::to_string(c.block_idx.y) + "," + std::to_string(c.block_idx.z) + "), thread (" +
-         std::to_string(c.thread_idx.x) + "," + std::to_string(c.thread_idx.y) + "," +
-         std::to_string(c.thread_idx.z) + ")";
+         std::to_string(c.thread_idx.x) + "," + std::to_string(c.thread_idx.y) + "," + std::to_string(c.thread_idx.z) +
+         ")";
 }
 
 const char* op_name(WarpOp op) {
@@ -224,8 +224,8 @@ bool complete_warp_op(int w0, int l) {
       fail(where(me) + ": " + op_name(me.op) + " mask names lane " + std::to_string(j) + ", which has exited");
     if (o.state == Fiber::at_barrier) return false;
     if (o.op != me.op || o.mask != m || o.width != me.width)
-      fail(where(me) + ": " + op_name(me.op) + " (mask " + std::to_string(m) + ") while lane " +
-           std::to_string(j) + " is at " + op_name(o.op) + " (mask " + std::to_string(o.mask) + ")");
+      fail(where(me) + ": " + op_name(me.op) + " (mask " + std::to_string(m) + ") while lane " + std::to_string(j) +
+           " is at " + op_name(o.op) + " (mask " + std::to_string(o.mask) + ")");
   }
   const int w = me.width;
   if (w < 1 || w > kWarp || (w & (w - 1)))
@@ -240,9 +240,18 @@ bool complete_warp_op(int w0, int l) {
     int src = j;
     switch (f.op) {
       case WarpOp::shfl_idx: src = seg + ((f.arg % w) + w) % w; break;
-      case WarpOp::shfl_xor: src = j ^ f.arg; if (src >= seg + w || src < 0 || src >= kWarp) src = j; break;
-      case WarpOp::shfl_down: src = j + f.arg; if (src >= seg + w) src = j; break;
-      case WarpOp::shfl_up: src = j - f.arg; if (src < seg) src = j; break;
+      case WarpOp::shfl_xor:
+        src = j ^ f.arg;
+        if (src >= seg + w || src < 0 || src >= kWarp) src = j;
+        break;
+      case WarpOp::shfl_down:
+        src = j + f.arg;
+        if (src >= seg + w) src = j;
+        break;
+      case WarpOp::shfl_up:
+        src = j - f.arg;
+        if (src < seg) src = j;
+        break;
       default: break;
     }
     switch (f.op) {

@@ -58,7 +58,7 @@ struct ThreadCtx {
 // The running CUDA thread's indices (only inside a kernel).
 const ThreadCtx& ctx();
 
-void syncthreads(const char* file, int line);  // the call site, to check every thread is at the same one
+void syncthreads(const char* file, int line);              // the call site, to check every thread is at the same one
 int syncthreads_or(const char* file, int line, int pred);  // ... and whether any live thread's pred != 0
 enum class WarpOp { sync, shfl_idx, shfl_xor, shfl_down, shfl_up, ballot, any, all, match_any };
 // Every lane in `mask` takes part; returns this lane's result (the value bits
@@ -200,10 +200,26 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   for (int n = 0; n < 4; ++n) r |= unsigned((in >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
   return r;
 }
-inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned x; std::memcpy(&x, &f, 4); return x; }
-inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
-inline int __float_as_int(float f) { int x; std::memcpy(&x, &f, 4); return x; }
+inline float __uint_as_float(unsigned x) {
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned x;
+  std::memcpy(&x, &f, 4);
+  return x;
+}
+inline float __int_as_float(int x) {
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+inline int __float_as_int(float f) {
+  int x;
+  std::memcpy(&x, &f, 4);
+  return x;
+}
 
 // Rounded f32 arithmetic (no contraction into an FMA on either side).
 inline float __fadd_rn(float a, float b) { return a + b; }

@@ -82,25 +82,24 @@ KvCacheConfig kv_config(const Model& m, const EngineConfig& c, const char* fn) {
   k.v_type = c.kv_v_type.value_or(c.kv_type);
   k.k_rotate = c.kv_rotate;
   const int64_t blocks = c.kv_tokens / c.block_tokens + (c.kv_tokens % c.block_tokens != 0);
-  LLMK_CHECK_ARG(blocks < (int64_t(1) << 31) && !__builtin_mul_overflow(blocks, kv_block_bytes(k), &k.budget_bytes),
-                 fn, "kv_tokens", c.kv_tokens,
+  LLMK_CHECK_ARG(blocks < (int64_t(1) << 31) && !__builtin_mul_overflow(blocks, kv_block_bytes(k), &k.budget_bytes), fn,
+                 "kv_tokens", c.kv_tokens,
                  "needs " + std::to_string(blocks) + " blocks of " + std::to_string(c.block_tokens) +
                      " tokens: the cache holds fewer than 2^31 blocks, of at most 2^63 bytes in all");
   validate(k, fn);
   return k;
 }
 
-
 struct Seq {
   int64_t id;
   Request req;
   std::vector<int32_t> generated;
-  int64_t kv = -1;      // sequence in the cache, -1 while waiting
-  int64_t cached = 0;   // tokens in the cache
+  int64_t kv = -1;     // sequence in the cache, -1 while waiting
+  int64_t cached = 0;  // tokens in the cache
   std::optional<StreamDecoder> dec;
-  std::string full;     // text so far (cut at a stop string)
-  size_t emitted = 0;   // bytes of `full` already sent
-  bool admitted = false;         // admitted at least once (its prompt counted in the stats)
+  std::string full;       // text so far (cut at a stop string)
+  size_t emitted = 0;     // bytes of `full` already sent
+  bool admitted = false;  // admitted at least once (its prompt counted in the stats)
   bool cancel_requested = false;
   Output out;
 };
@@ -114,10 +113,10 @@ struct Engine::Impl {
   PagedKv kv;
   int64_t capacity;  // token slots in the cache: the most one sequence can hold
   std::deque<Seq*> waiting;
-  std::vector<Seq*> running;  // admission order
+  std::vector<Seq*> running;                               // admission order
   std::unordered_map<int64_t, std::unique_ptr<Seq>> live;  // submitted, not finished
-  std::vector<int64_t> cancels;  // cancel() calls not yet applied
-  std::vector<Output> done;      // finished, not yet taken
+  std::vector<int64_t> cancels;                            // cancel() calls not yet applied
+  std::vector<Output> done;                                // finished, not yet taken
   int64_t next_id = 0;
   EngineStats stats;
   std::vector<float> logits;
@@ -242,8 +241,8 @@ struct Engine::Impl {
       feed.insert(feed.end(), s->generated.begin(), s->generated.end());
       s->kv = kv.cache.add_sequence();
       // The last token is always run: its logits give the next token.
-      const int64_t reused =
-          cfg.prefix_cache ? kv.cache.reuse_prefix(s->kv, {feed.data(), feed.size() - 1}) : int64_t(0);
+      const int64_t reused = cfg.prefix_cache ? kv.cache.reuse_prefix(s->kv, {feed.data(), feed.size() - 1})
+                                              : int64_t(0);
       const int64_t fresh = int64_t(feed.size()) - reused;
       std::vector<int64_t> sl;
       if ((prefill > 0 && prefill + fresh > cfg.max_batch_tokens) ||
@@ -379,7 +378,8 @@ Engine::~Engine() = default;
 void Engine::check(const Request& r) const {
   const int64_t V = p_->model.config().n_vocab;
   LLMK_CHECK_ARG(!r.prompt.empty(), "Engine::submit", "prompt", "(empty)", "must hold at least one token");
-  for (int32_t t : r.prompt) LLMK_CHECK_ARG(t >= 0 && t < V, "Engine::submit", "prompt token", t, "must be in [0, n_vocab)");
+  for (int32_t t : r.prompt)
+    LLMK_CHECK_ARG(t >= 0 && t < V, "Engine::submit", "prompt token", t, "must be in [0, n_vocab)");
   LLMK_CHECK_ARG(r.max_tokens >= 1, "Engine::submit", "max_tokens", r.max_tokens, "must be >= 1");
   LLMK_CHECK_ARG(r.stop.empty() || p_->tok, "Engine::submit", "stop", r.stop.size(), "stop strings need a tokenizer");
   for (const auto& s : r.stop) LLMK_CHECK_ARG(!s.empty(), "Engine::submit", "stop", "\"\"", "must not be empty");
@@ -393,9 +393,8 @@ void Engine::check(const Request& r) const {
                  "does not fit in the KV cache (kv_tokens = " + std::to_string(p_->cfg.kv_tokens) + ": " +
                      std::to_string(p_->capacity) + " token slots)");
   // Compared without forming the sum (max_tokens may be near INT64_MAX).
-  LLMK_CHECK_ARG(p_->model.config().arch != Arch::gpt2 || (np <= n_ctx && r.max_tokens <= n_ctx - np),
-                 "Engine::submit", "prompt + max_tokens",
-                 std::to_string(np) + " + " + std::to_string(r.max_tokens),
+  LLMK_CHECK_ARG(p_->model.config().arch != Arch::gpt2 || (np <= n_ctx && r.max_tokens <= n_ctx - np), "Engine::submit",
+                 "prompt + max_tokens", std::to_string(np) + " + " + std::to_string(r.max_tokens),
                  "exceeds the model's learned positions (n_ctx = " + std::to_string(n_ctx) + ")");
 }
 

@@ -293,7 +293,8 @@ void quantize_k4(const float* x, uint16_t& dbits, uint16_t& dminbits, uint8_t* s
       scales[s] = uint8_t(scales[s] | (imn[s] >> 4) << 6);
     }
   }
-  for (int i = 0; i < kSuperBlock; ++i) q[i] = code_of(x[i], dmin * float(imn[i / 32]), d * float(isc[i / 32]), 0, nmax);
+  for (int i = 0; i < kSuperBlock; ++i)
+    q[i] = code_of(x[i], dmin * float(imn[i / 32]), d * float(isc[i / 32]), 0, nmax);
 }
 }  // namespace
 
@@ -391,7 +392,8 @@ void dequantize_row_q5_k_ref(const BlockQ5_K* x, float* y, int64_t n) {
     for (int i = 0; i < kSuperBlock; ++i) {
       int sc, m;
       k4_scale_min(x[b].scales, i / 32, sc, m);
-      const int q = ((x[b].qs[32 * (i / 64) + i % 32] >> (4 * ((i / 32) & 1))) & 15) | ((x[b].qh[i % 32] >> (i / 32)) & 1) << 4;
+      const int q = ((x[b].qs[32 * (i / 64) + i % 32] >> (4 * ((i / 32) & 1))) & 15) |
+                    ((x[b].qh[i % 32] >> (i / 32)) & 1) << 4;
       y[i] = (d * float(sc)) * float(q) - dmin * float(m);
     }
   }
@@ -414,17 +416,27 @@ void dequantize_row_q6_k_ref(const BlockQ6_K* x, float* y, int64_t n) {
 namespace {
 
 template <class B, void (*F)(const B*, float*, int64_t)>
-void to_float(const void* x, float* y, int64_t n) { F(static_cast<const B*>(x), y, n); }
+void to_float(const void* x, float* y, int64_t n) {
+  F(static_cast<const B*>(x), y, n);
+}
 template <class B, void (*F)(const float*, B*, int64_t)>
-void from_float(const float* y, void* x, int64_t n) { F(y, static_cast<B*>(x), n); }
+void from_float(const float* y, void* x, int64_t n) {
+  F(y, static_cast<B*>(x), n);
+}
 template <DType T>
-void float_to_f32(const void* x, float* y, int64_t n) { convert(x, T, y, DType::f32, size_t(n)); }
+void float_to_f32(const void* x, float* y, int64_t n) {
+  convert(x, T, y, DType::f32, size_t(n));
+}
 template <DType T>
-void f32_to_float(const float* y, void* x, int64_t n) { convert(y, DType::f32, x, T, size_t(n)); }
+void f32_to_float(const float* y, void* x, int64_t n) {
+  convert(y, DType::f32, x, T, size_t(n));
+}
 
-#define LLMK_QUANT_ROW(t, name, ggml, elems, B, suffix) \
-  {WType::t, name, ggml, elems, int(sizeof(B)), to_float<B, dequantize_row_##suffix##_ref>, \
-   from_float<B, quantize_row_##suffix##_ref>}
+#define LLMK_QUANT_ROW(t, name, ggml, elems, B, suffix)                                      \
+  {                                                                                          \
+    WType::t, name, ggml, elems, int(sizeof(B)), to_float<B, dequantize_row_##suffix##_ref>, \
+        from_float<B, quantize_row_##suffix##_ref>                                           \
+  }
 // Rows in WType order; ggml ids from ggml.h.
 constexpr WTypeTraits kTraits[] = {
     {WType::f32, "f32", 0, 1, 4, float_to_f32<DType::f32>, f32_to_float<DType::f32>},

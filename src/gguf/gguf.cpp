@@ -102,14 +102,13 @@ Value Parser::read_value(ValueType t, const std::string& what, int depth) {
     case ValueType::string: v.str = read_string(what); break;
     case ValueType::array: {
       const uint64_t at = pos;
-      if (depth >= kMaxArrayDepth) fail(at, what + ": arrays nested more than " + std::to_string(kMaxArrayDepth) + " deep");
+      if (depth >= kMaxArrayDepth)
+        fail(at, what + ": arrays nested more than " + std::to_string(kMaxArrayDepth) + " deep");
       v.elem = read_type(what + " element");
       v.count = read<uint64_t>(what + " count");
       // Every element takes at least one byte (strings 8, arrays 12): bound the count by
       // what is left before reserving anything.
-      const uint64_t min_elem = v.elem == ValueType::string  ? 8
-                                : v.elem == ValueType::array ? 12
-                                                             : value_size(v.elem);
+      const uint64_t min_elem = v.elem == ValueType::string ? 8 : v.elem == ValueType::array ? 12 : value_size(v.elem);
       if (v.count > (b.size() - pos) / min_elem)
         fail(at, what + ": array of " + std::to_string(v.count) + " " + value_type_name(v.elem) +
                      " elements does not fit in the " + std::to_string(b.size() - pos) + " bytes left");
@@ -164,7 +163,8 @@ void Parser::parse(File& f) {
   for (size_t k = 0; k < f.kv_.size(); ++k) f.kv_index_.emplace(f.kv_[k].first, k);
 
   if (const Value* a = f.find("general.alignment")) {
-    if (a->type != ValueType::u32) fail(0, std::string("'general.alignment' has type ") + value_type_name(a->type) + ", expected u32");
+    if (a->type != ValueType::u32)
+      fail(0, std::string("'general.alignment' has type ") + value_type_name(a->type) + ", expected u32");
     if (a->u == 0 || (a->u & (a->u - 1)) != 0)
       fail(0, "'general.alignment' = " + std::to_string(a->u) + ": must be a power of two");
     f.alignment_ = a->u;
@@ -198,8 +198,8 @@ void Parser::parse(File& f) {
     if (!ggml_type_known(ti.type)) fail(type_at, what + " has unknown ggml type " + std::to_string(type));
     const int64_t be = ggml_block_elems(ti.type), bb = ggml_block_bytes(ti.type);
     if (ti.ne[0] % be != 0)
-      fail(dims_at, what + ": ne[0] = " + std::to_string(ti.ne[0]) + " is not a multiple of " + ggml_type_name(ti.type) +
-                        "'s block of " + std::to_string(be));
+      fail(dims_at, what + ": ne[0] = " + std::to_string(ti.ne[0]) + " is not a multiple of " +
+                        ggml_type_name(ti.type) + "'s block of " + std::to_string(be));
     // Both bounds before any multiplication by the block size (another dim may be 0, so a
     // row can be larger than the whole tensor).
     const uint64_t row_blocks = uint64_t(ti.ne[0]) / uint64_t(be), blocks = n / uint64_t(be);

@@ -19,21 +19,36 @@ struct TypeInfo {
 };
 // Block sizes as ggml defines them (ggml-common.h); K-quants and IQ types use 256-blocks.
 constexpr TypeInfo kTypes[] = {
-    {GgmlType::F32, "F32", 1, 4},         {GgmlType::F16, "F16", 1, 2},
-    {GgmlType::Q4_0, "Q4_0", 32, 18},     {GgmlType::Q4_1, "Q4_1", 32, 20},
-    {GgmlType::Q5_0, "Q5_0", 32, 22},     {GgmlType::Q5_1, "Q5_1", 32, 24},
-    {GgmlType::Q8_0, "Q8_0", 32, 34},     {GgmlType::Q8_1, "Q8_1", 32, 36},
-    {GgmlType::Q2_K, "Q2_K", 256, 84},    {GgmlType::Q3_K, "Q3_K", 256, 110},
-    {GgmlType::Q4_K, "Q4_K", 256, 144},   {GgmlType::Q5_K, "Q5_K", 256, 176},
-    {GgmlType::Q6_K, "Q6_K", 256, 210},   {GgmlType::Q8_K, "Q8_K", 256, 292},
-    {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66}, {GgmlType::IQ2_XS, "IQ2_XS", 256, 74},
-    {GgmlType::IQ3_XXS, "IQ3_XXS", 256, 98}, {GgmlType::IQ1_S, "IQ1_S", 256, 50},
-    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18}, {GgmlType::IQ3_S, "IQ3_S", 256, 110},
-    {GgmlType::IQ2_S, "IQ2_S", 256, 82},  {GgmlType::IQ4_XS, "IQ4_XS", 256, 136},
-    {GgmlType::I8, "I8", 1, 1},           {GgmlType::I16, "I16", 1, 2},
-    {GgmlType::I32, "I32", 1, 4},         {GgmlType::I64, "I64", 1, 8},
-    {GgmlType::F64, "F64", 1, 8},         {GgmlType::IQ1_M, "IQ1_M", 256, 56},
-    {GgmlType::BF16, "BF16", 1, 2},       {GgmlType::TQ1_0, "TQ1_0", 256, 54},
+    {GgmlType::F32, "F32", 1, 4},
+    {GgmlType::F16, "F16", 1, 2},
+    {GgmlType::Q4_0, "Q4_0", 32, 18},
+    {GgmlType::Q4_1, "Q4_1", 32, 20},
+    {GgmlType::Q5_0, "Q5_0", 32, 22},
+    {GgmlType::Q5_1, "Q5_1", 32, 24},
+    {GgmlType::Q8_0, "Q8_0", 32, 34},
+    {GgmlType::Q8_1, "Q8_1", 32, 36},
+    {GgmlType::Q2_K, "Q2_K", 256, 84},
+    {GgmlType::Q3_K, "Q3_K", 256, 110},
+    {GgmlType::Q4_K, "Q4_K", 256, 144},
+    {GgmlType::Q5_K, "Q5_K", 256, 176},
+    {GgmlType::Q6_K, "Q6_K", 256, 210},
+    {GgmlType::Q8_K, "Q8_K", 256, 292},
+    {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66},
+    {GgmlType::IQ2_XS, "IQ2_XS", 256, 74},
+    {GgmlType::IQ3_XXS, "IQ3_XXS", 256, 98},
+    {GgmlType::IQ1_S, "IQ1_S", 256, 50},
+    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18},
+    {GgmlType::IQ3_S, "IQ3_S", 256, 110},
+    {GgmlType::IQ2_S, "IQ2_S", 256, 82},
+    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136},
+    {GgmlType::I8, "I8", 1, 1},
+    {GgmlType::I16, "I16", 1, 2},
+    {GgmlType::I32, "I32", 1, 4},
+    {GgmlType::I64, "I64", 1, 8},
+    {GgmlType::F64, "F64", 1, 8},
+    {GgmlType::IQ1_M, "IQ1_M", 256, 56},
+    {GgmlType::BF16, "BF16", 1, 2},
+    {GgmlType::TQ1_0, "TQ1_0", 256, 54},
     {GgmlType::TQ2_0, "TQ2_0", 256, 66},
 };
 const TypeInfo* type_info(GgmlType t) {
@@ -68,7 +83,7 @@ int64_t ggml_block_elems(GgmlType t) { return checked_type_info(t, "gguf::ggml_b
 int64_t ggml_block_bytes(GgmlType t) { return checked_type_info(t, "gguf::ggml_block_bytes").block_bytes; }
 
 const char* value_type_name(ValueType t) {
-  static constexpr const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+  static constexpr const char* names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                           "bool", "string", "array", "u64", "i64", "f64"};
   return uint32_t(t) <= uint32_t(ValueType::f64) ? names[uint32_t(t)] : "unknown";
 }
@@ -120,8 +135,7 @@ Value Value::array_of(std::span<const T> xs) {
   v.raw.resize(xs.size() * sizeof(T));
   if constexpr (std::is_same_v<T, bool>)
     for (size_t k = 0; k < xs.size(); ++k) v.raw[k] = xs[k] ? 1 : 0;
-  else if (!xs.empty())
-    std::memcpy(v.raw.data(), xs.data(), v.raw.size());
+  else if (!xs.empty()) std::memcpy(v.raw.data(), xs.data(), v.raw.size());
   return v;
 }
 
@@ -146,7 +160,7 @@ Value Value::arrays(std::vector<Value> xs) {
   return v;
 }
 
-#define LLMK_GGUF_INSTANTIATE(T) \
+#define LLMK_GGUF_INSTANTIATE(T)  \
   template Value Value::of<T>(T); \
   template Value Value::array_of<T>(std::span<const T>);
 LLMK_GGUF_INSTANTIATE(bool)
@@ -164,8 +178,14 @@ LLMK_GGUF_INSTANTIATE(double)
 
 bool Value::is_integer() const {
   switch (type) {
-    case ValueType::u8: case ValueType::i8: case ValueType::u16: case ValueType::i16:
-    case ValueType::u32: case ValueType::i32: case ValueType::u64: case ValueType::i64: return true;
+    case ValueType::u8:
+    case ValueType::i8:
+    case ValueType::u16:
+    case ValueType::i16:
+    case ValueType::u32:
+    case ValueType::i32:
+    case ValueType::u64:
+    case ValueType::i64: return true;
     default: return false;
   }
 }

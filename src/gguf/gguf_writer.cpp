@@ -22,7 +22,8 @@ void put_string(std::vector<uint8_t>& out, std::string_view s) {
 }
 void put_value(std::vector<uint8_t>& out, const Value& v) {
   switch (v.type) {
-    case ValueType::u8: case ValueType::boolean: put<uint8_t>(out, uint8_t(v.u)); break;
+    case ValueType::u8:
+    case ValueType::boolean: put<uint8_t>(out, uint8_t(v.u)); break;
     case ValueType::i8: put<int8_t>(out, int8_t(v.i)); break;
     case ValueType::u16: put<uint16_t>(out, uint16_t(v.u)); break;
     case ValueType::i16: put<int16_t>(out, int16_t(v.i)); break;
@@ -40,8 +41,7 @@ void put_value(std::vector<uint8_t>& out, const Value& v) {
         for (const std::string& s : v.strs) put_string(out, s);
       else if (v.elem == ValueType::array)
         for (const Value& item : v.items) put_value(out, item);
-      else
-        out.insert(out.end(), v.raw.begin(), v.raw.end());
+      else out.insert(out.end(), v.raw.begin(), v.raw.end());
       break;
   }
 }

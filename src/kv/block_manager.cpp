@@ -201,8 +201,12 @@ bool KvBlockManager::cached(int32_t block) const {
 int64_t KvBlockManager::length(int64_t seq) const {
   return int64_t(seq_ref(seq, "KvBlockManager::length").tokens.size());
 }
-std::span<const int32_t> KvBlockManager::blocks(int64_t seq) const { return seq_ref(seq, "KvBlockManager::blocks").blocks; }
-std::span<const int32_t> KvBlockManager::tokens(int64_t seq) const { return seq_ref(seq, "KvBlockManager::tokens").tokens; }
+std::span<const int32_t> KvBlockManager::blocks(int64_t seq) const {
+  return seq_ref(seq, "KvBlockManager::blocks").blocks;
+}
+std::span<const int32_t> KvBlockManager::tokens(int64_t seq) const {
+  return seq_ref(seq, "KvBlockManager::tokens").tokens;
+}
 
 PageTable KvBlockManager::page_table(std::span<const int64_t> seqs) const {
   PageTable pt;

@@ -44,8 +44,9 @@ struct FwhtPath {
   void (*fn)(float* x, int64_t rows, int64_t dim, int64_t block, float c);
   int64_t width;
 };
-constexpr simd::Paths<FwhtPath> kFwht{
-    .scalar = {fwht_rows_scalar, 1}, .avx2 = FwhtPath{fwht_rows_avx2, 8}, .avx512 = FwhtPath{fwht_rows_avx512, 16}};
+constexpr simd::Paths<FwhtPath> kFwht{.scalar = {fwht_rows_scalar, 1},
+                                      .avx2 = FwhtPath{fwht_rows_avx2, 8},
+                                      .avx512 = FwhtPath{fwht_rows_avx512, 16}};
 }  // namespace
 }  // namespace kvrot
 

@@ -23,11 +23,10 @@ namespace llmk::kvrot {
 namespace {
 
 // Lane i of kSign[k] is -1 when bit 2^k of i is set: the stage-2^k signs.
-alignas(64) inline constexpr float kSign[4][16] = {
-    {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
-    {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
-    {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
-    {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1}};
+alignas(64) inline constexpr float kSign[4][16] = {{1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
+                                                   {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
+                                                   {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
+                                                   {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1}};
 
 // Lanes<S>::swap<H>(v): lane i of the result is lane i ^ H of v.
 template <class S>
@@ -37,9 +36,9 @@ template <>
 struct Lanes<simd::Avx2> {
   template <int H>
   static __m256 swap(__m256 v) {
-    if constexpr (H == 1) return _mm256_permute_ps(v, 0xB1);  // [1 0 3 2] in each 128-bit half
+    if constexpr (H == 1) return _mm256_permute_ps(v, 0xB1);       // [1 0 3 2] in each 128-bit half
     else if constexpr (H == 2) return _mm256_permute_ps(v, 0x4E);  // [2 3 0 1]
-    else return _mm256_permute2f128_ps(v, v, 0x01);  // the two 128-bit halves
+    else return _mm256_permute2f128_ps(v, v, 0x01);                // the two 128-bit halves
   }
 };
 #endif

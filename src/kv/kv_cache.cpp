@@ -30,8 +30,9 @@ void validate(const KvCacheConfig& c, const char* fn) {
   int64_t block_bytes = 0;
   const bool overflow = __builtin_mul_overflow(c.n_layers, c.n_kv_heads, &block_bytes) ||
                         __builtin_mul_overflow(block_bytes, c.block_tokens, &block_bytes) ||
-                        __builtin_mul_overflow(block_bytes, kv_row_bytes(c.k_type, c.head_dim) +
-                                                                kv_row_bytes(c.v_type, c.head_dim), &block_bytes);
+                        __builtin_mul_overflow(block_bytes,
+                                               kv_row_bytes(c.k_type, c.head_dim) + kv_row_bytes(c.v_type, c.head_dim),
+                                               &block_bytes);
   LLMK_CHECK_ARG(!overflow, fn, "n_layers x n_kv_heads x block_tokens",
                  std::to_string(c.n_layers) + " x " + std::to_string(c.n_kv_heads) + " x " +
                      std::to_string(c.block_tokens),
@@ -147,8 +148,8 @@ void KvCache::write(int64_t layer, std::span<const int64_t> slots, const float* 
 KvLayerView KvCache::layer(int64_t l) const {
   LLMK_CHECK_ARG(l >= 0 && l < cfg_.n_layers, "KvCache::layer", "l", l,
                  "must be in [0, " + std::to_string(cfg_.n_layers) + ")");
-  return {pool(l, 0), pool(l, 1), cfg_.k_type, cfg_.v_type, mgr_.num_blocks(), cfg_.block_tokens, cfg_.n_kv_heads,
-          cfg_.head_dim, Device::cpu, cfg_.k_rotate};
+  return {pool(l, 0),        pool(l, 1),      cfg_.k_type,   cfg_.v_type, mgr_.num_blocks(),
+          cfg_.block_tokens, cfg_.n_kv_heads, cfg_.head_dim, Device::cpu, cfg_.k_rotate};
 }
 
 }  // namespace llmk

@@ -11,6 +11,8 @@ namespace {
 using C = ModelConfig;
 constexpr bool kOpt = false;
 
+// clang-format off
+// (here and below: macro lists of braced specs, laid out by hand)
 // The keys every architecture has.
 #define LLMK_BASE_KEYS                                                                      \
   KeySpec{"context_length", &C::n_ctx}, KeySpec{"embedding_length", &C::d_model},           \
@@ -24,11 +26,13 @@ constexpr bool kOpt = false;
   LLMK_BASE_KEYS, KeySpec{"attention.layer_norm_rms_epsilon", nullptr, &C::norm_eps}, \
       KeySpec{"rope.freq_base", nullptr, &C::rope_base, kOpt, base},                  \
       KeySpec{"rope.dimension_count", &C::rope_dim, nullptr, kOpt, 0}
+// clang-format on
 
 constexpr KeySpec kLlamaKeys[] = {LLMK_ROPE_KEYS(10000.0),
                                   KeySpec{"attention.key_length", &C::head_dim, nullptr, kOpt, 0},
                                   KeySpec{"attention.sliding_window", &C::sliding_window, nullptr, kOpt, 0}};
-constexpr KeySpec kQwenKeys[] = {LLMK_ROPE_KEYS(10000.0), KeySpec{"attention.key_length", &C::head_dim, nullptr, kOpt, 0}};
+constexpr KeySpec kQwenKeys[] = {LLMK_ROPE_KEYS(10000.0),
+                                 KeySpec{"attention.key_length", &C::head_dim, nullptr, kOpt, 0}};
 constexpr KeySpec kGpt2Keys[] = {LLMK_BASE_KEYS, KeySpec{"attention.layer_norm_epsilon", nullptr, &C::norm_eps}};
 // llama.cpp's gemma3 (src/models/gemma3.cpp): head_dim from key_length, global base rope.freq_base,
 // local base rope.freq_base_swa, window attention.sliding_window (swa_period: see model_gguf.cpp).
@@ -42,6 +46,7 @@ constexpr auto R = Need::required, O = Need::optional, U = Need::unfused;
 using D = Dim;
 using S = Slot;
 
+// clang-format off
 // Global tensors every family shares.
 #define LLMK_EMBD_OUT                                                                     \
   TensorSpec{"token_embd.weight", false, D::vocab, D::d, R, S::tok_embd},                 \
@@ -58,9 +63,11 @@ using S = Slot;
       LLMK_LAYER("attn_v.bias", dkv, none, bias, bv), LLMK_LAYER("attn_output.weight", d, dq, R, wo),   \
       LLMK_LAYER("ffn_norm.weight", d, none, R, ffn_norm), LLMK_LAYER("ffn_gate.weight", ff, d, R, w_gate), \
       LLMK_LAYER("ffn_up.weight", ff, d, R, w_up), LLMK_LAYER("ffn_down.weight", d, ff, R, w_down)
+// clang-format on
 
-constexpr TensorSpec kLlamaTensors[] = {
-    LLMK_EMBD_OUT, TensorSpec{"rope_freqs.weight", false, D::rope_half, D::none, O, S::rope_div}, LLMK_LLAMA_LAYER(O)};
+constexpr TensorSpec kLlamaTensors[] = {LLMK_EMBD_OUT,
+                                        TensorSpec{"rope_freqs.weight", false, D::rope_half, D::none, O, S::rope_div},
+                                        LLMK_LLAMA_LAYER(O)};
 constexpr TensorSpec kQwen2Tensors[] = {LLMK_EMBD_OUT, LLMK_LLAMA_LAYER(O)};
 constexpr TensorSpec kQwen3Tensors[] = {
     LLMK_EMBD_OUT,

@@ -29,9 +29,35 @@ int64_t dim(const ModelConfig& c, Dim x);
 
 // Where a tensor goes: a LayerWeights field (layer tensors) or one of the model's.
 enum class Slot : uint8_t {
-  tok_embd, pos_embd, output, out_norm, out_norm_b, rope_div,
-  attn_norm, attn_norm_b, wq, wk, wv, bq, bk, bv, wqkv, bqkv, wo, bo,
-  ffn_norm, ffn_norm_b, w_gate, w_up, w_down, b_up, b_down, q_norm, k_norm, post_attn_norm, post_ffn_norm,
+  tok_embd,
+  pos_embd,
+  output,
+  out_norm,
+  out_norm_b,
+  rope_div,
+  attn_norm,
+  attn_norm_b,
+  wq,
+  wk,
+  wv,
+  bq,
+  bk,
+  bv,
+  wqkv,
+  bqkv,
+  wo,
+  bo,
+  ffn_norm,
+  ffn_norm_b,
+  w_gate,
+  w_up,
+  w_down,
+  b_up,
+  b_down,
+  q_norm,
+  k_norm,
+  post_attn_norm,
+  post_ffn_norm,
 };
 
 enum class Need : uint8_t {
@@ -43,7 +69,7 @@ enum class Need : uint8_t {
 struct TensorSpec {
   const char* name;  // GGUF name; layer tensors after "blk.<l>."
   bool per_layer;
-  Dim rows, cols;    // PyTorch order [out, in] (ggml ne = {cols, rows}); cols none: a vector [rows]
+  Dim rows, cols;  // PyTorch order [out, in] (ggml ne = {cols, rows}); cols none: a vector [rows]
   Need need;
   Slot slot;
 };
@@ -69,7 +95,7 @@ struct ArchInfo {
   Norm norm;
   Rope rope;
   Ffn ffn;
-  bool qk_norm;   // RMSNorm on each head's q and k (qwen3, gemma3)
+  bool qk_norm;  // RMSNorm on each head's q and k (qwen3, gemma3)
   std::span<const KeySpec> keys;
   std::span<const TensorSpec> tensors;
 };

@@ -51,15 +51,15 @@ void add_bias(float* y, int64_t ld, const float* b, int64_t T, int64_t n) {
 }
 
 // y[rows, d] = RMSNorm (llama) or LayerNorm (gpt2, with bias) of x[rows, d].
-void normalize(bool layer, const float* x, const float* w, const float* b, float eps, int64_t rows, int64_t d,
-               float* y, std::vector<float>& stats) {
+void normalize(bool layer, const float* x, const float* w, const float* b, float eps, int64_t rows, int64_t d, float* y,
+               std::vector<float>& stats) {
   stats.resize(size_t(2 * rows));
   const auto X = TensorView::matrix(x, DType::f32, rows, d), Y = TensorView::matrix(y, DType::f32, rows, d);
   const auto W = TensorView::vector(w, DType::f32, d), R = TensorView::vector(stats.data(), DType::f32, rows);
   if (layer)
-    layer_norm(X, W, TensorView::vector(b, DType::f32, d), eps, Y, TensorView::vector(stats.data() + rows, DType::f32, rows), R);
-  else
-    rms_norm(X, W, eps, Y, R);
+    layer_norm(X, W, TensorView::vector(b, DType::f32, d), eps, Y,
+               TensorView::vector(stats.data() + rows, DType::f32, rows), R);
+  else rms_norm(X, W, eps, Y, R);
 }
 
 float gelu(float x) {  // GPT-2's tanh approximation
@@ -109,8 +109,8 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
   for (int64_t t = 0; t < T; ++t) {
     LLMK_CHECK_ARG(b.tokens[t] >= 0 && b.tokens[t] < c.n_vocab, fn, "batch.tokens[" + std::to_string(t) + "]",
                    b.tokens[t], "must be in [0, n_vocab = " + std::to_string(c.n_vocab) + ")");
-    LLMK_CHECK_ARG(b.pos[t] >= 0 && (!gpt2 || b.pos[t] < c.n_ctx), fn, "batch.pos[" + std::to_string(t) + "]",
-                   b.pos[t], gpt2 ? "must be in [0, n_ctx)" : "must be >= 0");
+    LLMK_CHECK_ARG(b.pos[t] >= 0 && (!gpt2 || b.pos[t] < c.n_ctx), fn, "batch.pos[" + std::to_string(t) + "]", b.pos[t],
+                   gpt2 ? "must be in [0, n_ctx)" : "must be >= 0");
     LLMK_CHECK_ARG(b.seq[t] >= 0, fn, "batch.seq[" + std::to_string(t) + "]", b.seq[t], "must be >= 0");
   }
   if (T == 0) return 0;

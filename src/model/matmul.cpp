@@ -143,11 +143,13 @@ void quant_rows_scalar(const Args& a, int64_t n0, int64_t n1) {
   });
 }
 // In WType order, as kRows of matmul_kernels.hpp.
-constexpr RowsFn kRowsScalar[] = {
-    float_rows_scalar<float>, float_rows_scalar<f16>, float_rows_scalar<bf16>, quant_rows_scalar<BlockQ8_0>,
-    quant_rows_scalar<BlockQ4_0>, quant_rows_scalar<BlockQ4_1>, quant_rows_scalar<BlockQ5_0>,
-    quant_rows_scalar<BlockQ5_1>, quant_rows_scalar<BlockQ2_K>, quant_rows_scalar<BlockQ3_K>,
-    quant_rows_scalar<BlockQ4_K>, quant_rows_scalar<BlockQ5_K>, quant_rows_scalar<BlockQ6_K>};
+constexpr RowsFn kRowsScalar[] = {float_rows_scalar<float>,     float_rows_scalar<f16>,
+                                  float_rows_scalar<bf16>,      quant_rows_scalar<BlockQ8_0>,
+                                  quant_rows_scalar<BlockQ4_0>, quant_rows_scalar<BlockQ4_1>,
+                                  quant_rows_scalar<BlockQ5_0>, quant_rows_scalar<BlockQ5_1>,
+                                  quant_rows_scalar<BlockQ2_K>, quant_rows_scalar<BlockQ3_K>,
+                                  quant_rows_scalar<BlockQ4_K>, quant_rows_scalar<BlockQ5_K>,
+                                  quant_rows_scalar<BlockQ6_K>};
 static_assert(std::size(kRowsScalar) == size_t(kWTypeCount), "one kernel per WType");
 }  // namespace
 
@@ -156,8 +158,10 @@ void rows_scalar(const Args& a, int64_t n0, int64_t n1) { kRowsScalar[int(a.w.ty
 namespace {
 using QuantizeFn = void (*)(const float* x, int64_t nb, ActQ8* out);
 constexpr simd::Paths<QuantizeFn> kQuantize{.scalar = quantize_act_scalar, .avx2 = quantize_act_avx2};
-constexpr simd::Paths<RowsFn> kRowsPaths{
-    .scalar = rows_scalar, .avx2 = rows_avx2, .avx512 = rows_avx512, .avx512vnni = rows_avx512vnni};
+constexpr simd::Paths<RowsFn> kRowsPaths{.scalar = rows_scalar,
+                                         .avx2 = rows_avx2,
+                                         .avx512 = rows_avx512,
+                                         .avx512vnni = rows_avx512vnni};
 }  // namespace
 }  // namespace mm
 

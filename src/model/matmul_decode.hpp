@@ -24,10 +24,10 @@ struct Decode;
 
 template <int C>
 struct ChunkScales {
-  float fw[C][2];    // code scale of each half of each chunk
-  float fo[C];       // offset of each chunk (kOffset)
-  uint8_t m[C][2];   // integer mins of each half (kMins)
-  float fm;          // scale of the mins (kMins)
+  float fw[C][2];   // code scale of each half of each chunk
+  float fo[C];      // offset of each chunk (kOffset)
+  uint8_t m[C][2];  // integer mins of each half (kMins)
+  float fm;         // scale of the mins (kMins)
 };
 
 // 32-value blocks: one chunk; value = d * code + fo.
@@ -56,11 +56,16 @@ struct Decode32 {
     }
   }
 };
-template <> struct Decode<BlockQ8_0> : Decode32<BlockQ8_0, true, false> {};
-template <> struct Decode<BlockQ4_0> : Decode32<BlockQ4_0, false, true> {};
-template <> struct Decode<BlockQ4_1> : Decode32<BlockQ4_1, false, true> {};
-template <> struct Decode<BlockQ5_0> : Decode32<BlockQ5_0, false, true> {};
-template <> struct Decode<BlockQ5_1> : Decode32<BlockQ5_1, false, true> {};
+template <>
+struct Decode<BlockQ8_0> : Decode32<BlockQ8_0, true, false> {};
+template <>
+struct Decode<BlockQ4_0> : Decode32<BlockQ4_0, false, true> {};
+template <>
+struct Decode<BlockQ4_1> : Decode32<BlockQ4_1, false, true> {};
+template <>
+struct Decode<BlockQ5_0> : Decode32<BlockQ5_0, false, true> {};
+template <>
+struct Decode<BlockQ5_1> : Decode32<BlockQ5_1, false, true> {};
 
 // K-quants: 8 chunks; element i = 32 c + l of the super-block, h = c / 4, j = c % 4.
 template <>
@@ -119,8 +124,10 @@ struct DecodeK4 {
     }
   }
 };
-template <> struct Decode<BlockQ4_K> : DecodeK4<BlockQ4_K> {};
-template <> struct Decode<BlockQ5_K> : DecodeK4<BlockQ5_K> {};
+template <>
+struct Decode<BlockQ4_K> : DecodeK4<BlockQ4_K> {};
+template <>
+struct Decode<BlockQ5_K> : DecodeK4<BlockQ5_K> {};
 template <>
 struct Decode<BlockQ6_K> {
   static constexpr int kChunks = 8;

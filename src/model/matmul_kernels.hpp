@@ -25,11 +25,11 @@
 namespace llmk::mm {
 
 struct Args {
-  const float* x;     // [M, ldx] f32 (float weights)
+  const float* x;  // [M, ldx] f32 (float weights)
   int64_t ldx;
-  const ActQ8* xq;    // [M, K/32] quantized x (quantized weights)
-  WeightView w;       // [N, K]
-  float* y;           // [M, ldy]
+  const ActQ8* xq;  // [M, K/32] quantized x (quantized weights)
+  WeightView w;     // [N, K]
+  float* y;         // [M, ldy]
   int64_t ldy;
   int64_t M;
 };
@@ -40,7 +40,7 @@ using RowsFn = void (*)(const Args&, int64_t n0, int64_t n1);
 // each with its own ISA flags: the unnamed namespace keeps their copies apart
 // (docs/CONTRIBUTING.md, tests/core/check_isa_leaks.py).
 namespace {
-inline constexpr int kTile = 4;     // rows of x sharing a weight row
+inline constexpr int kTile = 4;         // rows of x sharing a weight row
 inline constexpr int64_t kNChunk = 32;  // weight rows kept hot while the x tiles sweep them
 // Note: every row of x is summed in the same order whatever the tile size R, the
 // thread count or the other rows of the batch: two accumulator chains per row.
@@ -99,8 +99,9 @@ inline __m256i unpack_q4(const uint8_t* qs) {
 inline __m256i bits_to_0x10(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(int(v)), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(v)),
+                                             _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                               0x0101010101010101, 0));
   const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
@@ -164,13 +165,13 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
     const __m256i wabs = D::kSigned ? _mm256_sign_epi8(w, w) : w;
     const __m256 fw = _mm256_setr_m128(_mm_set1_ps(sc.fw[c][0]), _mm_set1_ps(sc.fw[c][1]));
     __m256i mins = _mm256_setzero_si256();
-    if constexpr (D::kMins)
-      mins = _mm256_setr_m128i(_mm_set1_epi8(char(sc.m[c][0])), _mm_set1_epi8(char(sc.m[c][1])));
+    if constexpr (D::kMins) mins = _mm256_setr_m128i(_mm_set1_epi8(char(sc.m[c][0])), _mm_set1_epi8(char(sc.m[c][1])));
     for (int r = 0; r < R; ++r) {
       const ActQ8& xa = xq[r * nbx + b * C + c];
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.qs));
       if constexpr (D::kMins)
-        acc[r][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(simd::dot_u8s8(mins, xv)), _mm256_set1_ps(sc.fm * xa.d), acc[r][u]);
+        acc[r][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(simd::dot_u8s8(mins, xv)), _mm256_set1_ps(sc.fm * xa.d),
+                                    acc[r][u]);
       if constexpr (D::kSigned) xv = _mm256_sign_epi8(xv, w);  // move w's sign onto x
       const __m256 dot = _mm256_cvtepi32_ps(simd::dot_u8s8(wabs, xv));
       acc[r][u] = _mm256_fmadd_ps(dot, _mm256_mul_ps(fw, _mm256_set1_ps(xa.d)), acc[r][u]);
@@ -234,10 +235,10 @@ void quant_rows(const Args& a, int64_t n0, int64_t n1) {
 }
 // The kernels of every storage type, in WType order (the CPU side of the traits table).
 template <class S>
-constexpr RowsFn kRows[] = {float_rows<S, float>,         float_rows<S, f16>,           float_rows<S, bf16>,
-                            quant_rows<S, BlockQ8_0>,     quant_rows<S, BlockQ4_0>,     quant_rows<S, BlockQ4_1>,
-                            quant_rows<S, BlockQ5_0>,     quant_rows<S, BlockQ5_1>,     quant_rows<S, BlockQ2_K>,
-                            quant_rows<S, BlockQ3_K>,     quant_rows<S, BlockQ4_K>,     quant_rows<S, BlockQ5_K>,
+constexpr RowsFn kRows[] = {float_rows<S, float>,     float_rows<S, f16>,       float_rows<S, bf16>,
+                            quant_rows<S, BlockQ8_0>, quant_rows<S, BlockQ4_0>, quant_rows<S, BlockQ4_1>,
+                            quant_rows<S, BlockQ5_0>, quant_rows<S, BlockQ5_1>, quant_rows<S, BlockQ2_K>,
+                            quant_rows<S, BlockQ3_K>, quant_rows<S, BlockQ4_K>, quant_rows<S, BlockQ5_K>,
                             quant_rows<S, BlockQ6_K>};
 template <class S>
 void rows(const Args& a, int64_t n0, int64_t n1) {

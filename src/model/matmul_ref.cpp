@@ -39,9 +39,15 @@ void dequantize_row_f64(const WeightView& w, int64_t n, double* out) {
   const char* r = static_cast<const char*>(w.data) + n * w.row_bytes;
   const int64_t K = w.cols;
   switch (w.type) {
-    case WType::f32: for (int64_t k = 0; k < K; ++k) out[k] = reinterpret_cast<const float*>(r)[k]; return;
-    case WType::f16: for (int64_t k = 0; k < K; ++k) out[k] = to_f32(reinterpret_cast<const f16*>(r)[k]); return;
-    case WType::bf16: for (int64_t k = 0; k < K; ++k) out[k] = to_f32(reinterpret_cast<const bf16*>(r)[k]); return;
+    case WType::f32:
+      for (int64_t k = 0; k < K; ++k) out[k] = reinterpret_cast<const float*>(r)[k];
+      return;
+    case WType::f16:
+      for (int64_t k = 0; k < K; ++k) out[k] = to_f32(reinterpret_cast<const f16*>(r)[k]);
+      return;
+    case WType::bf16:
+      for (int64_t k = 0; k < K; ++k) out[k] = to_f32(reinterpret_cast<const bf16*>(r)[k]);
+      return;
     case WType::q8_0: return block_row_f64(reinterpret_cast<const BlockQ8_0*>(r), K, out);
     case WType::q4_0: return block_row_f64(reinterpret_cast<const BlockQ4_0*>(r), K, out);
     case WType::q4_1: return block_row_f64(reinterpret_cast<const BlockQ4_1*>(r), K, out);

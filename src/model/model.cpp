@@ -83,7 +83,9 @@ WeightView random_weight(std::vector<std::vector<uint8_t>>& blobs, WType t, int6
         for (auto& c : q.qs) c = int8_t(q8(g));
       } else {
         const float d = float(sd * std::sqrt(12.0) / 16.0) * jitter(g);
-        for (int j = 0; j < 16; ++j) (t == WType::q4_0 ? reinterpret_cast<BlockQ4_0*>(r)[b].qs : reinterpret_cast<BlockQ4_1*>(r)[b].qs)[j] = uint8_t(byte(g));
+        for (int j = 0; j < 16; ++j)
+          (t == WType::q4_0 ? reinterpret_cast<BlockQ4_0*>(r)[b].qs
+                            : reinterpret_cast<BlockQ4_1*>(r)[b].qs)[j] = uint8_t(byte(g));
         if (t == WType::q4_0) reinterpret_cast<BlockQ4_0*>(r)[b].d = f32_to_f16_bits(d);
         if (t == WType::q4_1) {
           reinterpret_cast<BlockQ4_1*>(r)[b].d = f32_to_f16_bits(d);
@@ -192,14 +194,20 @@ const ModelConfig& validated(const ModelConfig& c) {
 }  // namespace
 
 DenseKv::DenseKv(const ModelConfig& c, int32_t max_seqs, int64_t max_pos)
-    : layers_(validated(c).n_layer), seqs_(max_seqs), max_pos_(max_pos), dkv_(c.d_kv()), dh_(c.d_head()),
-      nh_(c.n_head), group_(c.n_head / c.n_head_kv) {
+    : layers_(validated(c).n_layer),
+      seqs_(max_seqs),
+      max_pos_(max_pos),
+      dkv_(c.d_kv()),
+      dh_(c.d_head()),
+      nh_(c.n_head),
+      group_(c.n_head / c.n_head_kv) {
   LLMK_CHECK_ARG(max_seqs > 0, "DenseKv", "max_seqs", max_seqs, "must be > 0");
   LLMK_CHECK_ARG(max_pos > 0, "DenseKv", "max_pos", max_pos, "must be > 0");
   // A byte count that wraps would allocate a few floats and let store() write past them.
   int64_t bytes = 0;
   const bool overflow = __builtin_mul_overflow(layers_, seqs_, &bytes) ||
-                        __builtin_mul_overflow(bytes, max_pos_, &bytes) || __builtin_mul_overflow(bytes, dkv_, &bytes) ||
+                        __builtin_mul_overflow(bytes, max_pos_, &bytes) ||
+                        __builtin_mul_overflow(bytes, dkv_, &bytes) ||
                         __builtin_mul_overflow(bytes, int64_t(2 * sizeof(float)), &bytes);
   LLMK_CHECK_ARG(!overflow, "DenseKv", "n_layer x max_seqs x max_pos x d_kv",
                  std::to_string(layers_) + " x " + std::to_string(seqs_) + " x " + std::to_string(max_pos_) + " x " +

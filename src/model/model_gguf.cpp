@@ -40,7 +40,8 @@ const float* vec(const gguf::File& f, const std::string& name, int64_t n, std::v
   if (optional && !f.find_tensor(name)) return nullptr;
   const gguf::TensorInfo& t = f.tensor(name);
   if (t.n_elements != n || t.ne[0] != n)
-    throw FormatError(f.path() + ": tensor '" + name + "' has shape " + dims(t) + ", expected [" + std::to_string(n) + "]");
+    throw FormatError(f.path() + ": tensor '" + name + "' has shape " + dims(t) + ", expected [" + std::to_string(n) +
+                      "]");
   const WType wt = wtype_of(t, f.path());
   if (wt == WType::f32) return static_cast<const float*>(t.data);
   auto& v = owned.emplace_back(size_t(n));

@@ -78,7 +78,8 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
   for (int64_t t = 0; t < T; ++t) {
     LLMK_CHECK_ARG(tokens[t] >= 0 && tokens[t] < c.n_vocab, "forward_ref", "tokens[t]", tokens[t], "out of vocabulary");
     // gemma3 applies its window (below); the others' windows are read but not applied
-    LLMK_CHECK_ARG((gemma3 || c.sliding_window == 0 || t < c.sliding_window) && (c.rope_short_ctx == 0 || t < c.rope_short_ctx),
+    LLMK_CHECK_ARG((gemma3 || c.sliding_window == 0 || t < c.sliding_window) &&
+                       (c.rope_short_ctx == 0 || t < c.rope_short_ctx),
                    "forward_ref", "tokens.size()", T, "must be <= the sliding window and the LongRoPE short context");
     Vec x(static_cast<size_t>(d));
     dequantize_row_f64(m.tok_embd_, tokens[t], x.data());
@@ -120,7 +121,9 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
       V.insert(V.end(), v.begin(), v.end());
       Vec att(size_t(nh * dh), 0.0), p(size_t(t + 1));
       // gemma3's local layers see positions j with t - j < sliding_window (llama.cpp's rule)
-      const int64_t j0 = gemma3 && c.is_local(l) && c.sliding_window > 0 ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
+      const int64_t j0 = gemma3 && c.is_local(l) && c.sliding_window > 0
+                             ? std::max<int64_t>(0, t - c.sliding_window + 1)
+                             : 0;
       for (int64_t hd = 0; hd < nh; ++hd) {
         const int64_t kvh = hd / G;
         double mx = -INFINITY, sum = 0;

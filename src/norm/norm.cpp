@@ -23,9 +23,7 @@ namespace {
 
 bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
-bool elem_aligned(const TensorView& v) {
-  return reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) == 0;
-}
+bool elem_aligned(const TensorView& v) { return reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) == 0; }
 
 // The [N, D] input every call normalizes.
 void check_x(const char* fn, const TensorView& x) {
@@ -45,7 +43,8 @@ void check_like_x(const char* fn, const char* arg, const TensorView& v, const Te
   LLMK_CHECK_ARG(v.ndim == 2 && v.rows() == x.rows() && v.cols() == x.cols(), fn, arg, v.describe(),
                  "must have the shape of x, " + x.describe());
   LLMK_CHECK_ARG(v.dtype == x.dtype, fn, arg, v.describe(), std::string("must have x's dtype ") + dtype_name(x.dtype));
-  LLMK_CHECK_ARG(v.device == x.device, fn, arg, v.describe(), std::string("must be on x's device ") + device_name(x.device));
+  LLMK_CHECK_ARG(v.device == x.device, fn, arg, v.describe(),
+                 std::string("must be on x's device ") + device_name(x.device));
   LLMK_CHECK_ARG(v.rows() <= 1 || v.row_stride() >= v.cols(), fn, arg, v.describe(), "row stride must be >= D");
   check_last_contiguous(fn, arg, v);
   LLMK_CHECK_ARG(v.rows() == 0 || !v.empty(), fn, arg, v.describe(), "data must not be null");
@@ -76,7 +75,8 @@ void check_vector(const char* fn, const char* arg, const TensorView& v, int64_t 
   const std::string need = "must be a contiguous vector of " + std::to_string(n) + " elements";
   LLMK_CHECK_ARG(v.numel() == n, fn, arg, v.describe(), need);
   LLMK_CHECK_ARG(dense(v), fn, arg, with_strides(v), need);
-  LLMK_CHECK_ARG(v.device == x.device, fn, arg, v.describe(), std::string("must be on x's device ") + device_name(x.device));
+  LLMK_CHECK_ARG(v.device == x.device, fn, arg, v.describe(),
+                 std::string("must be on x's device ") + device_name(x.device));
   LLMK_CHECK_ARG(n == 0 || !v.empty(), fn, arg, v.describe(), "data must not be null");
   LLMK_CHECK_ARG(elem_aligned(v), fn, arg, v.data, "must be aligned to its element size");
 }
@@ -176,8 +176,8 @@ void run_backward(norm::BwdArgs a, DType t, bool rms, float* dw, float* db, Devi
 
 }  // namespace
 
-void layer_norm(const TensorView& x, const TensorView& weight, const TensorView& bias, float eps,
-                const TensorView& y, const TensorView& mean, const TensorView& rstd, Stream stream) {
+void layer_norm(const TensorView& x, const TensorView& weight, const TensorView& bias, float eps, const TensorView& y,
+                const TensorView& mean, const TensorView& rstd, Stream stream) {
   const char* fn = "llmk::layer_norm";
   check_x(fn, x);
   check_param(fn, "weight", weight, x);
@@ -186,11 +186,12 @@ void layer_norm(const TensorView& x, const TensorView& weight, const TensorView&
   check_like_x(fn, "y", y, x);
   check_f32_vector(fn, "mean", mean, x.rows(), x);
   check_f32_vector(fn, "rstd", rstd, x.rows(), x);
-  check_no_overlap(fn, {{"y", &y}, {"mean", &mean}, {"rstd", &rstd}}, {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
+  check_no_overlap(fn, {{"y", &y}, {"mean", &mean}, {"rstd", &rstd}},
+                   {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
   if (x.rows() == 0) return;
   const F32Param w(weight, stream), b(bias, stream);
-  const norm::FwdArgs a{x.data, x.row_stride(), w.get(), b.get(), eps, y.data, y.row_stride(),
-                        mean.ptr<float>(), rstd.ptr<float>(), x.rows(), x.cols(), false};
+  const norm::FwdArgs a{x.data,         x.row_stride(),    w.get(),           b.get(),  eps,      y.data,
+                        y.row_stride(), mean.ptr<float>(), rstd.ptr<float>(), x.rows(), x.cols(), false};
   run_forward(a, x.dtype, false, x.device, stream);
 }
 
@@ -205,8 +206,8 @@ void rms_norm(const TensorView& x, const TensorView& weight, float eps, const Te
   check_no_overlap(fn, {{"y", &y}, {"rstd", &rstd}}, {{"x", &x}, {"weight", &weight}});
   if (x.rows() == 0) return;
   const F32Param w(weight, stream);
-  const norm::FwdArgs a{x.data, x.row_stride(), w.get(), nullptr, eps, y.data, y.row_stride(),
-                        nullptr, rstd.ptr<float>(), x.rows(), x.cols(), false};
+  const norm::FwdArgs a{x.data,         x.row_stride(), w.get(),           nullptr,  eps,      y.data,
+                        y.row_stride(), nullptr,        rstd.ptr<float>(), x.rows(), x.cols(), false};
   run_forward(a, x.dtype, true, x.device, stream);
 }
 
@@ -225,15 +226,17 @@ void backward_common(const char* fn, bool rms, const TensorView& dy, const Tenso
   check_no_overlap(fn, {{"dx", &dx}, {"dweight", &dweight}, {"dbias", &dbias}},
                    {{"dy", &dy}, {"x", &x}, {"weight", &weight}, {"mean", &mean}, {"rstd", &rstd}});
   const F32Param w(weight, stream);
-  const norm::BwdArgs a{dy.data, dy.row_stride(), x.data, x.row_stride(), w.get(), rms ? nullptr : mean.ptr<float>(),
-                        rstd.ptr<float>(), dx.data, dx.row_stride(), x.rows(), x.cols(), false};
+  const norm::BwdArgs a{dy.data,           dy.row_stride(), x.data,
+                        x.row_stride(),    w.get(),         rms ? nullptr : mean.ptr<float>(),
+                        rstd.ptr<float>(), dx.data,         dx.row_stride(),
+                        x.rows(),          x.cols(),        false};
   run_backward(a, x.dtype, rms, dweight.ptr<float>(), dbias.ptr<float>(), x.device, stream);
 }
 }  // namespace
 
-void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight,
-                         const TensorView& mean, const TensorView& rstd, const TensorView& dx,
-                         const TensorView& dweight, const TensorView& dbias, Stream stream) {
+void layer_norm_backward(const TensorView& dy, const TensorView& x, const TensorView& weight, const TensorView& mean,
+                         const TensorView& rstd, const TensorView& dx, const TensorView& dweight,
+                         const TensorView& dbias, Stream stream) {
   backward_common("llmk::layer_norm_backward", false, dy, x, weight, mean, rstd, dx, dweight, dbias, stream);
 }
 

@@ -8,23 +8,23 @@
 namespace llmk::norm {
 
 struct FwdArgs {
-  const void* x;   // [N, x_stride] of T
+  const void* x;  // [N, x_stride] of T
   int64_t x_stride;
   const float* w;  // [D] or null (= 1)
   const float* b;  // [D] or null (= 0); LayerNorm only
   float eps;
-  void* y;         // [N, y_stride] of T
+  void* y;  // [N, y_stride] of T
   int64_t y_stride;
-  float* mean;     // [N]; LayerNorm only
-  float* rstd;     // [N]
+  float* mean;  // [N]; LayerNorm only
+  float* rstd;  // [N]
   int64_t N, D;
-  bool nt;         // CPU: stream y past the caches (non-temporal stores)
+  bool nt;  // CPU: stream y past the caches (non-temporal stores)
 };
 
 struct BwdArgs {
   const void* dy;  // [N, dy_stride] of T
   int64_t dy_stride;
-  const void* x;   // [N, x_stride] of T
+  const void* x;  // [N, x_stride] of T
   int64_t x_stride;
   const float* w;     // [D] or null (= 1)
   const float* mean;  // [N]; LayerNorm only

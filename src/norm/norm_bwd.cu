@@ -135,7 +135,8 @@ cudaError_t launch_bwd(const BwdArgs& a, float* dw, float* db, const LaunchConfi
   LLMK_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c.threads, smem));
   const int64_t rpb = rows_per_block(c);
   const int64_t by_rows = (a.N + rpb * kMinRows - 1) / (rpb * kMinRows);
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(by_rows, int64_t(dev_info().sm_count) * std::max(per_sm, 1)));
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(by_rows,
+                                                                int64_t(dev_info().sm_count) * std::max(per_sm, 1)));
   const int64_t groups = blocks * rpb;
   float* part = nullptr;
   const bool want = dw || db;
@@ -143,7 +144,8 @@ cudaError_t launch_bwd(const BwdArgs& a, float* dw, float* db, const LaunchConfi
   LLMK_LAUNCH(unsigned(blocks), unsigned(c.threads), smem, s, kernel)(a, part, c.warp_row, c.cache, c.smem_acc && want);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && want) {
-    LLMK_LAUNCH(unsigned((a.D + kFinCols - 1) / kFinCols), kFinCols * kFinSlices, 0, s, finalize_kernel)(part, groups, a.D, dw, db);
+    LLMK_LAUNCH(unsigned((a.D + kFinCols - 1) / kFinCols), kFinCols * kFinSlices, 0, s, finalize_kernel)
+    (part, groups, a.D, dw, db);
     err = cudaGetLastError();
   }
   if (part) {

@@ -22,8 +22,9 @@ const Kernels& kernels_scalar() {
 
 namespace {
 
-constexpr simd::Paths<const Kernels& (*)()> kKernels{
-    .scalar = kernels_scalar, .avx2 = kernels_avx2, .avx512 = kernels_avx512};
+constexpr simd::Paths<const Kernels& (*)()> kKernels{.scalar = kernels_scalar,
+                                                     .avx2 = kernels_avx2,
+                                                     .avx512 = kernels_avx512};
 const Kernels& kernels() { return kKernels.pick()(); }
 
 int dtype_index(DType t) { return t == DType::f32 ? 0 : t == DType::f16 ? 1 : 2; }

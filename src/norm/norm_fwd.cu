@@ -47,10 +47,8 @@ __global__ void __launch_bounds__(1024) fwd_kernel(FwdArgs a, bool warp_row, boo
     float q = 0.0f;
     for (int64_t c = grp.lane; c < chunks; c += grp.size) {
       C v;
-      if (kRms)
-        v.load(x, c, row_cache);
-      else
-        v.load(src, c);
+      if (kRms) v.load(x, c, row_cache);
+      else v.load(src, c);
 #pragma unroll
       for (int k = 0; k < C::kN; ++k) {
         const float d = (v.v[k] - x0) - dm;
@@ -170,7 +168,9 @@ cudaError_t to_f32(const void* src, DType t, float* dst, int64_t n, cudaStream_t
   const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 1024));
   switch (t) {
     case DType::f32: return cudaMemcpyAsync(dst, src, size_t(n) * 4, cudaMemcpyDeviceToDevice, stream);
-    case DType::f16: LLMK_LAUNCH(blocks, 256, 0, stream, to_f32_kernel<__half>)(static_cast<const __half*>(src), dst, n); break;
+    case DType::f16:
+      LLMK_LAUNCH(blocks, 256, 0, stream, to_f32_kernel<__half>)(static_cast<const __half*>(src), dst, n);
+      break;
     case DType::bf16:
       LLMK_LAUNCH(blocks, 256, 0, stream, to_f32_kernel<__nv_bfloat16>)(static_cast<const __nv_bfloat16*>(src), dst, n);
       break;

@@ -114,10 +114,8 @@ inline void sum_dev_and_sq(const T* x, int64_t D, float c, float& s1, float& s2)
 // Stores v at p: non-temporal when kNt (p then aligned to the vector).
 template <class S, bool kNt, class T>
 inline void put(T* p, typename S::V v) {
-  if constexpr (kNt)
-    store_nt<S>(p, v);
-  else
-    S::store(p, v);
+  if constexpr (kNt) store_nt<S>(p, v);
+  else S::store(p, v);
 }
 
 // Elements [0, head) are done one at a time so that y + head is aligned for
@@ -166,7 +164,7 @@ void fwd_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
   for (int64_t n = r0; n < r1; ++n) {
     const T* x = static_cast<const T*>(a.x) + n * a.x_stride;  // [D]
     T* y = static_cast<T*>(a.y) + n * a.y_stride;              // [D]
-    float x0 = 0.0f, dm = 0.0f, var;  // mean = x0 + dm
+    float x0 = 0.0f, dm = 0.0f, var;                           // mean = x0 + dm
     if constexpr (!kRms) {
       // One pass for both sums around x0, the mean of the first vector: var =
       // sum((x - x0)^2) / D - dm^2 loses (dm / sd)^2 of the sum's relative
@@ -187,10 +185,8 @@ void fwd_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
     }
     const float rs = 1.0f / std::sqrt(var + a.eps);
     a.rstd[n] = rs;
-    if (kCanNt && a.nt)
-      write_row<S, kCanNt>(x, y, D, x0, dm, rs, a.w, kRms ? nullptr : a.b);
-    else
-      write_row<S, false>(x, y, D, x0, dm, rs, a.w, kRms ? nullptr : a.b);
+    if (kCanNt && a.nt) write_row<S, kCanNt>(x, y, D, x0, dm, rs, a.w, kRms ? nullptr : a.b);
+    else write_row<S, false>(x, y, D, x0, dm, rs, a.w, kRms ? nullptr : a.b);
   }
   if (kCanNt && a.nt) _mm_sfence();
 }
@@ -267,10 +263,8 @@ void bwd_rows(const BwdArgs& a, int64_t r0, int64_t r1, float* dw, float* db) {
     // mean(g x_hat) = rs (sum(g xc) - mu sum(g)) / D
     const float mu = kRms ? 0.0f : sx / float(D), c1 = kRms ? 0.0f : sg / float(D);
     const float c2 = rs * (sgx - mu * sg) / float(D);
-    if (kCanNt && a.nt)
-      write_dx<S, kCanNt>(x, dy, dx, D, m, mu, rs, w, c1, c2, dw, db);
-    else
-      write_dx<S, false>(x, dy, dx, D, m, mu, rs, w, c1, c2, dw, db);
+    if (kCanNt && a.nt) write_dx<S, kCanNt>(x, dy, dx, D, m, mu, rs, w, c1, c2, dw, db);
+    else write_dx<S, false>(x, dy, dx, D, m, mu, rs, w, c1, c2, dw, db);
   }
   if (kCanNt && a.nt) _mm_sfence();
 }

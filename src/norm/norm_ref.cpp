@@ -26,8 +26,8 @@ void layer_norm(const double* x, const double* w, const double* b, int64_t N, in
   }
 }
 
-void layer_norm_backward(const double* dy, const double* x, const double* w, const double* mean,
-                         const double* rstd, int64_t N, int64_t D, double* dx, double* dw, double* db) {
+void layer_norm_backward(const double* dy, const double* x, const double* w, const double* mean, const double* rstd,
+                         int64_t N, int64_t D, double* dx, double* dw, double* db) {
   for (int64_t i = 0; i < D; ++i) {
     if (dw) dw[i] = 0;
     if (db) db[i] = 0;
@@ -60,8 +60,8 @@ void rms_norm(const double* x, const double* w, int64_t N, int64_t D, double eps
   }
 }
 
-void rms_norm_backward(const double* dy, const double* x, const double* w, const double* rstd, int64_t N,
-                       int64_t D, double* dx, double* dw) {
+void rms_norm_backward(const double* dy, const double* x, const double* w, const double* rstd, int64_t N, int64_t D,
+                       double* dx, double* dw) {
   for (int64_t i = 0; i < D; ++i)
     if (dw) dw[i] = 0;
   for (int64_t n = 0; n < N; ++n) {

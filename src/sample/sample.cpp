@@ -25,8 +25,8 @@ std::string row_at(int64_t row) { return " (row " + std::to_string(row) + ")"; }
 void validate(const SamplingParams& p, const char* fn, const std::string& at) {
   LLMK_CHECK_ARG(std::isfinite(p.temperature) && p.temperature >= 0, fn, "temperature" + at, p.temperature,
                  "must be finite and >= 0 (0 = greedy)");
-  LLMK_CHECK_ARG(p.temperature == 0 || std::isfinite((1.0f / p.temperature) * kLog2e), fn,
-                 "temperature" + at, p.temperature, "log2(e)/T must be finite in f32 (softmax_topk's scale)");
+  LLMK_CHECK_ARG(p.temperature == 0 || std::isfinite((1.0f / p.temperature) * kLog2e), fn, "temperature" + at,
+                 p.temperature, "log2(e)/T must be finite in f32 (softmax_topk's scale)");
   LLMK_CHECK_ARG(p.top_k >= 0, fn, "top_k" + at, p.top_k, "must be >= 0 (0 = off)");
   LLMK_CHECK_ARG(p.top_p > 0 && p.top_p <= 1, fn, "top_p" + at, p.top_p, "must be in (0, 1]");
   LLMK_CHECK_ARG(p.min_p >= 0 && p.min_p < 1, fn, "min_p" + at, p.min_p, "must be in [0, 1)");
@@ -118,8 +118,8 @@ void sample(const TensorView& logits, const SamplingParams* params, const TokenH
   const int64_t tbytes = rows * int64_t(sizeof(int32_t));
   LLMK_CHECK_ARG(!views_overlap(TensorView::vector(tokens, DType::i32, rows), logits), fn, "tokens", tokens,
                  "must not overlap the logits " + logits.describe());
-  LLMK_CHECK_ARG(!ranges_overlap(tokens, tbytes, params, rows * int64_t(sizeof(SamplingParams))), fn, "tokens",
-                 tokens, "must not overlap the params");
+  LLMK_CHECK_ARG(!ranges_overlap(tokens, tbytes, params, rows * int64_t(sizeof(SamplingParams))), fn, "tokens", tokens,
+                 "must not overlap the params");
   for (int64_t b = 0; history && b < rows; ++b)
     LLMK_CHECK_ARG(!ranges_overlap(tokens, tbytes, history[b].tokens, history[b].n * int64_t(sizeof(int32_t))), fn,
                    "tokens", tokens, "must not overlap the history of row " + std::to_string(b));
@@ -130,8 +130,8 @@ void sample(const TensorView& logits, const SamplingParams* params, const TokenH
   for (int64_t b = 0; b < rows; ++b) {
     const float* row = logits.ptr<const float>() + b * logits.row_stride();
     try {
-      picked[size_t(b)] = sample_row(row, v, params[b], history ? history[b] : TokenHistory{},
-                                     uniform01(seed, step, b), scratch);
+      picked[size_t(b)] = sample_row(row, v, params[b], history ? history[b] : TokenHistory{}, uniform01(seed, step, b),
+                                     scratch);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(std::string(e.what()) + " (sample: row " + std::to_string(b) + ")");
     }

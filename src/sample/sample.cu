@@ -36,7 +36,7 @@ using namespace sample_math;
 
 constexpr int kParamRows = 64;  // rows per store_rows_kernel launch: 64 * 32 B of kernel arguments
 constexpr int kPenaltyThreads = 128;
-constexpr int kSelectRows = 4;  // rows (warps) per select_kernel block: 4 * 8 KiB of shared candidates
+constexpr int kSelectRows = 4;                   // rows (warps) per select_kernel block: 4 * 8 KiB of shared candidates
 constexpr int kFullThreads = kSampleFullChunks;  // one thread per chunk
 static_assert(kFullThreads % 32 == 0 && kFullThreads <= 1024, "full_row_kernel: whole warps, one block");
 
@@ -85,9 +85,9 @@ __global__ void __launch_bounds__(kPenaltyThreads)
 // only and the kernel syncs with __syncwarp alone.
 __global__ void __launch_bounds__(kSelectRows * 32)
     select_kernel(int64_t rows_n, int64_t k_all, const float* __restrict__ probs /* [B, k_all] */,
-                  const int32_t* __restrict__ idx /* [B, k_all] */,
-                  const DevRow* __restrict__ rows, const int32_t* __restrict__ bad /* [B] or null */, uint64_t seed,
-                  uint64_t step, int32_t* __restrict__ tokens /* [B] */) {
+                  const int32_t* __restrict__ idx /* [B, k_all] */, const DevRow* __restrict__ rows,
+                  const int32_t* __restrict__ bad /* [B] or null */, uint64_t seed, uint64_t step,
+                  int32_t* __restrict__ tokens /* [B] */) {
   __shared__ float sp[kSelectRows][kSampleTopkCap];
   __shared__ int32_t si[kSelectRows][kSampleTopkCap];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -177,8 +177,7 @@ void check_logits(const char* fn, const char* what, const TensorView& t) {
                  "data must be 4-byte aligned");
 }
 
-void check_common(const char* fn, const TensorView& logits, const SamplingParams* params,
-                  const DeviceTokenHistory& h) {
+void check_common(const char* fn, const TensorView& logits, const SamplingParams* params, const DeviceTokenHistory& h) {
   check_logits(fn, "logits", logits);
   const int64_t rows = logits.rows();
   LLMK_CHECK_ARG(rows == 0 || params != nullptr, fn, "params", params, "must not be null");
@@ -203,8 +202,14 @@ void upload_rows(const SamplingParams* params, int64_t rows, int64_t v, DevRow* 
     for (int i = 0; i < n; ++i) {
       const SamplingParams& p = params[b0 + i];
       const RowPlan rp = plan_row(p, v);
-      c.r[i] = DevRow{p.temperature > 0 ? 1.0f / p.temperature : 1.0f, p.top_p, p.min_p, p.repetition_penalty,
-                      p.presence_penalty, rp.k, rp.mode, rp.top_k_on ? 1 : 0};
+      c.r[i] = DevRow{p.temperature > 0 ? 1.0f / p.temperature : 1.0f,
+                      p.top_p,
+                      p.min_p,
+                      p.repetition_penalty,
+                      p.presence_penalty,
+                      rp.k,
+                      rp.mode,
+                      rp.top_k_on ? 1 : 0};
     }
     LLMK_LAUNCH(1, kParamRows, 0, s, store_rows_kernel)(c, n, dst + b0);
     LLMK_CUDA_CHECK(cudaGetLastError());
@@ -233,8 +238,8 @@ void launch_penalties(const TensorView& x, float* z, int64_t ldz, const DeviceTo
   const int64_t b = x.rows(), v = x.cols(), ldx = x.row_stride();
   LLMK_CUDA_CHECK(cudaMemsetAsync(bad, 0, size_t(b) * sizeof(int32_t), s));
   if (z) copy_rows(z, ldz, static_cast<const float*>(x.data), b > 1 ? ldx : v, v, b, s);
-  LLMK_LAUNCH(unsigned(b), kPenaltyThreads, 0, s, penalties_kernel)(static_cast<const float*>(x.data), ldx, z, ldz, v,
-                                                           h.indptr, h.tokens, h.nnz, rows, bad);
+  LLMK_LAUNCH(unsigned(b), kPenaltyThreads, 0, s, penalties_kernel)
+  (static_cast<const float*>(x.data), ldx, z, ldz, v, h.indptr, h.tokens, h.nnz, rows, bad);
   LLMK_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -283,8 +288,8 @@ void sample_cuda(const TensorView& logits, const SamplingParams* params, const D
   if (k > 0 && opt.topk_config == TopkCudaConfig::split_row) {
     const int64_t most = std::min<int64_t>({32, 4096 / k, v});
     LLMK_CHECK_ARG(most >= 2, fn, "options.topk_config", "split_row", "needs min(32, 4096 / K, V) >= 2");
-    LLMK_CHECK_ARG(opt.topk_splits == 0 || (opt.topk_splits >= 2 && opt.topk_splits <= most), fn,
-                   "options.topk_splits", opt.topk_splits, "must be 0 or in [2, min(32, 4096 / K, V)]");
+    LLMK_CHECK_ARG(opt.topk_splits == 0 || (opt.topk_splits >= 2 && opt.topk_splits <= most), fn, "options.topk_splits",
+                   opt.topk_splits, "must be 0 or in [2, min(32, 4096 / K, V)]");
   }
   if (rows == 0) return;
 
@@ -321,8 +326,8 @@ void sample_cuda(const TensorView& logits, const SamplingParams* params, const D
                         plan.run_temperature[r], {probs + first * k, idx + first * k, nullptr, nullptr}, stream,
                         opt.topk_config, opt.topk_splits);
     }
-    LLMK_LAUNCH(unsigned((rows + kSelectRows - 1) / kSelectRows), kSelectRows * 32, 0, s, select_kernel)(
-        rows, k, probs, idx, drows, bad, seed, step, tokens);
+    LLMK_LAUNCH(unsigned((rows + kSelectRows - 1) / kSelectRows), kSelectRows * 32, 0, s, select_kernel)
+    (rows, k, probs, idx, drows, bad, seed, step, tokens);
     LLMK_CUDA_CHECK(cudaGetLastError());
   }
   if (plan.full) {

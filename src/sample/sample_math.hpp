@@ -58,8 +58,8 @@ LLMK_HD inline float penalize(float x, float rep, float presence) {
 }
 
 struct RowPlan {
-  int32_t mode;  // RowMode
-  int32_t k;     // candidates to select from (kGreedy: 1, kFull: 0)
+  int32_t mode;   // RowMode
+  int32_t k;      // candidates to select from (kGreedy: 1, kFull: 0)
   bool top_k_on;  // renormalize over the k (top-k) rather than the whole row
 };
 

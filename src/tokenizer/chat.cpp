@@ -12,7 +12,8 @@ std::string render_chatml(std::span<const ChatMessage> messages, bool add_genera
   std::string out;
   if (!default_system.empty() && (messages.empty() || messages[0].role != "system"))
     out.append("<|im_start|>system\n").append(default_system).append("<|im_end|>\n");
-  for (const ChatMessage& m : messages) out.append("<|im_start|>").append(m.role).append("\n").append(m.content).append("<|im_end|>\n");
+  for (const ChatMessage& m : messages)
+    out.append("<|im_start|>").append(m.role).append("\n").append(m.content).append("<|im_end|>\n");
   if (add_generation_prompt) out.append("<|im_start|>assistant\n");
   return out;
 }

@@ -45,7 +45,8 @@ size_t py_space_len(std::string_view s, size_t i) {
   if (c == 0xc2 && left >= 2 && (b(1) == 0x85 || b(1) == 0xa0)) return 2;
   if (c == 0xe1 && left >= 3 && b(1) == 0x9a && b(2) == 0x80) return 3;  // U+1680
   if (c == 0xe2 && left >= 3) {
-    if (b(1) == 0x80 && (b(2) <= 0x8a || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf)) return 3;  // U+2000-200A, 2028/9, 202F
+    if (b(1) == 0x80 && (b(2) <= 0x8a || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf))
+      return 3;                                  // U+2000-200A, 2028/9, 202F
     if (b(1) == 0x81 && b(2) == 0x9f) return 3;  // U+205F
   }
   if (c == 0xe3 && left >= 3 && b(1) == 0x80 && b(2) == 0x80) return 3;  // U+3000
@@ -101,7 +102,9 @@ std::string literal_default_system(const std::string& norm) {
   return "";
 }
 
-[[noreturn]] void template_error(std::string_view msg) { throw InvalidArgument("llmk::chat_template: " + std::string(msg)); }
+[[noreturn]] void template_error(std::string_view msg) {
+  throw InvalidArgument("llmk::chat_template: " + std::string(msg));
+}
 
 std::string today() {
   const std::time_t t = std::time(nullptr);
@@ -127,7 +130,8 @@ struct ChatTemplateRecognizer {
   static ChatTemplate recognise(std::string_view jinja) {
     const std::string s = normalise(jinja);
     const bool chatml = has_all(s, {"'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"});
-    if (chatml && has_all(s, {"last_query_index", "reasoning_content", "'\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n')",
+    if (chatml && has_all(s, {"last_query_index", "reasoning_content",
+                              "'\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n')",
                               "message['content'].split('</think>')[-1].lstrip('\n')"}))
       return ChatTemplate(Family::qwen3, "qwen3");
     // (tool-use ChatML templates write bos and a tools system prompt whatever the conversation)
@@ -137,7 +141,8 @@ struct ChatTemplateRecognizer {
       t.default_system_ = literal_default_system(s);
       return t;
     }
-    if (has_all(s, {"'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>'",
+    if (has_all(s, {"'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+                    "'<|eot_id|>'",
                     "'Cutting Knowledge Date: December 2023\n'", "'Today Date: ' + date_string + '\n\n'",
                     "{{- bos_token }}", "{%- set system_message = messages[0]['content']|trim %}"})) {
       ChatTemplate t(Family::llama3, "llama3");
@@ -150,23 +155,28 @@ struct ChatTemplateRecognizer {
       }
       return t;
     }
-    if (has_all(s, {"'[INST]' + system_message + '\n\n' + message['content'] + '[/INST]'", "'[INST]' + message['content'] + '[/INST]'",
-                    "message['content'] + eos_token", "{{- bos_token }}"}))
+    if (has_all(s, {"'[INST]' + system_message + '\n\n' + message['content'] + '[/INST]'",
+                    "'[INST]' + message['content'] + '[/INST]'", "message['content'] + eos_token", "{{- bos_token }}"}))
       return ChatTemplate(Family::mistral_nemo, "mistral-nemo");
-    if (has_all(s, {"'[INST] ' + message['content'] + ' [/INST]'", "raise_exception('Only user and assistant roles are supported!')",
-                    "{{ bos_token }}", "(message['role'] == 'user') != (loop.index0 % 2 == 0)"})) {
+    if (has_all(s, {"'[INST] ' + message['content'] + ' [/INST]'",
+                    "raise_exception('Only user and assistant roles are supported!')", "{{ bos_token }}",
+                    "(message['role'] == 'user') != (loop.index0 % 2 == 0)"})) {
       if (s.find("message['content'] + eos_token + ' '") != std::string::npos) {
         ChatTemplate t(Family::mistral_v0, "mistral-v0.1");
         t.eos_space_ = true;
         return t;
       }
-      if (s.find("message['content'] + eos_token}}") != std::string::npos) return ChatTemplate(Family::mistral_v0, "mistral-v0");
+      if (s.find("message['content'] + eos_token}}") != std::string::npos)
+        return ChatTemplate(Family::mistral_v0, "mistral-v0");
     }
-    if (has_all(s, {"message['role'] == 'system' and message['content'] %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}",
-                    "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}", "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}",
+    if (has_all(s, {"message['role'] == 'system' and message['content'] %}{{'<|system|>\n' + message['content'] + "
+                    "'<|end|>\n'}}",
+                    "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}",
+                    "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}",
                     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"}))
       return ChatTemplate(Family::phi3, "phi3");
-    if (has_all(s, {"{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}",
+    if (has_all(s, {"{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+                    "supported') }}",
                     "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}",
                     "(message['role'] == 'user') != (loop.index0 % 2 == 0)", "{{'<start_of_turn>model\n'}}"}))
       return ChatTemplate(Family::gemma2, "gemma2");
@@ -180,7 +190,8 @@ struct ChatTemplateRecognizer {
                     "{{'<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>'}}",
                     "{%- if add_generation_prompt and not ns.is_tool -%}{{'<｜Assistant｜><think>\n'}}"})) {
       const size_t at = s.find("{{'<｜Assistant｜><think>\n'}}");
-      const std::string_view tail = std::string_view(s).substr(at + std::string_view("{{'<｜Assistant｜><think>\n'}}").size());
+      const std::string_view tail = std::string_view(s).substr(
+          at + std::string_view("{{'<｜Assistant｜><think>\n'}}").size());
       if (tail.starts_with("{% if not enable_thinking %}{{- '</think>' -}}{% endif %}")) {
         ChatTemplate t(Family::deepseek_r1, "deepseek-r1-qwen");
         t.think_close_ = true;
@@ -190,7 +201,8 @@ struct ChatTemplateRecognizer {
     }
     std::string_view first = jinja.substr(0, jinja.find('\n'));
     if (first.size() > 80) first = first.substr(0, 80);
-    throw_invalid_argument(kFn, "template", std::to_string(jinja.size()) + " bytes beginning '" + std::string(first) + "'",
+    throw_invalid_argument(kFn, "template",
+                           std::to_string(jinja.size()) + " bytes beginning '" + std::string(first) + "'",
                            "is not a chat template llmk knows (" + known_list() +
                                "); pass --chat-template NAME (llmk.LLM(chat_template=NAME)) to pick one");
   }
@@ -233,8 +245,9 @@ ChatTemplate ChatTemplate::from_jinja(std::string_view jinja) {
 ChatTemplate ChatTemplate::from_name(std::string_view name) { return ChatTemplateRecognizer::by_name(name); }
 
 const std::vector<std::string>& ChatTemplate::names() {
-  static const std::vector<std::string> n = {"chatml", "qwen3", "llama3", "mistral-v0", "mistral-v0.1", "mistral-nemo", "phi3",
-                                             "gemma2", "gemma3", "gemma", "deepseek-r1", "deepseek-r1-qwen"};
+  static const std::vector<std::string> n = {"chatml",       "qwen3",        "llama3",      "mistral-v0",
+                                             "mistral-v0.1", "mistral-nemo", "phi3",        "gemma2",
+                                             "gemma3",       "gemma",        "deepseek-r1", "deepseek-r1-qwen"};
   return n;
 }
 
@@ -242,7 +255,8 @@ std::string ChatTemplate::render(std::span<const ChatMessage> ms, const ChatRend
   LLMK_CHECK_ARG(!ms.empty(), kFn, "messages", "[]", "must hold at least one message");
   for (size_t i = 0; i < ms.size(); ++i)
     LLMK_CHECK_ARG(ms[i].role == "system" || ms[i].role == "user" || ms[i].role == "assistant", kFn,
-                   "messages[" + std::to_string(i) + "].role", ms[i].role, "must be \"system\", \"user\" or \"assistant\"");
+                   "messages[" + std::to_string(i) + "].role", ms[i].role,
+                   "must be \"system\", \"user\" or \"assistant\"");
   const bool has_system = ms[0].role == "system";
   const std::span<const ChatMessage> rest = has_system ? ms.subspan(1) : ms;
   std::string out;
@@ -277,19 +291,23 @@ std::string ChatTemplate::render(std::span<const ChatMessage> ms, const ChatRend
         }
         out += "<|im_start|>assistant\n";
         if (i > last_query && (i + 1 == ms.size() || !reasoning.empty()))
-          out.append("<think>\n").append(lstrip_nl(rstrip_nl(reasoning))).append("\n</think>\n\n").append(lstrip_nl(content));
-        else
-          out.append(content);
+          out.append("<think>\n")
+              .append(lstrip_nl(rstrip_nl(reasoning)))
+              .append("\n</think>\n\n")
+              .append(lstrip_nl(content));
+        else out.append(content);
         out += "<|im_end|>\n";
       }
       if (o.add_generation_prompt) out += "<|im_start|>assistant\n";
       break;
     }
     case Family::llama3:
-      out += o.bos_token + "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ";
+      out += o.bos_token +
+             "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ";
       out += !fixed_date_.empty() ? fixed_date_ : !o.date.empty() ? o.date : today();
       out += "\n\n" + (has_system ? py_trim(ms[0].content) : std::string()) + "<|eot_id|>";
-      for (const ChatMessage& m : rest) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + py_trim(m.content) + "<|eot_id|>";
+      for (const ChatMessage& m : rest)
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + py_trim(m.content) + "<|eot_id|>";
       if (o.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
     case Family::mistral_v0:
@@ -297,19 +315,23 @@ std::string ChatTemplate::render(std::span<const ChatMessage> ms, const ChatRend
       out += o.bos_token;
       for (const ChatMessage& m : ms) {
         if (m.role == "system") template_error("Only user and assistant roles are supported!");
-        out += m.role == "user" ? "[INST] " + m.content + " [/INST]" : m.content + o.eos_token + (eos_space_ ? " " : "");
+        out += m.role == "user" ? "[INST] " + m.content + " [/INST]"
+                                : m.content + o.eos_token + (eos_space_ ? " " : "");
       }
       break;
     case Family::mistral_nemo:
-      check_alternation(rest, "After the optional system message, conversation roles must alternate user/assistant/user/assistant/...");
+      check_alternation(rest,
+                        "After the optional system message, conversation roles must alternate "
+                        "user/assistant/user/assistant/...");
       out += o.bos_token;
       for (size_t i = 0; i < rest.size(); ++i) {
         if (rest[i].role == "user")
-          out += "[INST]" + (i + 1 == rest.size() && has_system ? ms[0].content + "\n\n" : "") + rest[i].content + "[/INST]";
-        else if (rest[i].role == "assistant")
-          out += rest[i].content + o.eos_token;
+          out += "[INST]" + (i + 1 == rest.size() && has_system ? ms[0].content + "\n\n" : "") + rest[i].content +
+                 "[/INST]";
+        else if (rest[i].role == "assistant") out += rest[i].content + o.eos_token;
         else
-          template_error("Only user and assistant roles are supported, with the exception of an initial optional system message!");
+          template_error(
+              "Only user and assistant roles are supported, with the exception of an initial optional system message!");
       }
       break;
     case Family::phi3:
@@ -340,9 +362,11 @@ std::string ChatTemplate::render(std::span<const ChatMessage> ms, const ChatRend
       out += o.bos_token + system;
       for (const ChatMessage& m : ms) {
         if (m.role == "user") out += "<｜User｜>" + m.content;
-        if (m.role == "assistant") out.append("<｜Assistant｜>").append(after_last(m.content, "</think>")).append("<｜end▁of▁sentence｜>");
+        if (m.role == "assistant")
+          out.append("<｜Assistant｜>").append(after_last(m.content, "</think>")).append("<｜end▁of▁sentence｜>");
       }
-      if (o.add_generation_prompt) out += think_close_ ? "<｜Assistant｜><think>\n</think>" : "<｜Assistant｜><think>\n";
+      if (o.add_generation_prompt)
+        out += think_close_ ? "<｜Assistant｜><think>\n</think>" : "<｜Assistant｜><think>\n";
       break;
     }
   }

@@ -41,14 +41,22 @@ struct PreName {
   PreTokenizer pre;
 };
 constexpr PreName kPreNames[] = {
-    {"default", PreTokenizer::gpt2},       {"gpt2", PreTokenizer::gpt2},
-    {"gpt-2", PreTokenizer::gpt2},         {"smollm", PreTokenizer::digits_then_gpt2},
-    {"starcoder", PreTokenizer::digits_then_gpt2}, {"refact", PreTokenizer::digits_then_gpt2},
-    {"command-r", PreTokenizer::digits_then_gpt2}, {"codeshell", PreTokenizer::digits_then_gpt2},
-    {"exaone", PreTokenizer::digits_then_gpt2},    {"minerva-7b", PreTokenizer::digits_then_gpt2},
-    {"llama-bpe", PreTokenizer::llama3},   {"llama3", PreTokenizer::llama3},
-    {"llama-v3", PreTokenizer::llama3},    {"qwen2", PreTokenizer::qwen2},
-    {"deepseek-r1-qwen", PreTokenizer::qwen2}, {"deepseek-llm", PreTokenizer::deepseek_llm},
+    {"default", PreTokenizer::gpt2},
+    {"gpt2", PreTokenizer::gpt2},
+    {"gpt-2", PreTokenizer::gpt2},
+    {"smollm", PreTokenizer::digits_then_gpt2},
+    {"starcoder", PreTokenizer::digits_then_gpt2},
+    {"refact", PreTokenizer::digits_then_gpt2},
+    {"command-r", PreTokenizer::digits_then_gpt2},
+    {"codeshell", PreTokenizer::digits_then_gpt2},
+    {"exaone", PreTokenizer::digits_then_gpt2},
+    {"minerva-7b", PreTokenizer::digits_then_gpt2},
+    {"llama-bpe", PreTokenizer::llama3},
+    {"llama3", PreTokenizer::llama3},
+    {"llama-v3", PreTokenizer::llama3},
+    {"qwen2", PreTokenizer::qwen2},
+    {"deepseek-r1-qwen", PreTokenizer::qwen2},
+    {"deepseek-llm", PreTokenizer::deepseek_llm},
     {"deepseek-coder", PreTokenizer::deepseek_coder},
 };
 
@@ -66,17 +74,34 @@ PreTokenizer pre_from_name(std::string_view pre) {
 // Tokens llama.cpp finds by their text (llama_vocab::impl::load) and makes CONTROL: those it
 // stops generation at, and the fill-in-the-middle markers (kFimPad, kFimRep and kFimSep stop
 // generation too, when the metadata names no fim_pad / fim_rep / fim_sep id).
-constexpr std::string_view kEogText[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<｜end▁of▁sentence｜>", "[e~["};
-constexpr std::string_view kFimOther[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
-    "▁<PRE>", "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-    "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>",
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
-    "▁<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr std::string_view kEogText[] = {"<|eot_id|>",
+                                         "<|im_end|>",
+                                         "<|end|>",
+                                         "<|return|>",
+                                         "<|call|>",
+                                         "<|flush|>",
+                                         "<|calls|>",
+                                         "<end_of_turn>",
+                                         "<|endoftext|>",
+                                         "</s>",
+                                         "<|eom_id|>",
+                                         "<EOT>",
+                                         "_<EOT>",
+                                         "[EOT]",
+                                         "[EOS]",
+                                         "<|end_of_text|>",
+                                         "<end_of_utterance>",
+                                         "<eos>",
+                                         "<turn|>",
+                                         "<|tool_response>",
+                                         "<｜end▁of▁sentence｜>",
+                                         "[e~["};
+constexpr std::string_view kFimOther[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",    "<｜fim▁begin｜>",
+                                          "<PRE>",          "▁<PRE>",       "<|code_prefix|>", "<|prefix|>",
+                                          "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",    "<｜fim▁hole｜>",
+                                          "<SUF>",          "▁<SUF>",       "<|code_suffix|>", "<|suffix|>",
+                                          "<|fim_middle|>", "<fim-middle>", "<fim_middle>",    "<｜fim▁end｜>",
+                                          "<MID>",          "▁<MID>",       "<|code_middle|>", "<|middle|>"};
 constexpr std::string_view kFimPad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 constexpr std::string_view kFimRep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 constexpr std::string_view kFimSep[] = {"<|file_sep|>"};
@@ -164,8 +189,8 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
   if (f.has("tokenizer.ggml.token_type")) {
     const std::vector<int64_t> t = f.get_ints("tokenizer.ggml.token_type");
     if (t.size() != tokens.size())
-      throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.token_type' has " + std::to_string(t.size()) +
-                              " entries for " + std::to_string(tokens.size()) + " tokens");
+      throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.token_type' has " +
+                              std::to_string(t.size()) + " entries for " + std::to_string(tokens.size()) + " tokens");
     for (int64_t x : t) types.push_back(x >= 0 && x <= 6 ? TokenType(x) : TokenType::undefined);
   }
   const int64_t n = int64_t(tokens.size());
@@ -173,8 +198,9 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
   if (spm) {
     scores = f.get_f32s("tokenizer.ggml.scores");
     if (scores.size() != tokens.size())
-      throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.scores' has " + std::to_string(scores.size()) +
-                              " entries for " + std::to_string(tokens.size()) + " tokens");
+      throw gguf::FormatError("tokenizer: " + f.path() + ": 'tokenizer.ggml.scores' has " +
+                              std::to_string(scores.size()) + " entries for " + std::to_string(tokens.size()) +
+                              " tokens");
   }
   const PreTokenizer pre = spm ? PreTokenizer::gpt2 : pre_from_name(f.get_string_or("tokenizer.ggml.pre", ""));
   Tokenizer tok = spm ? sentencepiece(std::move(tokens), std::move(scores), std::move(types),
@@ -442,7 +468,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   bool prev_special = true;  // SPM: a run at the start or after a special token gets the space prefix
   for (const Frag& f : frags) {
     if (f.id >= 0) out.push_back(f.id);
-    else if (kind_ == TokenizerKind::spm) encode_spm(text.substr(f.start, f.len), add_space_prefix_ && prev_special, out);
+    else if (kind_ == TokenizerKind::spm)
+      encode_spm(text.substr(f.start, f.len), add_space_prefix_ && prev_special, out);
     else encode_plain(text.substr(f.start, f.len), out);
     prev_special = f.id >= 0;
   }

@@ -57,11 +57,13 @@ void split_digits_then_gpt2(const std::vector<uint32_t>& cps, size_t begin, size
 //   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // as llama.cpp's unicode_regex_split_custom_llama3 / _qwen2 implement it (where the two differ
 // from the regex, llama.cpp is followed).
-void split_llama3(const std::vector<uint32_t>& cps, size_t begin, size_t end, int max_digits, std::vector<size_t>& ends);
+void split_llama3(const std::vector<uint32_t>& cps, size_t begin, size_t end, int max_digits,
+                  std::vector<size_t>& ends);
 // DeepSeek's pre-tokenizers: llama.cpp runs a list of regexes one after another, each splitting
 // every piece the previous ones left into its matches (leftmost first, as std::regex_search
 // finds them) and the gaps between them. deepseek-llm (DeepSeek LLM 7B/67B):
-//   [\r\n] ; \s?[DeepSeek's letters]+ ; \s?[!-/:-~！-／：-～‘-‟　-。]+ ; \s+$ ; [一-龥ࠀ-一가-퟿]+ ; \p{N}+
+//   [\r\n] ; \s?[DeepSeek's letters]+ ; \s?[!-/:-~！-／：-～‘-‟　-。]+ ; \s+$ ; [一-龥ࠀ-一가-퟿]+ ;
+//   \p{N}+
 // deepseek-coder (DeepSeek Coder 1.3B-33B):
 //   [\r\n] ; \s?\p{L}+ ; \s?\p{P}+ ; [一-龥ࠀ-一가-퟿]+ ; \p{N}
 // A non-ASCII \s (U+3000 too) matches no bracketed class: llama.cpp turns it into U+000B first.

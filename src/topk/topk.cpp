@@ -29,8 +29,8 @@ namespace llmk::topk {
 void validate(const char* fn, const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
               bool cpu_only) {
   LLMK_CHECK_ARG(logits.ndim == 2, fn, "logits", logits.describe(), "must be a 2-d view [B, V]");
-  LLMK_CHECK_ARG(logits.dtype == DType::f32 || logits.dtype == DType::f16 || logits.dtype == DType::bf16, fn,
-                 "logits", logits.describe(), "dtype must be f32, f16 or bf16");
+  LLMK_CHECK_ARG(logits.dtype == DType::f32 || logits.dtype == DType::f16 || logits.dtype == DType::bf16, fn, "logits",
+                 logits.describe(), "dtype must be f32, f16 or bf16");
   check_rows_view(fn, "logits", logits);  // every path reads a row's V logits as consecutive elements
   LLMK_CHECK_ARG(!cpu_only || logits.device == Device::cpu, fn, "logits", logits.describe(), "must be on the CPU");
   LLMK_CHECK_ARG(k >= 1, fn, "k", k, "must be >= 1");
@@ -252,8 +252,8 @@ bool finish_state(const void* row, DType t, int64_t v, int64_t k, double scale, 
 }
 }  // namespace
 
-void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
-                int64_t n, const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order) {
+void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c, int64_t n,
+                const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order) {
   if (!finish_state(row, t, v, k, scale, st, out, b)) return;
   // sorted: small_row's output, already in order; sorting it again would cost
   // a MoE row a large share of its time.
@@ -295,10 +295,10 @@ struct SmallRowsPath {
   int64_t width = 1;
   ExpDivFn exp_div = nullptr;
 };
-constexpr simd::Paths<SmallRowsPath> kSmallRows{
-    .scalar = {},
-    .avx2 = SmallRowsPath{small_rows_avx2, 8, exp_div_avx2},
-    .avx512 = SmallRowsPath{small_rows_avx512, kMaxBatchRows, exp_div_avx512}};
+constexpr simd::Paths<SmallRowsPath> kSmallRows{.scalar = {},
+                                                .avx2 = SmallRowsPath{small_rows_avx2, 8, exp_div_avx2},
+                                                .avx512 = SmallRowsPath{small_rows_avx512, kMaxBatchRows,
+                                                                        exp_div_avx512}};
 
 // finish_row for the nr rows of a small_rows batch (rows r0.., their ordered
 // best k in c[i k, i k + k)): every probability of the batch by one exp_div
@@ -329,8 +329,9 @@ void run_cpu(const TensorView& logits, int64_t k, float temperature, const Softm
   const auto* base = static_cast<const uint8_t*>(logits.data);
   const float scale = 1.0f / temperature;
   const int64_t threads = num_threads();
-  const int64_t parts =
-      rows >= threads ? 1 : std::max<int64_t>(1, std::min<int64_t>((threads + rows - 1) / rows, v / kMinPart));
+  const int64_t parts = rows >= threads
+                            ? 1
+                            : std::max<int64_t>(1, std::min<int64_t>((threads + rows - 1) / rows, v / kMinPart));
   const int nt = int(std::min(threads, rows * parts));  // no idle threads (a lone small row runs inline)
   // Units (row parts) are handed out dynamically in grains of ~64K elements, at
   // least 8 grains per thread: on a shared machine a thread that loses its core
@@ -465,8 +466,7 @@ const char* topk_cuda_config_name(TopkCudaConfig c) {
 
 #ifndef LLMK_HAVE_CUDA
 TopkCudaConfig softmax_topk_cuda_config(int64_t, int64_t, int64_t) { return TopkCudaConfig::auto_pick; }
-void softmax_topk_cuda(const TensorView& logits, int64_t, float, const SoftmaxTopkOut&, Stream, TopkCudaConfig,
-                       int) {
+void softmax_topk_cuda(const TensorView& logits, int64_t, float, const SoftmaxTopkOut&, Stream, TopkCudaConfig, int) {
   LLMK_CHECK_ARG(false, "softmax_topk", "logits", logits.describe(), "this llmk was built without CUDA");
 }
 #endif

@@ -40,11 +40,11 @@ namespace {
 
 using namespace dev;
 
-constexpr int kWarpRows = 4;       // rows (warps) per block in warp_per_row
-constexpr int kBlock = 256;        // threads per block in block_per_row / split_row
-constexpr int kPool = 4096;        // shared pool (32 KiB of keys) >= K + one step (256 * 8)
+constexpr int kWarpRows = 4;  // rows (warps) per block in warp_per_row
+constexpr int kBlock = 256;   // threads per block in block_per_row / split_row
+constexpr int kPool = 4096;   // shared pool (32 KiB of keys) >= K + one step (256 * 8)
 constexpr int kMaxBlockK = 1024;
-constexpr int kRegK = 8;           // K <= kRegK: per-thread register top-k instead of the pool
+constexpr int kRegK = 8;  // K <= kRegK: per-thread register top-k instead of the pool
 // 16-byte loads in flight a thread in block_per_row / split_row. At B = 256 on
 // a 132-SM GPU about 2 blocks (512 threads) run a SM: one load a thread in
 // flight is 8 KiB a SM, where Little's law wants about 4.8 TB/s / 132 SMs *
@@ -115,8 +115,8 @@ __device__ __forceinline__ int push_warp(Pool& p, bool want, uint64_t key) {
 // Every thread of the block calls this with a uniform trip count; `valid`
 // marks a real element. Offers x (index j) to the pool when its key beats thr.
 // `end` (lane 0): the pool's count just after its warp's last reservation.
-__device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x, int64_t j, float scale,
-                                      uint64_t thr, int& end) {
+__device__ __forceinline__ void offer(Pool& p, RowState& st, bool valid, float x, int64_t j, float scale, uint64_t thr,
+                                      int& end) {
   bool want = false;
   uint64_t key = 0;
   if (valid) {
@@ -167,7 +167,7 @@ __device__ void select_top(Pool& p, int k, int keep) {
   const int lane = threadIdx.x % 32;
   uint64_t prefix = 0;
   int above = 0, fixed = 64;  // bits >= fixed of the k-th best key are prefix's
-  while (fixed > 0) {  // at most 8 passes (shift 0 sets done)
+  while (fixed > 0) {         // at most 8 passes (shift 0 sets done)
     const int shift = max(fixed - 8, 0);
     const uint64_t hi = fixed == 64 ? 0 : ~uint64_t(0) << fixed;
     p.hist[threadIdx.x] = 0;
@@ -285,8 +285,7 @@ __global__ void __launch_bounds__(kBlock)
   // Head: scalar up to the first 16-byte aligned element (fewer than E elements).
   const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(x + lo) % 16) / int64_t(sizeof(T));
   const int64_t a = min(hi, lo + (mis ? E - mis : 0));
-  visit(lo + threadIdx.x < a, lo + threadIdx.x < a ? to_float(x[lo + threadIdx.x]) : 0.0f, lo + threadIdx.x,
-        p.thr);
+  visit(lo + threadIdx.x < a, lo + threadIdx.x < a ? to_float(x[lo + threadIdx.x]) : 0.0f, lo + threadIdx.x, p.thr);
   // Body: step s reads the 16-byte words s * kBlock + threadIdx.x. Each thread
   // holds its next kAhead words in registers (w[u] is step s's when s % kAhead
   // == u) and asks for step s + kAhead's as it takes step s's: kAhead loads in
@@ -365,21 +364,19 @@ __global__ void __launch_bounds__(kBlock)
 
 int device_sms() {
   int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                 cudaSuccess) {
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
     return 132;
   }
   return sms;
 }
 
-int max_splits(int64_t v, int64_t k) {
-  return int(std::max<int64_t>(1, std::min<int64_t>({32, kPool / k, v / 4096})));
-}
+int max_splits(int64_t v, int64_t k) { return int(std::max<int64_t>(1, std::min<int64_t>({32, kPool / k, v / 4096}))); }
 
 template <class T>
-cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float scale, Out out,
-                   TopkCudaConfig config, int splits, cudaStream_t s) {
+cudaError_t launch(const T* x, int64_t rows, int64_t ld, int v, int k, float scale, Out out, TopkCudaConfig config,
+                   int splits, cudaStream_t s) {
   if (config == TopkCudaConfig::warp_per_row) {
     int n2 = 32;
     while (n2 < v) n2 <<= 1;
@@ -425,8 +422,8 @@ TopkCudaConfig softmax_topk_cuda_config(int64_t rows, int64_t vocab, int64_t k) 
   return TopkCudaConfig::block_per_row;
 }
 
-void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out,
-                       Stream stream, TopkCudaConfig config, int splits) {
+void softmax_topk_cuda(const TensorView& logits, int64_t k, float temperature, const SoftmaxTopkOut& out, Stream stream,
+                       TopkCudaConfig config, int splits) {
   const char* fn = "softmax_topk";
   topk::validate(fn, logits, k, temperature, out, false);
   LLMK_CHECK_ARG(logits.device == Device::cuda, fn, "logits", logits.describe(), "must be on a CUDA device");

@@ -20,7 +20,5 @@ void small_rows_avx512(const void* base, DType dtype, int64_t ld, int64_t nr, in
 void probs_avx512(const Cand* c, int64_t k, double m, double scale, double s, float* out) {
   probs_pd<simd::Avx512>(c, k, m, scale, s, out);
 }
-void exp_div_avx512(const double* d, const double* s, int64_t n, float* out) {
-  exp_div_pd<simd::Avx512>(d, s, n, out);
-}
+void exp_div_avx512(const double* d, const double* s, int64_t n, float* out) { exp_div_pd<simd::Avx512>(d, s, n, out); }
 }  // namespace llmk::topk

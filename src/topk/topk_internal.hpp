@@ -128,8 +128,7 @@ void rth_largest(float* v, int64_t n, int64_t r, float& rth, float& max);
 
 // Per-ISA scan of elements [lo, hi) of one row (T = float, f16 or bf16 given
 // by dtype): updates st and appends candidates > b.thr, flushing as needed.
-using ScanFn = void (*)(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b,
-                        PartState& st);
+using ScanFn = void (*)(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
 void scan_scalar(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
 void scan_avx2(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
 void scan_avx512(const void* row, DType dtype, int64_t lo, int64_t hi, float scale, CandBuf& b, PartState& st);
@@ -154,10 +153,10 @@ int64_t small_avx512(const void* row, DType dtype, int64_t v, int64_t k, float s
 // is kBatchV x 16 floats, 32 KiB, on the stack.
 inline constexpr int64_t kBatchV = 512, kMaxBatchRows = 16;
 inline bool batch_rows(int64_t v) { return v <= kBatchV; }
-using SmallRowsFn = void (*)(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k,
-                             float scale, Cand* c, PartState* st);
-void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale,
-                     Cand* c, PartState* st);
+using SmallRowsFn = void (*)(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale,
+                             Cand* c, PartState* st);
+void small_rows_avx2(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale, Cand* c,
+                     PartState* st);
 void small_rows_avx512(const void* base, DType dtype, int64_t ld, int64_t nr, int64_t v, int64_t k, float scale,
                        Cand* c, PartState* st);
 
@@ -196,7 +195,7 @@ void exp_div_avx512(const double* d, const double* s, int64_t n, float* out);
 // (c[0..n), n <= cap, every logit > -inf when n < k): sorts the best k, fills
 // missing slots with the lowest -inf indices, writes probs/indices/max/lse.
 // order: what finish_row may assume of c[0..n) (CandOrder::sorted: no sort).
-void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c,
-                int64_t n, const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order = CandOrder::any);
+void finish_row(const void* row, DType t, int64_t v, int64_t k, double scale, const PartState& st, Cand* c, int64_t n,
+                const SoftmaxTopkOut& out, int64_t b, ProbsFn probs, CandOrder order = CandOrder::any);
 
 }  // namespace llmk::topk

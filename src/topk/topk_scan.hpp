@@ -117,10 +117,8 @@ struct Terms {
     return true;
   }
   V operator()(V x) const {
-    if constexpr (std::is_same_v<S, Scalar>)
-      return std::exp2((x - vm) * vs2);
-    else
-      return simd::exp2_nonpos<S>(S::mul(S::sub(x, vm), vs2));
+    if constexpr (std::is_same_v<S, Scalar>) return std::exp2((x - vm) * vs2);
+    else return simd::exp2_nonpos<S>(S::mul(S::sub(x, vm), vs2));
   }
   float s2;
   V vs2, vm;
@@ -157,7 +155,7 @@ inline void add_cand(CandBuf& b, Cand x) {
     b.c[b.n++] = x;
     return;
   }
-  if (!(x.x > b.thr)) return;  // thr rose since the vector compare
+  if (!(x.x > b.thr)) return;               // thr rose since the vector compare
   int64_t i = b.n < b.k ? b.n++ : b.k - 1;  // full: x beats c[k-1] (x.x > thr), which drops out
   for (; i > 0 && x.x > b.c[i - 1].x; --i) b.c[i] = b.c[i - 1];
   b.c[i] = x;
@@ -308,7 +306,8 @@ PartState scan_pass(const T* row, int64_t lo, int64_t hi, float scale, CandBuf& 
     for (int u = 1; u < nv; ++u) bmax = S::max(bmax, S::load(src + u * W));
     if (kDefer && nv == kBlock) {  // (the part's tail takes the path below)
       cmask |= uint64_t(S::gt_mask(bmax, vthr) != 0) << ((j - lo) % kChunk / kBlockElems);
-      if (S::gt_mask(bmax, vm)) [[unlikely]] raise_max(bmax);
+      if (S::gt_mask(bmax, vm)) [[unlikely]]
+        raise_max(bmax);
     } else if (S::gt_mask(bmax, vthr)) [[unlikely]] {  // rare: candidates, and maybe a new max
       if (kAppend) {
         append_cands<S>(src, nv, j, vthr, b);
@@ -701,7 +700,7 @@ int64_t small_row(const void* row, DType dtype, int64_t v, int64_t k, float scal
 // K = 8 spent most of its time in 7 calls of std::exp (~20 cycles each).
 inline constexpr double kMinExpArg = -104.0, kLog2eD = 1.4426950408889634, kLn2D = 0.6931471805599453;
 inline constexpr double kExpTaylor[] = {1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
-                                        1.0 / 24,     1.0 / 6,     0.5,        1.0,        1.0};  // 1/9! .. 1/0!
+                                        1.0 / 24,     1.0 / 6,     0.5,        1.0,       1.0};  // 1/9! .. 1/0!
 template <class S>
 void probs_pd(const Cand* c, int64_t k, double m, double scale, double s, float* out);
 template <class S>
@@ -711,11 +710,14 @@ void exp_div_pd(const double* d, const double* s, int64_t n, float* out);
 inline __m256d exp_pd(__m256d d) {
   const __m256d lo = _mm256_set1_pd(kMinExpArg);
   const __m256d x = _mm256_max_pd(d, lo);
-  const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(kLog2eD)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2D), x);
   __m256d p = _mm256_set1_pd(1.0 / 3628800);  // 1/10!
   for (double cf : kExpTaylor) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(cf));
-  const __m256i e2n = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), _mm256_set1_epi64x(1023)), 52);
+  const __m256i e2n = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)),
+                                                         _mm256_set1_epi64x(1023)),
+                                        52);
   return _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e2n)), _mm256_cmp_pd(d, lo, _CMP_GE_OQ));
 }
 template <>
@@ -731,7 +733,8 @@ template <>
       src = t;
     }
     const __m256 raw = _mm256_loadu_ps(reinterpret_cast<const float*>(src));
-    const __m256d d = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(raw, even))), vm), vsc);
+    const __m256d d = _mm256_mul_pd(
+        _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(raw, even))), vm), vsc);
     const __m128 q = _mm256_cvtpd_ps(_mm256_div_pd(exp_pd(d), vs));
     if (nj == 4) {
       _mm_storeu_ps(out + j, q);
@@ -762,7 +765,8 @@ template <>
 inline __m512d exp_pd(__m512d d) {
   const __m512d lo = _mm512_set1_pd(kMinExpArg);
   const __m512d x = _mm512_max_pd(d, lo);
-  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(kLog2eD)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(kLog2eD)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(kLn2D), x);
   __m512d p = _mm512_set1_pd(1.0 / 3628800);
   for (double cf : kExpTaylor) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(cf));

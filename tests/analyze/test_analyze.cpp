@@ -53,8 +53,8 @@ TEST(AnalyzeKv, StorageTypesPerToken) {
 TEST(AnalyzeModels, ShapesGiveThePublishedParameterCounts) {
   // estimated_params counts Q,K,V,O, FFN, RMSNorm weights, embedding and LM head.
   // Llama-style models have nothing else, so it must be exact.
-  for (const char* name : {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b",
-                           "smollm2-135m"}) {
+  for (const char* name :
+       {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "smollm2-135m"}) {
     const ModelConfig m = find_model(name);
     EXPECT_EQ(estimated_params(m), m.params) << name;
   }
@@ -212,7 +212,7 @@ TEST(AnalyzeIntensity, RooflineTime) {
   EXPECT_NEAR(ridge(d), 295.34, 0.01);
   EXPECT_DOUBLE_EQ(fp32_ridge(d), 20.0);  // 67e12 / 3.35e12: CUDA cores without tensor cores
   EXPECT_DOUBLE_EQ(roofline_seconds(d, {1e12, 3.35e9}), 1e12 / 989.4e12);  // compute-bound
-  EXPECT_DOUBLE_EQ(roofline_seconds(d, {1e9, 3.35e9}), 1e-3);               // memory-bound
+  EXPECT_DOUBLE_EQ(roofline_seconds(d, {1e9, 3.35e9}), 1e-3);              // memory-bound
 }
 
 // --- JSON configs ---

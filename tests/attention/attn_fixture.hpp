@@ -20,9 +20,9 @@ namespace llmk::test {
 
 struct Filled {
   std::unique_ptr<KvCache> cache;
-  std::vector<int64_t> seqs, kv_indptr;   // kv_indptr [B+1] over the dense arrays
-  std::vector<float> k, v;                // [total, Hkv, D] as given
-  std::vector<float> kq, vq;              // [total, Hkv, D] dequantized from the cache's types; K as given (not rotated)
+  std::vector<int64_t> seqs, kv_indptr;  // kv_indptr [B+1] over the dense arrays
+  std::vector<float> k, v;               // [total, Hkv, D] as given
+  std::vector<float> kq, vq;             // [total, Hkv, D] dequantized from the cache's types; K as given (not rotated)
   PageTable pages;
 };
 
@@ -146,8 +146,8 @@ struct PvBounds {
 };
 inline constexpr int64_t kPvTile = 32;  // positions a tile over int8/int4 V, at most
 inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, const float* k, const float* v,
-                                  const int64_t* kv_indptr, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
-                                  double scale, KvType vt, int64_t window = 0) {
+                                  const int64_t* kv_indptr, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, double scale,
+                                  KvType vt, int64_t window = 0) {
   const int64_t G = Hq / Hkv;
   PvBounds bounds;
   std::vector<double>& bound = bounds.w16;
@@ -227,8 +227,8 @@ inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, cons
   return bounds;
 }
 // The same over a fixture, against its dequantized K rows (f.kq).
-inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, const Filled& f, int64_t Hq,
-                                  double scale, int64_t window = 0) {
+inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, const Filled& f, int64_t Hq, double scale,
+                                  int64_t window = 0) {
   const KvCacheConfig& cfg = f.cache->config();
   return pv_rounding_bound(q, qo_indptr, f.kq.data(), f.v.data(), f.kv_indptr.data(), int64_t(f.seqs.size()), Hq,
                            cfg.n_kv_heads, cfg.head_dim, scale, cfg.v_type, window);

@@ -60,7 +60,7 @@ constexpr double kTol = 1e-5;
 }  // namespace
 
 TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
-  const std::pair<KvType, KvType> types[] = {{KvType::f32, KvType::f32}, {KvType::f16, KvType::f16},
+  const std::pair<KvType, KvType> types[] = {{KvType::f32, KvType::f32},   {KvType::f16, KvType::f16},
                                              {KvType::bf16, KvType::bf16}, {KvType::int8, KvType::int8},
                                              {KvType::int4, KvType::int4}, {KvType::int8, KvType::int4}};
   for (const Shape& s : kShapes)
@@ -74,7 +74,9 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
       std::vector<float> q(static_cast<size_t>(n));
       test::fill_normal(q.data(), q.size(), 99);
       // against a quantized K the kernel uses int8 queries: the oracle gets them too
-      const auto qk = kv_type_quantized(kt) ? test::quantized_queries(q.data(), B * s.Hq, s.D, float(1 / std::sqrt(double(s.D)))) : q;
+      const auto qk = kv_type_quantized(kt)
+                          ? test::quantized_queries(q.data(), B * s.Hq, s.D, float(1 / std::sqrt(double(s.D))))
+                          : q;
       const auto want = decode_oracle(f, qk.data(), s, true);
       const auto vb = test::pv_rounding_bound(qk.data(), decode_qo(B).data(), f, s.Hq, 1 / std::sqrt(double(s.D)));
       for (SimdLevel lvl : test::simd_levels())
@@ -89,9 +91,9 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
                              out.data(), opt);
             ASSERT_TRUE(out.guard_intact());
             ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol, kTol,
-                                        std::string(simd_name(lvl)) + " " + kv_type_name(kt) + "/" +
-                                            kv_type_name(vt) + " D=" + std::to_string(s.D) + " Hq=" +
-                                            std::to_string(s.Hq) + " splits=" + std::to_string(splits),
+                                        std::string(simd_name(lvl)) + " " + kv_type_name(kt) + "/" + kv_type_name(vt) +
+                                            " D=" + std::to_string(s.D) + " Hq=" + std::to_string(s.Hq) +
+                                            " splits=" + std::to_string(splits),
                                         pv_bound_for(lvl, vb)));
           }
     }
@@ -199,8 +201,8 @@ TEST(Attention, DecodeRandomizedAgainstOracle) {
     ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol, kTol,
                                 "case " + std::to_string(it) + ": " + simd_name(lvl) + " " + kv_type_name(kt) + "/" +
                                     kv_type_name(vt) + " Hq " + std::to_string(Hq) + " Hkv " + std::to_string(Hkv) +
-                                    " D " + std::to_string(D) + " bt " + std::to_string(cfg.block_tokens) +
-                                    " lens" + lens_s + " splits " + std::to_string(splits) + " threads " +
+                                    " D " + std::to_string(D) + " bt " + std::to_string(cfg.block_tokens) + " lens" +
+                                    lens_s + " splits " + std::to_string(splits) + " threads " +
                                     std::to_string(threads),
                                 pv_bound_for(lvl, vb)));
   }
@@ -246,8 +248,9 @@ TEST(Attention, PrefillRandomizedAgainstOracle) {
     attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), Hq, scale, out.data(), opt);
     ASSERT_TRUE(out.guard_intact());
     std::string lens_s;
-    for (int64_t b = 0; b < B; ++b) lens_s += " " + std::to_string(lens[size_t(b)] - (qo[size_t(b) + 1] - qo[size_t(b)])) +
-                                              "+" + std::to_string(qo[size_t(b) + 1] - qo[size_t(b)]);
+    for (int64_t b = 0; b < B; ++b)
+      lens_s += " " + std::to_string(lens[size_t(b)] - (qo[size_t(b) + 1] - qo[size_t(b)])) + "+" +
+                std::to_string(qo[size_t(b) + 1] - qo[size_t(b)]);
     ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol, kTol,
                                 "case " + std::to_string(it) + ": " + simd_name(lvl) + " " + kv_type_name(kt) + "/" +
                                     kv_type_name(vt) + " Hq " + std::to_string(Hq) + " Hkv " + std::to_string(Hkv) +
@@ -275,9 +278,11 @@ TEST(Attention, PrefillVarlenMatchesOracleNoLeak) {
       std::vector<float> q(static_cast<size_t>(n));
       test::fill_normal(q.data(), q.size(), 5);
       std::vector<double> want(static_cast<size_t>(n));
-      const auto qk = kv_type_quantized(t) ? test::quantized_queries(q.data(), T * s.Hq, s.D, float(1 / std::sqrt(double(s.D)))) : q;
-      attention_reference(qk.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), int64_t(lens.size()), s.Hq,
-                          s.Hkv, s.D, 1 / std::sqrt(double(s.D)), want.data());
+      const auto qk = kv_type_quantized(t)
+                          ? test::quantized_queries(q.data(), T * s.Hq, s.D, float(1 / std::sqrt(double(s.D))))
+                          : q;
+      attention_reference(qk.data(), qo.data(), f.kq.data(), f.vq.data(), f.kv_indptr.data(), int64_t(lens.size()),
+                          s.Hq, s.Hkv, s.D, 1 / std::sqrt(double(s.D)), want.data());
       const auto vb = test::pv_rounding_bound(qk.data(), qo.data(), f, s.Hq, 1 / std::sqrt(double(s.D)));
       for (SimdLevel lvl : test::simd_levels())
         for (int threads : {1, 2}) {
@@ -323,8 +328,8 @@ TEST(Attention, EveryVTypeGroupAndBlockSize) {
     KvType kt, vt;
     int64_t bt;
   };
-  const Case cases[] = {{{4, 4, 80}, KvType::f32, KvType::bf16, 5},   {{6, 3, 96}, KvType::f16, KvType::int4, 24},
-                        {{9, 3, 64}, KvType::int4, KvType::f16, 16},  {{8, 2, 128}, KvType::bf16, KvType::int8, 5},
+  const Case cases[] = {{{4, 4, 80}, KvType::f32, KvType::bf16, 5},    {{6, 3, 96}, KvType::f16, KvType::int4, 24},
+                        {{9, 3, 64}, KvType::int4, KvType::f16, 16},   {{8, 2, 128}, KvType::bf16, KvType::int8, 5},
                         {{5, 1, 256}, KvType::int8, KvType::int4, 24}, {{8, 2, 128}, KvType::int4, KvType::int4, 16},
                         {{4, 4, 80}, KvType::int8, KvType::int8, 24},  {{6, 3, 96}, KvType::f32, KvType::f32, 5}};
   for (const Case& c : cases) {
@@ -333,7 +338,8 @@ TEST(Attention, EveryVTypeGroupAndBlockSize) {
     cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = c.kt, cfg.v_type = c.vt, cfg.block_tokens = c.bt;
     const std::vector<int64_t> qo_len = {1, 9, 17}, prefix = {30, 0, 16};
     std::vector<int64_t> lens, qo = {0}, qd = {0, 1, 2, 3};
-    for (size_t b = 0; b < qo_len.size(); ++b) lens.push_back(prefix[b] + qo_len[b]), qo.push_back(qo.back() + qo_len[b]);
+    for (size_t b = 0; b < qo_len.size(); ++b)
+      lens.push_back(prefix[b] + qo_len[b]), qo.push_back(qo.back() + qo_len[b]);
     const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) + 7 * uint64_t(c.bt) + int(c.vt));
     const int64_t B = 3, T = qo.back(), n = T * s.Hq * s.D, nd = B * s.Hq * s.D;
     const float scale = float(1 / std::sqrt(double(s.D)));
@@ -347,8 +353,8 @@ TEST(Attention, EveryVTypeGroupAndBlockSize) {
                         1 / std::sqrt(double(s.D)), want_d.data());
     const auto vb = test::pv_rounding_bound(qk.data(), qo.data(), f, s.Hq, 1 / std::sqrt(double(s.D)));
     const auto vbd = test::pv_rounding_bound(qk.data(), qd.data(), f, s.Hq, 1 / std::sqrt(double(s.D)));
-    const std::string what = std::string(kv_type_name(c.kt)) + "/" + kv_type_name(c.vt) + " D=" +
-                             std::to_string(s.D) + " G=" + std::to_string(s.Hq / s.Hkv) + " bt=" + std::to_string(c.bt);
+    const std::string what = std::string(kv_type_name(c.kt)) + "/" + kv_type_name(c.vt) + " D=" + std::to_string(s.D) +
+                             " G=" + std::to_string(s.Hq / s.Hkv) + " bt=" + std::to_string(c.bt);
     for (SimdLevel lvl : test::simd_levels())
       for (int threads : {1, 2}) {
         ScopedSimdLimit lim(lvl);
@@ -365,8 +371,8 @@ TEST(Attention, EveryVTypeGroupAndBlockSize) {
           attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, od.data(), opt);
           ASSERT_TRUE(od.guard_intact());
           ASSERT_TRUE(test::all_close(od.data(), want_d.data(), size_t(nd), kTol, kTol,
-                                      std::string("decode ") + simd_name(lvl) + " " + what + " splits=" +
-                                          std::to_string(splits),
+                                      std::string("decode ") + simd_name(lvl) + " " + what +
+                                          " splits=" + std::to_string(splits),
                                       pv_bound_for(lvl, vbd)));
         }
       }
@@ -425,62 +431,69 @@ TEST(Attention, DecodeItemsOfEveryHeadAndOfOneHeadAgree) {
 // prefill also in context chunks of 16, whose fold must not spread it either.
 TEST(Attention, NanInOneKvRowReachesOnlyTheRowsThatSeeIt) {
   for (bool in_v : {false, true}) {
-  SCOPED_TRACE(in_v ? "NaN in V" : "NaN in K");
-  const Shape s{6, 3, 64};
-  const std::vector<int64_t> lens = {40, 50, 30};
-  const int64_t nan_tok = 21, nan_head = 1, G = s.Hq / s.Hkv;  // rows of positions 20 and 21 share a 4-row block
-  for (KvType t : {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4}) {
-    KvCacheConfig cfg;
-    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = cfg.v_type = t;
-    const Filled clean = test::make_filled(cfg, lens, 41);
-    const auto poison = [&](std::vector<float>& x) { x[size_t(((lens[0] + nan_tok) * s.Hkv + nan_head) * s.D + 5)] = NAN; };
-    const Filled dirty = in_v ? test::make_filled(cfg, lens, 41, {}, poison) : test::make_filled(cfg, lens, 41, poison);
-    // NaN in K: every element of a row that sees the token; in V: element 5
-    // (float types) or its whole 32-group (int8/int4: the group reads back NaN)
-    const auto nan_expected = [&](int64_t b, int64_t h, int64_t pos, int64_t d) {
-      return b == 1 && h / G == nan_head && pos >= nan_tok && (!in_v || (kv_type_quantized(t) ? d / 32 == 0 : d == 5));
-    };
-    const int64_t B = 3, T = 90;  // prefill: the last 30, 40, 20 tokens of each sequence
-    const std::vector<int64_t> qo = {0, 30, 70, 90};
-    std::vector<float> q(static_cast<size_t>(T * s.Hq * s.D));
-    test::fill_normal(q.data(), q.size(), 8);
-    const float scale = 0.125f;
-    for (int splits : {1, 2}) {
-      AttentionOptions opt;
-      opt.splits = splits;
-      std::vector<float> a(static_cast<size_t>(B * s.Hq * s.D)), c(a.size());
-      attention_decode(q.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data(), opt);
-      attention_decode(q.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data(), opt);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < s.Hq; ++h)
-          for (int64_t d = 0; d < s.D; ++d) {
-            const size_t i = size_t((b * s.Hq + h) * s.D + d);
-            const std::string what = std::string(kv_type_name(t)) + " decode b=" + std::to_string(b) +
-                                     " h=" + std::to_string(h) + " splits=" + std::to_string(splits);
-            if (nan_expected(b, h, lens[size_t(b)] - 1, d)) ASSERT_TRUE(std::isnan(c[i])) << what;
-            else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
-          }
-    }
-    for (int64_t chunk : {int64_t(1024), int64_t(16)}) {  // one context chunk, and chunks of 16 (folded)
-    AttentionOptions opt;
-    opt.prefill_chunk = chunk;
-    std::vector<float> a(q.size()), c(q.size());
-    attention_prefill(q.data(), qo.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data(), opt);
-    attention_prefill(q.data(), qo.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data(), opt);
-    for (int64_t r = 0; r < T; ++r) {
-      const int64_t b = r < 30 ? 0 : r < 70 ? 1 : 2, pos = lens[size_t(b)] - (qo[size_t(b) + 1] - qo[size_t(b)]) + (r - qo[size_t(b)]);
-      for (int64_t h = 0; h < s.Hq; ++h)
-        for (int64_t d = 0; d < s.D; ++d) {
-          const size_t i = size_t((r * s.Hq + h) * s.D + d);
-          const std::string what = std::string(kv_type_name(t)) + " prefill row " + std::to_string(r) +
-                                   " pos " + std::to_string(pos) + " h=" + std::to_string(h) +
-                                   " chunk " + std::to_string(chunk);
-          if (nan_expected(b, h, pos, d)) ASSERT_TRUE(std::isnan(c[i])) << what;
-          else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
+    SCOPED_TRACE(in_v ? "NaN in V" : "NaN in K");
+    const Shape s{6, 3, 64};
+    const std::vector<int64_t> lens = {40, 50, 30};
+    const int64_t nan_tok = 21, nan_head = 1, G = s.Hq / s.Hkv;  // rows of positions 20 and 21 share a 4-row block
+    for (KvType t : {KvType::f32, KvType::f16, KvType::bf16, KvType::int8, KvType::int4}) {
+      KvCacheConfig cfg;
+      cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = cfg.v_type = t;
+      const Filled clean = test::make_filled(cfg, lens, 41);
+      const auto poison = [&](std::vector<float>& x) {
+        x[size_t(((lens[0] + nan_tok) * s.Hkv + nan_head) * s.D + 5)] = NAN;
+      };
+      const Filled dirty = in_v ? test::make_filled(cfg, lens, 41, {}, poison)
+                                : test::make_filled(cfg, lens, 41, poison);
+      // NaN in K: every element of a row that sees the token; in V: element 5
+      // (float types) or its whole 32-group (int8/int4: the group reads back NaN)
+      const auto nan_expected = [&](int64_t b, int64_t h, int64_t pos, int64_t d) {
+        return b == 1 && h / G == nan_head && pos >= nan_tok &&
+               (!in_v || (kv_type_quantized(t) ? d / 32 == 0 : d == 5));
+      };
+      const int64_t B = 3, T = 90;  // prefill: the last 30, 40, 20 tokens of each sequence
+      const std::vector<int64_t> qo = {0, 30, 70, 90};
+      std::vector<float> q(static_cast<size_t>(T * s.Hq * s.D));
+      test::fill_normal(q.data(), q.size(), 8);
+      const float scale = 0.125f;
+      for (int splits : {1, 2}) {
+        AttentionOptions opt;
+        opt.splits = splits;
+        std::vector<float> a(static_cast<size_t>(B * s.Hq * s.D)), c(a.size());
+        attention_decode(q.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data(), opt);
+        attention_decode(q.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data(), opt);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < s.Hq; ++h)
+            for (int64_t d = 0; d < s.D; ++d) {
+              const size_t i = size_t((b * s.Hq + h) * s.D + d);
+              const std::string what = std::string(kv_type_name(t)) + " decode b=" + std::to_string(b) +
+                                       " h=" + std::to_string(h) + " splits=" + std::to_string(splits);
+              if (nan_expected(b, h, lens[size_t(b)] - 1, d)) ASSERT_TRUE(std::isnan(c[i])) << what;
+              else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
+            }
+      }
+      for (int64_t chunk : {int64_t(1024), int64_t(16)}) {  // one context chunk, and chunks of 16 (folded)
+        AttentionOptions opt;
+        opt.prefill_chunk = chunk;
+        std::vector<float> a(q.size()), c(q.size());
+        attention_prefill(q.data(), qo.data(), clean.cache->layer(0), clean.pages.view(), s.Hq, scale, a.data(), opt);
+        attention_prefill(q.data(), qo.data(), dirty.cache->layer(0), dirty.pages.view(), s.Hq, scale, c.data(), opt);
+        for (int64_t r = 0; r < T; ++r) {
+          const int64_t b = r < 30   ? 0
+                            : r < 70 ? 1
+                                     : 2,
+                        pos = lens[size_t(b)] - (qo[size_t(b) + 1] - qo[size_t(b)]) + (r - qo[size_t(b)]);
+          for (int64_t h = 0; h < s.Hq; ++h)
+            for (int64_t d = 0; d < s.D; ++d) {
+              const size_t i = size_t((r * s.Hq + h) * s.D + d);
+              const std::string what = std::string(kv_type_name(t)) + " prefill row " + std::to_string(r) + " pos " +
+                                       std::to_string(pos) + " h=" + std::to_string(h) + " chunk " +
+                                       std::to_string(chunk);
+              if (nan_expected(b, h, pos, d)) ASSERT_TRUE(std::isnan(c[i])) << what;
+              else ASSERT_EQ(0, std::memcmp(&a[i], &c[i], 4)) << what;
+            }
         }
+      }
     }
-    }
-  }
   }
 }
 
@@ -497,7 +510,10 @@ TEST(Attention, UnderflowedWeightOfAVisibleKeyStillMultipliesItsV) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = 1, cfg.head_dim = 64;
   const Filled f = test::make_filled(
-      cfg, {2}, 3, [](std::vector<float>& k) { for (size_t i = 0; i < 128; ++i) k[i] = i < 64 ? 0.0f : 3.125f; },
+      cfg, {2}, 3,
+      [](std::vector<float>& k) {
+        for (size_t i = 0; i < 128; ++i) k[i] = i < 64 ? 0.0f : 3.125f;
+      },
       [](std::vector<float>& v) { v[0] = INFINITY; });
   const std::vector<float> q(64, 1.0f);  // scores 0 (key 0) and 64 x 3.125 = 200 (key 1)
   const int64_t qo[] = {0, 1};
@@ -547,7 +563,8 @@ TEST(Attention, KeysScoredMinusInfinityGetWeightZero) {
     for (SimdLevel lvl : test::simd_levels())
       for (int splits : {1, 3, 0}) {
         ScopedSimdLimit lim(lvl);
-        const std::string what = std::string(simd_name(lvl)) + " " + kv_type_name(kt) + " splits " + std::to_string(splits);
+        const std::string what = std::string(simd_name(lvl)) + " " + kv_type_name(kt) + " splits " +
+                                 std::to_string(splits);
         test::Guarded<float> out(qd.size(), 4);
         AttentionOptions opt;
         opt.splits = splits;
@@ -613,7 +630,8 @@ TEST(Attention, CachedVsNonCachedOverManySteps) {
         hadamard_transform(kall.data(), int64_t(kall.size()) / D, D, D);
         hadamard_transform(qr.data(), B * Hq, D, D);
       }
-      attention_reference(qr.data(), qo.data(), kall.data(), vall.data(), kvp.data(), B, Hq, Hkv, D, 0.125, want.data());
+      attention_reference(qr.data(), qo.data(), kall.data(), vall.data(), kvp.data(), B, Hq, Hkv, D, 0.125,
+                          want.data());
       const PageTable pt = pc.page_table(ps), dt = dc.page_table(ds);
       for (int splits : {1, 2}) {
         AttentionOptions opt;
@@ -814,66 +832,67 @@ TEST(Attention, QuantizedCacheWithinAnalyticBound) {
   const float scale = float(1 / std::sqrt(128.0));
   for (bool rotate : {false, true})
     for (auto [kt, vt] : {std::pair{KvType::int8, KvType::int8}, std::pair{KvType::int4, KvType::int4},
-                        std::pair{KvType::f16, KvType::int4}, std::pair{KvType::bf16, KvType::bf16}}) {
-    KvCacheConfig cfg;
-    cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.k_rotate = rotate;
-    const std::vector<int64_t> lens = {64, 200};
-    const Filled f = test::make_filled(cfg, lens, 11);
-    std::vector<float> q(static_cast<size_t>(2 * s.Hq * s.D));
-    test::fill_normal(q.data(), q.size(), 12);
-    std::vector<float> out(q.size());
-    attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, out.data());
-    const auto exact = decode_oracle(f, q.data(), s, false);  // the f32 rows, not rotated
-    // the integer P.V weights' rounding, with the exact probabilities (the
-    // kernel's are within a factor e^(2 delta) of them: applied below)
-    const auto vb = test::pv_rounding_bound(q.data(), decode_qo(2).data(), f.k.data(), f.v.data(), f.kv_indptr.data(),
-                                            2, s.Hq, s.Hkv, s.D, scale, vt);
-    const double* pv = pv_bound_for(simd_level(), vb);
-    std::vector<double> eq(static_cast<size_t>(s.D), 0.0), er(eq.size(), 0.0);
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t h = 0; h < s.Hq; ++h) {
-        const int64_t hk = h / (s.Hq / s.Hkv);
-        std::vector<float> qr(q.begin() + (b * s.Hq + h) * s.D, q.begin() + (b * s.Hq + h + 1) * s.D);
-        if (rotate) {
-          test::hadamard_error_bounds(qr.data(), s.D, s.D, eq.data());
-          hadamard_transform(qr.data(), 1, s.D, s.D);
-        }
-        double delta = 0;
-        std::vector<double> evmax(static_cast<size_t>(s.D), 0), vmax(static_cast<size_t>(s.D), 0);
-        std::vector<double> dq(static_cast<size_t>(s.D / 32), 0);  // the query's group scales (see above)
-        for (int64_t i = 0; i < s.D; ++i)
-          dq[size_t(i / 32)] = std::max(dq[size_t(i / 32)], std::fabs(double(qr[size_t(i)] * scale)) / 127);
-        for (int64_t t = f.kv_indptr[size_t(b)]; t < f.kv_indptr[size_t(b) + 1]; ++t) {
-          std::vector<float> kr(f.k.begin() + (t * s.Hkv + hk) * s.D, f.k.begin() + (t * s.Hkv + hk + 1) * s.D);
+                          std::pair{KvType::f16, KvType::int4}, std::pair{KvType::bf16, KvType::bf16}}) {
+      KvCacheConfig cfg;
+      cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.k_rotate = rotate;
+      const std::vector<int64_t> lens = {64, 200};
+      const Filled f = test::make_filled(cfg, lens, 11);
+      std::vector<float> q(static_cast<size_t>(2 * s.Hq * s.D));
+      test::fill_normal(q.data(), q.size(), 12);
+      std::vector<float> out(q.size());
+      attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, out.data());
+      const auto exact = decode_oracle(f, q.data(), s, false);  // the f32 rows, not rotated
+      // the integer P.V weights' rounding, with the exact probabilities (the
+      // kernel's are within a factor e^(2 delta) of them: applied below)
+      const auto vb = test::pv_rounding_bound(q.data(), decode_qo(2).data(), f.k.data(), f.v.data(), f.kv_indptr.data(),
+                                              2, s.Hq, s.Hkv, s.D, scale, vt);
+      const double* pv = pv_bound_for(simd_level(), vb);
+      std::vector<double> eq(static_cast<size_t>(s.D), 0.0), er(eq.size(), 0.0);
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t h = 0; h < s.Hq; ++h) {
+          const int64_t hk = h / (s.Hq / s.Hkv);
+          std::vector<float> qr(q.begin() + (b * s.Hq + h) * s.D, q.begin() + (b * s.Hq + h + 1) * s.D);
           if (rotate) {
-            test::hadamard_error_bounds(kr.data(), s.D, s.D, er.data());
-            hadamard_transform(kr.data(), 1, s.D, s.D);
+            test::hadamard_error_bounds(qr.data(), s.D, s.D, eq.data());
+            hadamard_transform(qr.data(), 1, s.D, s.D);
           }
-          const float* vr = f.v.data() + (t * s.Hkv + hk) * s.D;
-          std::vector<uint8_t> kqr(static_cast<size_t>(kv_row_bytes(kt, s.D))), vqr(static_cast<size_t>(kv_row_bytes(vt, s.D)));
-          kv_quantize_row(kt, kr.data(), s.D, kqr.data());
-          kv_quantize_row(vt, vr, s.D, vqr.data());
-          double ds = 0, dx = 0;
+          double delta = 0;
+          std::vector<double> evmax(static_cast<size_t>(s.D), 0), vmax(static_cast<size_t>(s.D), 0);
+          std::vector<double> dq(static_cast<size_t>(s.D / 32), 0);  // the query's group scales (see above)
+          for (int64_t i = 0; i < s.D; ++i)
+            dq[size_t(i / 32)] = std::max(dq[size_t(i / 32)], std::fabs(double(qr[size_t(i)] * scale)) / 127);
+          for (int64_t t = f.kv_indptr[size_t(b)]; t < f.kv_indptr[size_t(b) + 1]; ++t) {
+            std::vector<float> kr(f.k.begin() + (t * s.Hkv + hk) * s.D, f.k.begin() + (t * s.Hkv + hk + 1) * s.D);
+            if (rotate) {
+              test::hadamard_error_bounds(kr.data(), s.D, s.D, er.data());
+              hadamard_transform(kr.data(), 1, s.D, s.D);
+            }
+            const float* vr = f.v.data() + (t * s.Hkv + hk) * s.D;
+            std::vector<uint8_t> kqr(static_cast<size_t>(kv_row_bytes(kt, s.D))),
+                vqr(static_cast<size_t>(kv_row_bytes(vt, s.D)));
+            kv_quantize_row(kt, kr.data(), s.D, kqr.data());
+            kv_quantize_row(vt, vr, s.D, vqr.data());
+            double ds = 0, dx = 0;
+            for (int64_t i = 0; i < s.D; ++i) {
+              const size_t u = size_t(i);
+              const double ek = kv_error_bound(kt, kr.data(), s.D, kqr.data(), i), ak = std::fabs(double(kr[u]));
+              ds += std::fabs(double(qr[u])) * ek;
+              ds += eq[u] * (ak + er[u]) + (std::fabs(double(qr[u])) + eq[u]) * er[u];  // 0 unless rotated
+              if (kv_type_quantized(kt)) dx += dq[size_t(i / 32)] * (0.5 + 1e-4) * (ak + ek);
+              evmax[u] = std::max(evmax[u], kv_error_bound(vt, vr, s.D, vqr.data(), i));
+              vmax[u] = std::max(vmax[u], std::fabs(double(vr[i])));
+            }
+            delta = std::max(delta, scale * ds + dx);
+          }
           for (int64_t i = 0; i < s.D; ++i) {
-            const size_t u = size_t(i);
-            const double ek = kv_error_bound(kt, kr.data(), s.D, kqr.data(), i), ak = std::fabs(double(kr[u]));
-            ds += std::fabs(double(qr[u])) * ek;
-            ds += eq[u] * (ak + er[u]) + (std::fabs(double(qr[u])) + eq[u]) * er[u];  // 0 unless rotated
-            if (kv_type_quantized(kt)) dx += dq[size_t(i / 32)] * (0.5 + 1e-4) * (ak + ek);
-            evmax[u] = std::max(evmax[u], kv_error_bound(vt, vr, s.D, vqr.data(), i));
-            vmax[u] = std::max(vmax[u], std::fabs(double(vr[i])));
+            const size_t o = size_t((b * s.Hq + h) * s.D + i);
+            const double bound = evmax[size_t(i)] + std::expm1(2 * delta) * vmax[size_t(i)] + kTol +
+                                 (pv ? std::exp(2 * delta) * pv[o] : 0.0);
+            ASSERT_LE(std::fabs(out[o] - exact[o]), bound) << kv_type_name(kt) << "/" << kv_type_name(vt) << " b" << b
+                                                           << " h" << h << " i" << i << " rotate " << rotate;
           }
-          delta = std::max(delta, scale * ds + dx);
         }
-        for (int64_t i = 0; i < s.D; ++i) {
-          const size_t o = size_t((b * s.Hq + h) * s.D + i);
-          const double bound = evmax[size_t(i)] + std::expm1(2 * delta) * vmax[size_t(i)] + kTol +
-                               (pv ? std::exp(2 * delta) * pv[o] : 0.0);
-          ASSERT_LE(std::fabs(out[o] - exact[o]), bound) << kv_type_name(kt) << "/" << kv_type_name(vt) << " b" << b
-                                                         << " h" << h << " i" << i << " rotate " << rotate;
-        }
-      }
-  }
+    }
 }
 
 TEST(Attention, BadArgumentsAreNamed) {
@@ -913,10 +932,14 @@ TEST(Attention, BadArgumentsAreNamed) {
   EXPECT_NE(msg([&] { attention_prefill(q.data(), qo1, shifted, f.pages.view(), 4, 0.1f, out.data()); }).find("'kv.v'"),
             std::string::npos);
   // out written over q (still being read): named, decode and prefill.
-  EXPECT_NE(msg([&] { attention_decode(q.data(), L, f.pages.view(), 4, 0.1f, q.data() + 64); }).find("must not overlap q"),
+  EXPECT_NE(msg([&] {
+              attention_decode(q.data(), L, f.pages.view(), 4, 0.1f, q.data() + 64);
+            }).find("must not overlap q"),
             std::string::npos);
   const int64_t qo2[] = {0, 1, 2};
-  EXPECT_NE(msg([&] { attention_prefill(q.data(), qo2, L, f.pages.view(), 4, 0.1f, q.data()); }).find("must not overlap q"),
+  EXPECT_NE(msg([&] {
+              attention_prefill(q.data(), qo2, L, f.pages.view(), 4, 0.1f, q.data());
+            }).find("must not overlap q"),
             std::string::npos);
 }
 
@@ -939,7 +962,8 @@ TEST(Attention, DecodeSplitsOfAnEmptyBatchAreNamed) {
   KvLayerView huge = L;  // block_tokens x row bytes would overflow in the item choice
   huge.block_tokens = int64_t(1) << 60;
   EXPECT_NE(msg([&] { attention_decode_heads_per_item(huge); }).find("'kv.block_tokens'"), std::string::npos);
-  EXPECT_NE(msg([&] { attention_decode_splits(huge, f.pages.view(), 9); }).find("'kv.block_tokens'"), std::string::npos);
+  EXPECT_NE(msg([&] { attention_decode_splits(huge, f.pages.view(), 9); }).find("'kv.block_tokens'"),
+            std::string::npos);
 }
 
 // The oracle checks its arguments as attention_prefill does: no kv heads, or
@@ -952,18 +976,24 @@ TEST(Attention, ReferenceBadArgumentsAreNamed) {
   attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, Hq, D, 0.25, out.data());
   EXPECT_EQ(out, std::vector<double>(q.size(), 1.0));
   const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
-  EXPECT_NE(msg([&] { attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, 0, D, 0.25, out.data()); })
-                .find("'n_kv_heads' = 0"),
+  EXPECT_NE(msg([&] {
+              attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, 0, D, 0.25, out.data());
+            }).find("'n_kv_heads' = 0"),
             std::string::npos);
-  EXPECT_NE(msg([&] { attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, 3, D, 0.25, out.data()); })
-                .find("'n_heads' = 2"),
+  EXPECT_NE(msg([&] {
+              attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, 3, D, 0.25, out.data());
+            }).find("'n_heads' = 2"),
             std::string::npos);
-  EXPECT_NE(msg([&] { attention_reference(q.data(), qo, k.data(), v.data(), kv_short, 1, Hq, Hq, D, 0.25, out.data()); })
-                .find("'qo_indptr[1]' = 2"),
+  EXPECT_NE(msg([&] {
+              attention_reference(q.data(), qo, k.data(), v.data(), kv_short, 1, Hq, Hq, D, 0.25, out.data());
+            }).find("'qo_indptr[1]' = 2"),
             std::string::npos);
-  EXPECT_THROW(attention_reference(q.data(), qo, k.data(), v.data(), kv, 0, Hq, Hq, D, 0.25, out.data()), InvalidArgument);
-  EXPECT_THROW(attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, Hq, 0, 0.25, out.data()), InvalidArgument);
-  EXPECT_THROW(attention_reference(nullptr, qo, k.data(), v.data(), kv, 1, Hq, Hq, D, 0.25, out.data()), InvalidArgument);
+  EXPECT_THROW(attention_reference(q.data(), qo, k.data(), v.data(), kv, 0, Hq, Hq, D, 0.25, out.data()),
+               InvalidArgument);
+  EXPECT_THROW(attention_reference(q.data(), qo, k.data(), v.data(), kv, 1, Hq, Hq, 0, 0.25, out.data()),
+               InvalidArgument);
+  EXPECT_THROW(attention_reference(nullptr, qo, k.data(), v.data(), kv, 1, Hq, Hq, D, 0.25, out.data()),
+               InvalidArgument);
 }
 
 // Sliding window (AttentionOptions::window): the query at position p sees the
@@ -974,7 +1004,8 @@ TEST(Attention, ReferenceBadArgumentsAreNamed) {
 // window moves that row by ~1 / window, far past the tolerance.
 namespace {
 // NaN in sequence b's rows [0, cut[b]) of the dense rows x [total, H, D].
-std::function<void(std::vector<float>&)> poison_before(std::vector<int64_t> lens, std::vector<int64_t> cut, int64_t HD) {
+std::function<void(std::vector<float>&)> poison_before(std::vector<int64_t> lens, std::vector<int64_t> cut,
+                                                       int64_t HD) {
   return [lens, cut, HD](std::vector<float>& x) {
     int64_t r0 = 0;
     for (size_t b = 0; b < lens.size(); ++b) {
@@ -1028,10 +1059,8 @@ struct WindowRun {
     opt.window = w.window;
     opt.splits = splits;
     opt.prefill_chunk = chunk;
-    if (decode)
-      attention_decode(q.data(), f.cache->layer(0), f.pages.view(), w.s.Hq, scale, out.data(), opt);
-    else
-      attention_prefill(q.data(), w.qo.data(), f.cache->layer(0), f.pages.view(), w.s.Hq, scale, out.data(), opt);
+    if (decode) attention_decode(q.data(), f.cache->layer(0), f.pages.view(), w.s.Hq, scale, out.data(), opt);
+    else attention_prefill(q.data(), w.qo.data(), f.cache->layer(0), f.pages.view(), w.s.Hq, scale, out.data(), opt);
     ASSERT_TRUE(out.guard_intact()) << what;
     ASSERT_TRUE(test::all_close(out.data(), want.data(), q.size(), kTol, kTol, what, pv_bound_for(lvl, vb)));
   }
@@ -1051,7 +1080,8 @@ TEST(Attention, WindowMatchesOracleEveryPathAndThreadCount) {
         w.cfg.n_kv_heads = 2, w.cfg.head_dim = 64, w.cfg.k_type = w.cfg.v_type = t, w.cfg.block_tokens = bt;
         w.lens = lens;
         w.window = W;
-        const std::string base = std::string(kv_type_name(t)) + " bt " + std::to_string(bt) + " window " + std::to_string(W);
+        const std::string base = std::string(kv_type_name(t)) + " bt " + std::to_string(bt) + " window " +
+                                 std::to_string(W);
         WindowCase wp = w;
         w.qo = decode_qo(int64_t(lens.size()));
         wp.qo = {0};
@@ -1060,7 +1090,8 @@ TEST(Attention, WindowMatchesOracleEveryPathAndThreadCount) {
         for (SimdLevel lvl : test::simd_levels())
           for (int threads : {1, 2, 3}) {
             const std::string at = base + " " + simd_name(lvl) + " threads " + std::to_string(threads);
-            for (int splits : {0, 1, 3}) dec.run(true, splits, 1024, lvl, threads, "decode " + at + " splits " + std::to_string(splits));
+            for (int splits : {0, 1, 3})
+              dec.run(true, splits, 1024, lvl, threads, "decode " + at + " splits " + std::to_string(splits));
             for (int64_t chunk : {int64_t(16), int64_t(1024)})
               pre.run(false, 0, chunk, lvl, threads, "prefill " + at + " chunk " + std::to_string(chunk));
           }
@@ -1095,12 +1126,14 @@ TEST(Attention, WindowRandomizedAgainstOracle) {
     std::string lens_s;
     for (int64_t l : w.lens) lens_s += " " + std::to_string(l);
     WindowRun(w, g()).run(decode, splits, chunk, lvl, threads,
-                 "case " + std::to_string(it) + (decode ? " decode splits " + std::to_string(splits)
-                                                        : " prefill chunk " + std::to_string(chunk)) +
-                     ": " + simd_name(lvl) + " " + kv_type_name(w.cfg.k_type) + "/" + kv_type_name(w.cfg.v_type) +
-                     " Hq " + std::to_string(w.s.Hq) + " Hkv " + std::to_string(w.s.Hkv) + " D " +
-                     std::to_string(w.s.D) + " bt " + std::to_string(w.cfg.block_tokens) + " window " +
-                     std::to_string(w.window) + " lens" + lens_s + " threads " + std::to_string(threads));
+                          "case " + std::to_string(it) +
+                              (decode ? " decode splits " + std::to_string(splits)
+                                      : " prefill chunk " + std::to_string(chunk)) +
+                              ": " + simd_name(lvl) + " " + kv_type_name(w.cfg.k_type) + "/" +
+                              kv_type_name(w.cfg.v_type) + " Hq " + std::to_string(w.s.Hq) + " Hkv " +
+                              std::to_string(w.s.Hkv) + " D " + std::to_string(w.s.D) + " bt " +
+                              std::to_string(w.cfg.block_tokens) + " window " + std::to_string(w.window) + " lens" +
+                              lens_s + " threads " + std::to_string(threads));
   }
 }
 
@@ -1174,7 +1207,9 @@ TEST(Attention, NegativeWindowIsNamed) {
   AttentionOptions opt;
   opt.window = -1;
   const auto dec = [&] { attention_decode(q.data(), f.cache->layer(0), f.pages.view(), 1, 0.125f, out.data(), opt); };
-  const auto pre = [&] { attention_prefill(q.data(), qo, f.cache->layer(0), f.pages.view(), 1, 0.125f, out.data(), opt); };
+  const auto pre = [&] {
+    attention_prefill(q.data(), qo, f.cache->layer(0), f.pages.view(), 1, 0.125f, out.data(), opt);
+  };
   EXPECT_NE(test::invalid_argument_message(dec).find("'opt.window' = -1"), std::string::npos);
   EXPECT_NE(test::invalid_argument_message(pre).find("'opt.window' = -1"), std::string::npos);
   std::vector<double> ref(64);

@@ -47,9 +47,8 @@ struct Shape {
 // NaN, element 0 of every query row. window > 0: AttentionOptions::window, with
 // every K and V row before a sequence's window NaN (a read of one, even times
 // a weight of 0, makes its rows NaN).
-void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_t>& lens, int bt,
-                  bool rotate = false, const std::function<void(std::vector<float>&)>& shape_k = {},
-                  float q0 = NAN, int64_t window = 0) {
+void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_t>& lens, int bt, bool rotate = false,
+                  const std::function<void(std::vector<float>&)>& shape_k = {}, float q0 = NAN, int64_t window = 0) {
   KvCacheConfig cfg;
   cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
   cfg.k_rotate = rotate;
@@ -120,9 +119,8 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
       const DecodeCudaKernel ran = kernel == DecodeCudaKernel::automatic ? decode_cuda_kernel_pick(dvw) : kernel;
       ASSERT_TRUE(test::all_close(got.data(), want.data(), size_t(n), 1e-5, 1e-5,
                                   std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) +
-                                      " Hq=" + std::to_string(s.Hq) + " bt=" + std::to_string(bt) +
-                                      " splits=" + std::to_string(splits) +
-                                      " max_kv_len=" + std::to_string(opt.max_kv_len) + " " +
+                                      " Hq=" + std::to_string(s.Hq) + " bt=" + std::to_string(bt) + " splits=" +
+                                      std::to_string(splits) + " max_kv_len=" + std::to_string(opt.max_kv_len) + " " +
                                       decode_cuda_kernel_name(ran) + (rotate ? " rotated" : "") +
                                       " window=" + std::to_string(window)));
     }
@@ -135,12 +133,13 @@ void check_decode(const Shape& s, KvType kt, KvType vt, const std::vector<int64_
 TEST(AttentionCuda, DecodeEveryTypeShapeAndSplit) {
   LLMK_REQUIRE_CUDA();
   const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {32, 1, 96}, {32, 8, 128}, {4, 2, 256}};
-  const std::pair<KvType, KvType> types[] = {{KvType::f32, KvType::f32}, {KvType::f16, KvType::f16},
+  const std::pair<KvType, KvType> types[] = {{KvType::f32, KvType::f32},   {KvType::f16, KvType::f16},
                                              {KvType::bf16, KvType::bf16}, {KvType::int8, KvType::int8},
                                              {KvType::int4, KvType::int4}, {KvType::int8, KvType::int4},
                                              {KvType::int8, KvType::f16},  {KvType::bf16, KvType::int4}};
   // emulated: the contexts straddling 1024 only
-  const std::vector<int64_t> lens = test::kCudaEmulated ? std::vector<int64_t>{1, 1025} : std::vector<int64_t>{1, 17, 1023, 1025, 3000};
+  const std::vector<int64_t> lens = test::kCudaEmulated ? std::vector<int64_t>{1, 1025}
+                                                        : std::vector<int64_t>{1, 17, 1023, 1025, 3000};
   for (const Shape& s : shapes)
     for (auto [kt, vt] : types) check_decode(s, kt, vt, lens, 16);
 }
@@ -290,7 +289,8 @@ TEST(AttentionCuda, KeysScoredMinusInfinityGetWeightZero) {
 // the butterfly's stages stay inside a lane's registers.
 TEST(AttentionCuda, DecodeRotatedKNarrowBlocksOfWideHeads) {
   LLMK_REQUIRE_CUDA();
-  for (int64_t D : {144, 160, 176, 208, 224, 240}) check_decode({4, 2, D}, KvType::int4, KvType::int8, {17, 130}, 16, true);
+  for (int64_t D : {144, 160, 176, 208, 224, 240})
+    check_decode({4, 2, D}, KvType::int4, KvType::int8, {17, 130}, 16, true);
 }
 
 TEST(AttentionCuda, DecodeRotatedKEveryHeadDim) {
@@ -298,7 +298,8 @@ TEST(AttentionCuda, DecodeRotatedKEveryHeadDim) {
   const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {32, 1, 96}, {32, 8, 128}, {4, 2, 256}};
   for (const Shape& s : shapes)
     for (KvType t : {KvType::f32, KvType::int8, KvType::int4})
-      check_decode(s, t, t, test::kCudaEmulated ? std::vector<int64_t>{17, 1025} : std::vector<int64_t>{1, 17, 1025}, 16, true);
+      check_decode(s, t, t, test::kCudaEmulated ? std::vector<int64_t>{17, 1025} : std::vector<int64_t>{1, 17, 1025},
+                   16, true);
 }
 
 // A sliding window (AttentionOptions::window) on every kernel: windows that
@@ -308,7 +309,8 @@ TEST(AttentionCuda, DecodeWindowEveryKernelAndSplit) {
   LLMK_REQUIRE_CUDA();
   const std::vector<int64_t> lens = {1, 20, 33, 100, 300};
   // emulated: two windows and two block sizes
-  const std::vector<int64_t> windows = test::kCudaEmulated ? std::vector<int64_t>{17, 45} : std::vector<int64_t>{1, 17, 32, 45};
+  const std::vector<int64_t> windows = test::kCudaEmulated ? std::vector<int64_t>{17, 45}
+                                                           : std::vector<int64_t>{1, 17, 32, 45};
   const std::vector<int> bts = test::kCudaEmulated ? std::vector<int>{5, 16} : std::vector<int>{1, 5, 8, 16};
   for (int64_t W : windows)
     for (int bt : bts)
@@ -363,7 +365,8 @@ void expect_device_append_equals_host(const KvLayerView& hv, const std::vector<f
   EXPECT_EQ(0, std::memcmp(gv.data(), hv.v, vb)) << "V " << what;
   std::vector<float> k_after(k.size());
   cudaMemcpy(k_after.data(), dkx.p, k.size() * sizeof(float), cudaMemcpyDeviceToHost);
-  EXPECT_EQ(0, std::memcmp(k_after.data(), k.data(), k.size() * sizeof(float))) << "append wrote the caller's k: " << what;
+  EXPECT_EQ(0, std::memcmp(k_after.data(), k.data(), k.size() * sizeof(float)))
+      << "append wrote the caller's k: " << what;
 }
 
 // rotate: k_rotate on both caches; the device rotates K before quantizing
@@ -386,7 +389,8 @@ void check_append(KvType kt, KvType vt, int64_t D, bool rotate = false) {
   // signed zeros: a group whose min is a zero of either sign, and an all-zero
   // group (int4 stores +0 for a zero min / scale, whichever zero a reduction keeps)
   v[0] = 0.0f, v[1] = -0.0f;
-  for (int64_t j = 0; j < 32; ++j) v[size_t(3 * D + j)] = j % 2 ? 0.0f : -0.0f, k[size_t(3 * D + j)] = j % 3 ? -0.0f : 0.0f;
+  for (int64_t j = 0; j < 32; ++j)
+    v[size_t(3 * D + j)] = j % 2 ? 0.0f : -0.0f, k[size_t(3 * D + j)] = j % 3 ? -0.0f : 0.0f;
   host.write(0, slots, k.data(), v.data());
   expect_device_append_equals_host(host.layer(0), k, v, slots,
                                    std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(D) +

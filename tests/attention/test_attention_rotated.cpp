@@ -89,8 +89,8 @@ TEST(AttentionRotated, F32EqualsUnrotatedAndPreRotatedBitwise) {
         attention_decode(qh.data(), plain, f.pages.view(), s.Hq, scale, pre.data(), opt);
         ASSERT_TRUE(out.guard_intact());
         ASSERT_EQ(0, std::memcmp(q.data(), q0.data(), q.size() * 4)) << "q was written";
-        const std::string what = std::string(simd_name(lvl)) + " D=" + std::to_string(s.D) + " splits=" +
-                                 std::to_string(splits);
+        const std::string what = std::string(simd_name(lvl)) + " D=" + std::to_string(s.D) +
+                                 " splits=" + std::to_string(splits);
         ASSERT_TRUE(test::all_close(out.data(), want.data(), size_t(n), kTol + extra, kTol, what));
         ASSERT_EQ(0, std::memcmp(out.data(), pre.data(), size_t(n) * 4)) << what;
         // prefill of one token per sequence: the same rows
@@ -184,12 +184,13 @@ TEST(AttentionRotated, Int4OutlierChannelsErrorFalls) {
     pred[rotate] = sum_p / double(count);
   }
   for (int r = 0; r < 2; ++r)
-    EXPECT_NEAR(ms[r] / pred[r], 1.0, 0.25) << (r ? "rotated" : "plain") << ": measured mean square score error "
-                                             << ms[r] << ", model " << pred[r];
+    EXPECT_NEAR(ms[r] / pred[r], 1.0, 0.25)
+        << (r ? "rotated" : "plain") << ": measured mean square score error " << ms[r] << ", model " << pred[r];
   EXPECT_LE(pred[1], pred[0] / 2) << "the stored steps predict no gain from the rotation";
   EXPECT_LE(ms[1] / ms[0], 1.25 / 0.75 * pred[1] / pred[0]) << "rotated MS " << ms[1] << ", plain MS " << ms[0];
   EXPECT_LT(out_err[1], out_err[0]) << "RMS output error: rotated " << out_err[1] << ", plain " << out_err[0];
-  std::printf("int4 K, outlier channels: RMS score error %.4f -> %.4f rotated (model %.4f -> %.4f), "
-              "RMS output error %.4f -> %.4f\n",
-              std::sqrt(ms[0]), std::sqrt(ms[1]), std::sqrt(pred[0]), std::sqrt(pred[1]), out_err[0], out_err[1]);
+  std::printf(
+      "int4 K, outlier channels: RMS score error %.4f -> %.4f rotated (model %.4f -> %.4f), "
+      "RMS output error %.4f -> %.4f\n",
+      std::sqrt(ms[0]), std::sqrt(ms[1]), std::sqrt(pred[0]), std::sqrt(pred[1]), out_err[0], out_err[1]);
 }

@@ -27,7 +27,8 @@ template <class T>
 struct Dev {  // a device copy of a host vector
   T* p = nullptr;
   explicit Dev(const std::vector<T>& h) {
-    if (cudaMalloc(&p, std::max<size_t>(1, h.size()) * sizeof(T)) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+    if (cudaMalloc(&p, std::max<size_t>(1, h.size()) * sizeof(T)) != cudaSuccess)
+      throw std::runtime_error("cudaMalloc");
     cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
   }
   ~Dev() { cudaFree(p); }
@@ -132,10 +133,9 @@ void check(const Shape& s, KvType kt, KvType vt, int64_t bt, const std::vector<i
   const OnDevice d(x.f);
   for (const auto& [c, got] : run_all(x, d, s, float(scale)))
     ASSERT_TRUE(test::all_close(got.data(), want.data(), want.size(), kTol, kTol,
-                                std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" +
-                                    std::to_string(s.D) + " Hq=" + std::to_string(s.Hq) + "/" +
-                                    std::to_string(s.Hkv) + " bt=" + std::to_string(bt) +
-                                    " cta_rows=" + std::to_string(c)));
+                                std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) +
+                                    " Hq=" + std::to_string(s.Hq) + "/" + std::to_string(s.Hkv) +
+                                    " bt=" + std::to_string(bt) + " cta_rows=" + std::to_string(c)));
 }
 
 constexpr std::pair<KvType, KvType> kTypes[] = {{KvType::f32, KvType::f32},   {KvType::f16, KvType::f16},
@@ -290,7 +290,10 @@ TEST(PrefillCuda, UnderflowedWeightOfAVisibleKeyStillMultipliesItsV) {
   cfg.n_kv_heads = 1, cfg.head_dim = 64;
   Batch x;
   x.f = test::make_filled(
-      cfg, {2}, 3, [](std::vector<float>& k) { for (size_t i = 0; i < 128; ++i) k[i] = i < 64 ? 0.0f : 3.125f; },
+      cfg, {2}, 3,
+      [](std::vector<float>& k) {
+        for (size_t i = 0; i < 128; ++i) k[i] = i < 64 ? 0.0f : 3.125f;
+      },
       [](std::vector<float>& v) { v[0] = INFINITY; });
   x.qo = {0, 1};
   x.q.assign(64, 1.0f);  // scores 0 and 200
@@ -347,8 +350,8 @@ TEST(PrefillCuda, MatchesCpuPrefill) {
                 const double a = got[size_t(at + e)], w = cpu[size_t(at + e)];
                 const double pv = pvb ? pvb[size_t(at + e)] : 0.0;
                 ASSERT_LE(std::fabs(a - w), bound + pv + 2 * kTol * (1 + std::fabs(w)))
-                    << kv_type_name(kt) << "/" << kv_type_name(vt) << " cta_rows=" << c << " seq " << b
-                    << " token " << i << " head " << hq << " element " << e;
+                    << kv_type_name(kt) << "/" << kv_type_name(vt) << " cta_rows=" << c << " seq " << b << " token "
+                    << i << " head " << hq << " element " << e;
               }
             }
         }

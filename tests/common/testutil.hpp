@@ -74,10 +74,8 @@ template <class A, class E>
   for (size_t i = 0; i < n; ++i) {
     const double a = double(actual[i]), e = double(expected[i]);
     bool ok;
-    if (std::isnan(e) || std::isnan(a))
-      ok = std::isnan(e) && std::isnan(a);
-    else if (std::isinf(e) || std::isinf(a))
-      ok = a == e;
+    if (std::isnan(e) || std::isnan(a)) ok = std::isnan(e) && std::isnan(a);
+    else if (std::isinf(e) || std::isinf(a)) ok = a == e;
     else {
       const double err = std::fabs(a - e), tol = atol + rtol * std::fabs(e) + (atol_extra ? atol_extra[i] : 0.0);
       ok = err <= tol;
@@ -181,7 +179,7 @@ inline constexpr bool kCudaEmulated = false;
 }  // namespace llmk::test
 
 // Skips the current test, visibly, when there is no CUDA device to run on.
-#define LLMK_REQUIRE_CUDA()                                                        \
-  do {                                                                             \
+#define LLMK_REQUIRE_CUDA()                                                          \
+  do {                                                                               \
     if (::llmk::cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device"; \
   } while (0)

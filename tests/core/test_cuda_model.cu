@@ -99,7 +99,7 @@ TEST(CudaModel, BytePermTakesThreeBitsOfEachSelector) {
   // Byte n of the result is byte (s >> 4n) & 7 of {y, x} (x bytes 0-3, y 4-7),
   // as the CUDA math API documents; the fourth bit of a selector is ignored.
   const unsigned x = 0x44332211u, y = 0x88776655u;
-  const std::vector<unsigned> sel = {0x3210u, 0x7654u, 0x4440u, 0x4441u, 0x4442u, 0x4443u, 0x0123u,
+  const std::vector<unsigned> sel = {0x3210u, 0x7654u, 0x4440u, 0x4441u, 0x4442u, 0x4443u,    0x0123u,
                                      0x5410u, 0x8880u, 0x9991u, 0xfedcu, 0x7650u, 0xffff0000u};
   const std::vector<unsigned> want = {0x44332211u, 0x88776655u, 0x55555511u, 0x55555522u, 0x55555533u,
                                       0x55555544u, 0x11223344u, 0x66552211u, 0x11111111u, 0x22222222u,
@@ -224,10 +224,8 @@ __global__ void exited_lane_kernel(int* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
 }
 __global__ void divergent_barrier_kernel(int* out) {  // half a warp at each
-  if (threadIdx.x < 16)
-    __syncthreads();
-  else
-    out[0] = __shfl_sync(0xffffffffu, 1, 0);
+  if (threadIdx.x < 16) __syncthreads();
+  else out[0] = __shfl_sync(0xffffffffu, 1, 0);
 }
 __global__ void two_barriers_kernel(int* out) {  // warp 0 at one barrier, warp 1 at another
   if (threadIdx.x < 32) {

@@ -37,7 +37,8 @@ constexpr SimdLevel kLevels[] = {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::
 // Paths with gaps: avx512 and avx512vbmi have none of their own.
 constexpr llmk::simd::Paths<int> kGaps{.scalar = 0, .avx2 = 1, .avx512vnni = 3};
 constexpr llmk::simd::Paths<int> kFull{.scalar = 0, .avx2 = 1, .avx512 = 2, .avx512vnni = 3, .avx512vbmi = 4};
-static_assert(kGaps.at(SimdLevel::avx512) == 1 && kGaps.at(SimdLevel::avx512vbmi) == 3, "usable in constant expressions");
+static_assert(kGaps.at(SimdLevel::avx512) == 1 && kGaps.at(SimdLevel::avx512vbmi) == 3,
+              "usable in constant expressions");
 }  // namespace
 
 TEST(Dispatch, EveryLevelRunsItsOwnPathOrTheNextLowerOne) {

@@ -31,11 +31,10 @@ struct Isa {
 };
 std::vector<Isa> isas() {
   std::vector<Isa> v;
-  if (detected_simd_level() >= SimdLevel::avx2) v.push_back({SimdLevel::avx2, test::bf16_roundtrip_avx2, test::exp2_nonpos_avx2,
-                 test::exp2_scaled_avx2});
+  if (detected_simd_level() >= SimdLevel::avx2)
+    v.push_back({SimdLevel::avx2, test::bf16_roundtrip_avx2, test::exp2_nonpos_avx2, test::exp2_scaled_avx2});
   if (detected_simd_level() >= SimdLevel::avx512)
-    v.push_back({SimdLevel::avx512, test::bf16_roundtrip_avx512, test::exp2_nonpos_avx512,
-                 test::exp2_scaled_avx512});
+    v.push_back({SimdLevel::avx512, test::bf16_roundtrip_avx512, test::exp2_nonpos_avx512, test::exp2_scaled_avx512});
   return v;
 }
 }  // namespace

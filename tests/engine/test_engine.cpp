@@ -361,8 +361,8 @@ TEST(Engine, BadConfigsNameTheField) {
   expect_bad("block_tokens", [](EngineConfig& c) { c.block_tokens = int64_t(1) << 40; });
   expect_bad("kv_type", [](EngineConfig& c) { c.kv_type = KvType(9); });
   expect_bad("kv_v_type", [](EngineConfig& c) { c.kv_v_type = KvType(9); });
-  for (int64_t n : {int64_t(0), int64_t(-1), (int64_t(1) << 55) + 128, int64_t(1) << 62,
-                    std::numeric_limits<int64_t>::max()})
+  for (int64_t n :
+       {int64_t(0), int64_t(-1), (int64_t(1) << 55) + 128, int64_t(1) << 62, std::numeric_limits<int64_t>::max()})
     expect_bad("kv_tokens", [n](EngineConfig& c) { c.kv_tokens = n; });
 }
 

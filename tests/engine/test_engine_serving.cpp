@@ -41,8 +41,8 @@ std::vector<Request> shared_prefix_requests(float temp, int32_t logprobs) {
     r.logprobs = logprobs;
     rs.push_back(r);
   }
-  rs.push_back(rs[2]);                 // a retried request
-  Request turn2 = rs[4];               // the next turn: the prompt grows by 40 tokens
+  rs.push_back(rs[2]);    // a retried request
+  Request turn2 = rs[4];  // the next turn: the prompt grows by 40 tokens
   const auto more = tokens(40, 99);
   turn2.prompt.insert(turn2.prompt.end(), more.begin(), more.end());
   rs.push_back(turn2);
@@ -92,7 +92,7 @@ struct KvCase {
 
 TEST(EnginePrefixCache, SameBitsWithAndWithoutReuseForEveryKvType) {
   Model m = Model::random(tiny(), WType::q4_1, 31);
-  const KvCase cases[] = {{KvType::f32, KvType::f32, false}, {KvType::f16, KvType::f16, false},
+  const KvCase cases[] = {{KvType::f32, KvType::f32, false},   {KvType::f16, KvType::f16, false},
                           {KvType::bf16, KvType::bf16, false}, {KvType::int8, KvType::int8, false},
                           {KvType::int4, KvType::int4, false}, {KvType::int8, KvType::int8, true},
                           {KvType::int4, KvType::int8, true},  {KvType::f16, KvType::f16, true}};

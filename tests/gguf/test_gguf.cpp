@@ -254,7 +254,8 @@ TEST(GgufMalformed, HeaderErrors) {
 }
 
 TEST(GgufMalformed, MetadataErrors) {
-  expect_format_error(Bytes().header(0, 1).put<uint64_t>(uint64_t(1) << 63).b, {"at byte 24", "key of metadata pair 0", "length"});
+  expect_format_error(Bytes().header(0, 1).put<uint64_t>(uint64_t(1) << 63).b,
+                      {"at byte 24", "key of metadata pair 0", "length"});
   expect_format_error(Bytes().header(0, 1).str("k").b, {"truncated", "value of 'k' type"});
   expect_format_error(Bytes().header(0, 1).str("k").put<uint32_t>(13).put<uint64_t>(0).b,
                       {"'k'", "unknown value type 13"});
@@ -266,18 +267,36 @@ TEST(GgufMalformed, MetadataErrors) {
       Bytes().header(0, 2).str("k").put<uint32_t>(0).put<uint8_t>(0).str("k").put<uint32_t>(0).put<uint8_t>(0).b,
       {"at byte 38", "duplicate metadata key 'k'"});
   // Arrays: lying counts, bad element types, strings cut short, nesting too deep.
-  expect_format_error(Bytes().header(0, 1).str("a").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(uint64_t(1) << 61).b,
-                      {"'a'", "does not fit"});
+  expect_format_error(
+      Bytes().header(0, 1).str("a").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(uint64_t(1) << 61).b,
+      {"'a'", "does not fit"});
   expect_format_error(Bytes().header(0, 1).str("a").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(3).str("x").b,
                       {"'a'", "does not fit"});
-  expect_format_error(Bytes().header(0, 1).str("a").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(2).str("x").put<uint64_t>(100).put<uint64_t>(0).b,
+  expect_format_error(Bytes()
+                          .header(0, 1)
+                          .str("a")
+                          .put<uint32_t>(9)
+                          .put<uint32_t>(8)
+                          .put<uint64_t>(2)
+                          .str("x")
+                          .put<uint64_t>(100)
+                          .put<uint64_t>(0)
+                          .b,
                       {"value of 'a'[1]", "length 100"});
   expect_format_error(Bytes().header(0, 1).str("a").put<uint32_t>(9).put<uint32_t>(77).put<uint64_t>(0).b,
                       {"'a' element", "unknown value type 77"});
   Bytes deep = Bytes().header(0, 1).str("a").put<uint32_t>(9);
   for (int k = 0; k < 20; ++k) deep.put<uint32_t>(9).put<uint64_t>(1);
   expect_format_error(deep.b, {"nested more than 8 deep"});
-  expect_format_error(Bytes().header(0, 1).str("a").put<uint32_t>(9).put<uint32_t>(7).put<uint64_t>(2).put<uint8_t>(1).put<uint8_t>(3).b,
+  expect_format_error(Bytes()
+                          .header(0, 1)
+                          .str("a")
+                          .put<uint32_t>(9)
+                          .put<uint32_t>(7)
+                          .put<uint64_t>(2)
+                          .put<uint8_t>(1)
+                          .put<uint8_t>(3)
+                          .b,
                       {"'a'[1]", "bool has value 3"});
 }
 
@@ -287,8 +306,10 @@ TEST(GgufMalformed, AlignmentErrors) {
     put_value(b);
     return b.b;
   };
-  expect_format_error(with_alignment([](Bytes& b) { b.put<uint32_t>(10).put<uint64_t>(32); }), {"'general.alignment' has type u64"});
-  expect_format_error(with_alignment([](Bytes& b) { b.put<uint32_t>(4).put<uint32_t>(0); }), {"'general.alignment' = 0"});
+  expect_format_error(with_alignment([](Bytes& b) { b.put<uint32_t>(10).put<uint64_t>(32); }),
+                      {"'general.alignment' has type u64"});
+  expect_format_error(with_alignment([](Bytes& b) { b.put<uint32_t>(4).put<uint32_t>(0); }),
+                      {"'general.alignment' = 0"});
   expect_format_error(with_alignment([](Bytes& b) { b.put<uint32_t>(4).put<uint32_t>(48); }), {"= 48", "power of two"});
 }
 
@@ -373,9 +394,9 @@ TEST(Gguf, TypeTables) {
   EXPECT_EQ(ggml_block_elems(GgmlType::Q6_K), 256);
   EXPECT_EQ(ggml_block_bytes(GgmlType::Q6_K), 210);
   EXPECT_THROW(ggml_block_bytes(GgmlType(99)), InvalidArgument);
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K})
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+        GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     EXPECT_TRUE(ggml_type_supported(t));
   EXPECT_FALSE(ggml_type_supported(GgmlType::IQ4_XS));
   EXPECT_FALSE(ggml_type_supported(GgmlType::Q8_K));
@@ -387,7 +408,8 @@ TEST(Gguf, TypeTables) {
 TEST(GgufModelNames, ResolveNamesAndPassPathsThrough) {
   ASSERT_FALSE(known_models().empty());
   EXPECT_STREQ(known_models()[0].file, kDefaultModelName);
-  for (const KnownModel& m : known_models()) EXPECT_EQ(resolve_model(std::string("x/") + m.name), std::string("x/") + m.name);
+  for (const KnownModel& m : known_models())
+    EXPECT_EQ(resolve_model(std::string("x/") + m.name), std::string("x/") + m.name);
   EXPECT_EQ(resolve_model("some/file.gguf"), "some/file.gguf");
   EXPECT_EQ(resolve_model("SMOLLM2-135M"), "SMOLLM2-135M");  // names are exact
   const std::string path = default_model_path();

@@ -84,17 +84,27 @@ TEST(Hadamard, FastMatchesReferenceOnEveryPathAndIsBitwiseTheSame) {
 
 TEST(Hadamard, BadSizesAreNamed) {
   std::vector<float> x(4096);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1023, 1023); }).find("'block' = 1023"), std::string::npos);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1025, 1025); }).find("'block' = 1025"), std::string::npos);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1023, 1024); }).find("'dim' = 1023"), std::string::npos);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1025, 1024); }).find("'dim' = 1025"), std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1023, 1023); }).find("'block' = 1023"),
+            std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1025, 1025); }).find("'block' = 1025"),
+            std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1023, 1024); }).find("'dim' = 1023"),
+            std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1025, 1024); }).find("'dim' = 1025"),
+            std::string::npos);
   EXPECT_NO_THROW(hadamard_transform(x.data(), 4, 1024, 1024));
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1 << 17, 1 << 17); }).find("'block'"), std::string::npos);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 64, 0); }).find("'block' = 0"), std::string::npos);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), -1, 64, 64); }).find("'rows' = -1"), std::string::npos);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(nullptr, 1, 64, 64); }).find("'x'"), std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 1 << 17, 1 << 17); }).find("'block'"),
+            std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), 1, 64, 0); }).find("'block' = 0"),
+            std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(x.data(), -1, 64, 64); }).find("'rows' = -1"),
+            std::string::npos);
+  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform(nullptr, 1, 64, 64); }).find("'x'"),
+            std::string::npos);
   std::vector<double> xd(64), yd(64);
-  EXPECT_NE(test::invalid_argument_message([&] { hadamard_transform_reference(xd.data(), yd.data(), 1, 48, 32); }).find("'dim' = 48"),
+  EXPECT_NE(test::invalid_argument_message([&] {
+              hadamard_transform_reference(xd.data(), yd.data(), 1, 48, 32);
+            }).find("'dim' = 48"),
             std::string::npos);
   // the cache's block: the largest power of two dividing head_dim
   EXPECT_EQ(kv_rotation_block(64), 64);
@@ -104,7 +114,8 @@ TEST(Hadamard, BadSizesAreNamed) {
   EXPECT_EQ(kv_rotation_block(256), 256);
   EXPECT_EQ(kv_rotation_block(48), 16);
   for (int64_t d : {0, 8, 72, 255, 257, 272})
-    EXPECT_NE(test::invalid_argument_message([&] { kv_rotation_block(d); }).find("'head_dim' = " + std::to_string(d)), std::string::npos);
+    EXPECT_NE(test::invalid_argument_message([&] { kv_rotation_block(d); }).find("'head_dim' = " + std::to_string(d)),
+              std::string::npos);
 }
 
 // An f32 cache with k_rotate holds exactly hadamard_transform(k) (bitwise), V

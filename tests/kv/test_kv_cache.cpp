@@ -372,7 +372,8 @@ TEST(KvCache, WriteRejectsSlotsOfBlocksNoSequenceHolds) {
   c.free_sequence(a);  // its full block stays cached
   const std::string m = test::invalid_argument_message([&] { c.write(0, slots, k.data(), k.data()); });
   EXPECT_NE(m.find("'slot' = " + std::to_string(slots[0]) + ": must be in a block a live sequence holds"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   const int64_t never[] = {7 * 4};  // a block never handed out
   EXPECT_THROW(c.write(0, never, k.data(), k.data()), InvalidArgument);
 }
@@ -462,7 +463,8 @@ TEST(KvBlockManager, RandomOperationsAgainstAModel) {
     };
     for (int step = 0; step < 3000; ++step) {
       const int op = model.empty() ? 0 : int(g() % 10);
-      const std::string at = "seed " + std::to_string(seed) + " step " + std::to_string(step) + " op " + std::to_string(op);
+      const std::string at = "seed " + std::to_string(seed) + " step " + std::to_string(step) + " op " +
+                             std::to_string(op);
       if (op <= 1) {  // a new sequence: a document's prefix (reused where cached) and its own tokens
         const int64_t s = m.add_sequence();
         model[s] = {};

@@ -25,9 +25,10 @@ TEST(KvQuant, RowBytes) {
 
 // Every spelling of the table is taken and named in the error; rows are indexed by the enum.
 TEST(KvQuant, TypeTable) {
-  const std::pair<const char*, KvType> spellings[] = {
-      {"f32", KvType::f32},  {"f16", KvType::f16}, {"bf16", KvType::bf16}, {"int8", KvType::int8},
-      {"q8", KvType::int8},  {"int4", KvType::int4}, {"q4", KvType::int4}};
+  const std::pair<const char*, KvType> spellings[] = {{"f32", KvType::f32},   {"f16", KvType::f16},
+                                                      {"bf16", KvType::bf16}, {"int8", KvType::int8},
+                                                      {"q8", KvType::int8},   {"int4", KvType::int4},
+                                                      {"q4", KvType::int4}};
   for (const auto& s : spellings) EXPECT_EQ(parse_kv_type(s.first), s.second) << s.first;
   for (int i = 0; i < kKvTypeCount; ++i) EXPECT_EQ(kv_type_traits(KvType(i)).type, KvType(i));
   EXPECT_EQ(kv_type_traits_named("Q8"), nullptr);
@@ -101,7 +102,7 @@ TEST(KvQuant, RoundTripWithinOneStep) {
     for (int64_t n : {16, 32, 80, 128, 256}) {
       std::vector<float> x(static_cast<size_t>(n));
       test::fill_normal(x.data(), x.size(), uint64_t(n) * 7 + int(t), 0.3, 1.5);
-      x[3] *= 40.0f;  // an outlier channel
+      x[3] *= 40.0f;                                                  // an outlier channel
       if (n >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.75f);  // a constant group: d = 0
       std::vector<uint8_t> q(static_cast<size_t>(kv_row_bytes(t, n)) + 64, 0xA5);
       kv_quantize_row(t, x.data(), n, q.data());
@@ -146,7 +147,8 @@ TEST(KvQuant, NonFiniteGroupReadsBackAsNan) {
         x[32 + size_t(pos)] = bad;  // group 1 of 3 (the last one holds 16 values)
         kv_quantize_row(t, x.data(), 80, q.data());
         kv_dequantize_row(t, q.data(), 80, y.data());
-        const std::string what = std::string(kv_type_name(t)) + " " + std::to_string(bad) + " at " + std::to_string(pos);
+        const std::string what = std::string(kv_type_name(t)) + " " + std::to_string(bad) + " at " +
+                                 std::to_string(pos);
         for (int j = 0; j < 80; ++j) {
           if (j >= 32 && j < 64) ASSERT_TRUE(std::isnan(y[size_t(j)])) << what << " element " << j;
           else ASSERT_EQ(y[size_t(j)], ref[size_t(j)]) << what << " element " << j;

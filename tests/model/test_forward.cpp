@@ -182,7 +182,8 @@ TEST(Forward, BatchedEqualsOneByOne) {
       p2.push_back(p);
     }
     ASSERT_EQ(m.forward({t2, p2, s2, {}}, kv, lg.data()), 3);
-    for (int s = 0; s < 3; ++s) got[size_t(s)].insert(got[size_t(s)].end(), lg.begin() + s * V, lg.begin() + (s + 1) * V);
+    for (int s = 0; s < 3; ++s)
+      got[size_t(s)].insert(got[size_t(s)].end(), lg.begin() + s * V, lg.begin() + (s + 1) * V);
   }
   for (int s = 0; s < 3; ++s) {
     const auto& p = prompts[size_t(s)];
@@ -220,7 +221,8 @@ TEST(DenseKv, BadShapesAreNamed) {
   EXPECT_THROW(DenseKv(ModelConfig{}, 1, 1), InvalidArgument);
   const std::string msg = test::invalid_argument_message([] { DenseKv(tiny(Arch::llama), 1, (int64_t(1) << 57) + 1); });
   EXPECT_NE(msg.find("'n_layer x max_seqs x max_pos x d_kv' = 2 x 1 x 144115188075855873 x 32: the cache's bytes"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
 }
 
 // store() and attend() check every token's layer, sequence and position
@@ -236,31 +238,50 @@ TEST(DenseKv, StoreAndAttendCheckTheWholeBatch) {
   const auto msg = [](auto&& fn) { return test::invalid_argument_message(fn); };
   const int64_t pos_bad[2] = {0, 4}, pos_neg[2] = {0, -1};
   const int32_t seq_bad[2] = {0, 2}, seq_neg[2] = {0, -1};
-  EXPECT_NE(msg([&] { kv.store(0, {tok, pos_bad, seq0, {}}, fives.data(), fives.data()); })
-                .find("'batch.pos[1]' = 4: must be in [0, max_pos = 4)"),
+  EXPECT_NE(msg([&] {
+              kv.store(0, {tok, pos_bad, seq0, {}}, fives.data(), fives.data());
+            }).find("'batch.pos[1]' = 4: must be in [0, max_pos = 4)"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.store(0, {tok, pos_neg, seq0, {}}, fives.data(), fives.data()); }).find("'batch.pos[1]' = -1"),
+  EXPECT_NE(msg([&] {
+              kv.store(0, {tok, pos_neg, seq0, {}}, fives.data(), fives.data());
+            }).find("'batch.pos[1]' = -1"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.store(0, {tok, pos0, seq_bad, {}}, fives.data(), fives.data()); }).find("'batch.seq[1]' = 2"),
+  EXPECT_NE(msg([&] {
+              kv.store(0, {tok, pos0, seq_bad, {}}, fives.data(), fives.data());
+            }).find("'batch.seq[1]' = 2"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.store(0, {tok, pos0, seq_neg, {}}, fives.data(), fives.data()); }).find("'batch.seq[1]' = -1"),
+  EXPECT_NE(msg([&] {
+              kv.store(0, {tok, pos0, seq_neg, {}}, fives.data(), fives.data());
+            }).find("'batch.seq[1]' = -1"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.store(2, {tok, pos0, seq0, {}}, fives.data(), fives.data()); }).find("'layer' = 2"),
+  EXPECT_NE(msg([&] {
+              kv.store(2, {tok, pos0, seq0, {}}, fives.data(), fives.data());
+            }).find("'layer' = 2"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.store(0, {tok, {pos0, 1}, seq0, {}}, fives.data(), fives.data()); }).find("batch.pos.size"),
+  EXPECT_NE(msg([&] {
+              kv.store(0, {tok, {pos0, 1}, seq0, {}}, fives.data(), fives.data());
+            }).find("batch.pos.size"),
             std::string::npos);
   EXPECT_THROW(kv.store(0, {tok, pos0, seq0, {}}, nullptr, fives.data()), InvalidArgument);
   // token 0 (seq 0, pos 0) of every refused store above was not written: its V still reads 1
   std::vector<float> out(size_t(dq), -1.0f);
   kv.attend(0, {{tok, 1}, {pos0, 1}, {seq0, 1}, {}}, q.data(), out.data(), 0);
   EXPECT_EQ(out, std::vector<float>(size_t(dq), 1.0f));
-  EXPECT_NE(msg([&] { kv.attend(0, {tok, pos_bad, seq0, {}}, q.data(), out.data(), 0); }).find("'batch.pos[1]' = 4"),
+  EXPECT_NE(msg([&] {
+              kv.attend(0, {tok, pos_bad, seq0, {}}, q.data(), out.data(), 0);
+            }).find("'batch.pos[1]' = 4"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.attend(0, {tok, pos_neg, seq0, {}}, q.data(), out.data(), 0); }).find("'batch.pos[1]' = -1"),
+  EXPECT_NE(msg([&] {
+              kv.attend(0, {tok, pos_neg, seq0, {}}, q.data(), out.data(), 0);
+            }).find("'batch.pos[1]' = -1"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.attend(0, {tok, pos0, seq_bad, {}}, q.data(), out.data(), 0); }).find("'batch.seq[1]' = 2"),
+  EXPECT_NE(msg([&] {
+              kv.attend(0, {tok, pos0, seq_bad, {}}, q.data(), out.data(), 0);
+            }).find("'batch.seq[1]' = 2"),
             std::string::npos);
-  EXPECT_NE(msg([&] { kv.attend(-1, {tok, pos0, seq0, {}}, q.data(), out.data(), 0); }).find("'layer' = -1"),
+  EXPECT_NE(msg([&] {
+              kv.attend(-1, {tok, pos0, seq0, {}}, q.data(), out.data(), 0);
+            }).find("'layer' = -1"),
             std::string::npos);
   EXPECT_THROW(kv.attend(0, {tok, pos0, seq0, {}}, q.data(), nullptr, 0), InvalidArgument);
 }
@@ -301,7 +322,8 @@ TEST(ModelGguf, WrongShapeNamesTheTensor) {
     FAIL() << "no error";
   } catch (const gguf::FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("blk.0.ffn_gate.weight' has shape [64, 96], expected [64, 128]"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -317,7 +339,8 @@ TEST(ModelGguf, UnknownArchitectureListsTheKnownOnes) {
     Model::from_gguf(f);
     FAIL() << "no error";
   } catch (const gguf::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("'mamba' (supported: llama, gpt2, gemma3, qwen2, qwen3, phi3)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'mamba' (supported: llama, gpt2, gemma3, qwen2, qwen3, phi3)"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -331,8 +354,8 @@ TEST(ModelGguf, MissingRequiredKeyIsNamed) {
     const auto ok = full.bytes();
     const gguf::File g = gguf::File::parse(ok, "ok.gguf");
     const std::string p = std::string(arch_name(a)) + ".";
-    for (const char* key : {"context_length", "embedding_length", "block_count", "feed_forward_length",
-                            "attention.head_count"}) {
+    for (const char* key :
+         {"context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count"}) {
       gguf::Writer w;
       for (const auto& [k, v] : g.metadata())
         if (k != p + key) w.set(k, v);

@@ -50,11 +50,15 @@ std::vector<uint8_t> random_weights(WType t, int64_t N, int64_t K, int64_t row_b
   std::vector<size_t> halves;
   float unit = 1;
   switch (t) {
-    case WType::q8_0: case WType::q4_0: case WType::q5_0: halves = {0}; break;
-    case WType::q4_1: case WType::q5_1: halves = {0, 2}; break;
+    case WType::q8_0:
+    case WType::q4_0:
+    case WType::q5_0: halves = {0}; break;
+    case WType::q4_1:
+    case WType::q5_1: halves = {0, 2}; break;
     case WType::q2_k: halves = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}, unit = 1.0f / 16; break;
     case WType::q3_k: halves = {offsetof(BlockQ3_K, d)}, unit = 1.0f / 32; break;
-    case WType::q4_k: case WType::q5_k: halves = {0, 2}, unit = 1.0f / 64; break;
+    case WType::q4_k:
+    case WType::q5_k: halves = {0, 2}, unit = 1.0f / 64; break;
     case WType::q6_k: halves = {offsetof(BlockQ6_K, d)}, unit = 1.0f / 128; break;
     default: break;
   }
@@ -214,9 +218,9 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
           const double err = std::fabs(double(y[i]) - ref[i]);
           const bool tight_ok = !wtype_is_quantized(t) || std::fabs(double(y[i]) - tight[i]) <= tight_tol[i];
           if (!(err <= tol[i] && tight_ok) && bad++ < 5)
-            ADD_FAILURE() << wtype_name(t) << " " << simd_name(level) << " threads " << threads << " M" << M << " N" << N
-                          << " K" << K << " at [" << m << "," << n << "]: " << y[i] << " vs " << ref[i] << " tol " << tol[i]
-                          << " (tight oracle " << tight[i] << " tol " << tight_tol[i] << ")";
+            ADD_FAILURE() << wtype_name(t) << " " << simd_name(level) << " threads " << threads << " M" << M << " N"
+                          << N << " K" << K << " at [" << m << "," << n << "]: " << y[i] << " vs " << ref[i] << " tol "
+                          << tol[i] << " (tight oracle " << tight[i] << " tol " << tight_tol[i] << ")";
         }
       }
       ASSERT_EQ(bad, 0);
@@ -224,35 +228,42 @@ void check_case(WType t, int64_t M, int64_t N, int64_t K) {
   set_num_threads(2);
 }
 
-const std::vector<std::tuple<int64_t, int64_t, int64_t>> kFloatShapes = {
-    {1, 1, 1}, {1, 1025, 1023}, {1, 1023, 1025}, {3, 1024, 1024}, {4, 33, 1025}, {5, 1025, 7}, {9, 31, 1023}};
-const std::vector<std::tuple<int64_t, int64_t, int64_t>> kQuantShapes = {
-    {1, 1, 32}, {1, 1025, 992}, {1, 1023, 1056}, {2, 1024, 1024}, {4, 33, 1056}, {5, 1025, 64}, {9, 31, 992}};
+const std::vector<std::tuple<int64_t, int64_t, int64_t>> kFloatShapes = {{1, 1, 1},       {1, 1025, 1023},
+                                                                         {1, 1023, 1025}, {3, 1024, 1024},
+                                                                         {4, 33, 1025},   {5, 1025, 7},
+                                                                         {9, 31, 1023}};
+const std::vector<std::tuple<int64_t, int64_t, int64_t>> kQuantShapes = {{1, 1, 32},      {1, 1025, 992},
+                                                                         {1, 1023, 1056}, {2, 1024, 1024},
+                                                                         {4, 33, 1056},   {5, 1025, 64},
+                                                                         {9, 31, 992}};
 // K-quants: K in whole 256-value super-blocks, straddling 1024.
-const std::vector<std::tuple<int64_t, int64_t, int64_t>> kSuperShapes = {
-    {1, 1, 256}, {1, 1025, 768}, {1, 1023, 1280}, {2, 1024, 1024}, {4, 33, 1280}, {5, 1025, 256}, {9, 31, 768}};
+const std::vector<std::tuple<int64_t, int64_t, int64_t>> kSuperShapes = {{1, 1, 256},     {1, 1025, 768},
+                                                                         {1, 1023, 1280}, {2, 1024, 1024},
+                                                                         {4, 33, 1280},   {5, 1025, 256},
+                                                                         {9, 31, 768}};
 
 class MatmulTypes : public ::testing::TestWithParam<WType> {};
 
 TEST_P(MatmulTypes, MatchesDoubleOracle) {
   const WType t = GetParam();
   const auto& shapes = wtype_traits(t).block_elems == kSuperBlock ? kSuperShapes
-                       : wtype_is_quantized(t)                     ? kQuantShapes
-                                                                   : kFloatShapes;
+                       : wtype_is_quantized(t)                    ? kQuantShapes
+                                                                  : kFloatShapes;
   for (const auto& [M, N, K] : shapes) check_case(t, M, N, K);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, MatmulTypes,
                          ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0, WType::q4_0, WType::q4_1,
-                                           WType::q5_0, WType::q5_1, WType::q2_k, WType::q3_k, WType::q4_k,
-                                           WType::q5_k, WType::q6_k),
+                                           WType::q5_0, WType::q5_1, WType::q2_k, WType::q3_k, WType::q4_k, WType::q5_k,
+                                           WType::q6_k),
                          [](const auto& info) { return std::string(wtype_name(info.param)); });
 
 // A row's result must not depend on the thread count nor on the rows batched
 // with it (the engine relies on this: batched == one-by-one, bit for bit).
 TEST(Matmul, ThreadsAndBatchDoNotChangeBits) {
   const int64_t M = 5, N = 1025, K = 1024;
-  for (WType t : {WType::f32, WType::bf16, WType::q8_0, WType::q4_1, WType::q5_0, WType::q2_k, WType::q4_k, WType::q6_k})
+  for (WType t :
+       {WType::f32, WType::bf16, WType::q8_0, WType::q4_1, WType::q5_0, WType::q2_k, WType::q4_k, WType::q6_k})
     for (SimdLevel level : test::simd_levels()) {
       ScopedSimdLimit lim(level);
       const RandomWeights rw(t, N, K, wtype_row_bytes(t, K), 3);
@@ -343,9 +354,17 @@ TEST(Matmul, ActivationQuantizerAvx2WritesTheScalarBytes) {
           for (int j = 0; j < kQBlock; ++j) xb[j] = float(int(j % 9) - 4) + (j % 2 ? 0.5f : 0.0f);
           xb[5] = -127.0f;
           break;
-        case 2: std::fill(xb, xb + kQBlock, 0.0f); xb[3] = -0.0f; break;
-        case 3: for (int j = 0; j < kQBlock; ++j) xb[j] = float(j - 16) * 1e-40f; break;  // subnormals
-        case 4: std::fill(xb, xb + kQBlock, 0.0f); xb[7] = 1e-45f; break;                 // 127 / amax = inf
+        case 2:
+          std::fill(xb, xb + kQBlock, 0.0f);
+          xb[3] = -0.0f;
+          break;
+        case 3:
+          for (int j = 0; j < kQBlock; ++j) xb[j] = float(j - 16) * 1e-40f;
+          break;  // subnormals
+        case 4:
+          std::fill(xb, xb + kQBlock, 0.0f);
+          xb[7] = 1e-45f;
+          break;  // 127 / amax = inf
         case 5: xb[int(g() % 32)] = NAN; break;
         case 6: xb[int(g() % 32)] = INFINITY; break;
         case 7: xb[int(g() % 32)] = -INFINITY; break;
@@ -410,8 +429,9 @@ TEST(Matmul, BadArgumentsNameThemselves) {
   EXPECT_EQ(parse_wtype("q5_0"), WType::q5_0);
   EXPECT_EQ(parse_wtype("q6_k"), WType::q6_k);
   // y written over x or W (still being read): named; y right after x: fine.
-  for (auto [yp, what] : {std::pair<float*, const char*>{x.data() + 8, "must not overlap x"},
-                          std::pair<float*, const char*>{reinterpret_cast<float*>(wb.data()) + 20, "must not overlap w.data"}})
+  for (auto [yp, what] :
+       {std::pair<float*, const char*>{x.data() + 8, "must not overlap x"},
+        std::pair<float*, const char*>{reinterpret_cast<float*>(wb.data()) + 20, "must not overlap w.data"}})
     try {
       matmul(x.data(), 16, small, yp, 2, 1);
       ADD_FAILURE() << what;
@@ -446,12 +466,15 @@ TEST(Matmul, DequantizeRowChecksTheWeight) {
   expect(WeightView{nullptr, WType::f32, 1, 8, 32}, 0, {"'w.data'", "must not be null"});
   expect(WeightView{wb.data(), WType::f32, 1, -8, 32}, 0, {"'w.rows/cols'", "1x-8"});
   expect(WeightView{wb.data(), WType::f32, 2, 8, 32}, 2, {"'n' = 2", "[0, 2)"});
-  EXPECT_NE(msg([&] { dequantize_row_f64(WeightView{wb.data(), WType::f32, 2, 8, 32}, 0, nullptr); }).find("'out'"),
+  EXPECT_NE(msg([&] {
+              dequantize_row_f64(WeightView{wb.data(), WType::f32, 2, 8, 32}, 0, nullptr);
+            }).find("'out'"),
             std::string::npos);
   // out over any row of W (the one read, or one a later call reads) would change the weights.
   float* in_w = reinterpret_cast<float*>(wb.data()) + 12;
-  EXPECT_NE(msg([&] { dequantize_row(WeightView{wb.data(), WType::f32, 2, 8, 32}, 0, in_w); })
-                .find("must not overlap w.data"),
+  EXPECT_NE(msg([&] {
+              dequantize_row(WeightView{wb.data(), WType::f32, 2, 8, 32}, 0, in_w);
+            }).find("must not overlap w.data"),
             std::string::npos);
   EXPECT_NO_THROW(dequantize_row(WeightView{wb.data(), WType::f32, 2, 8, 32}, 1, in_w + 4));  // right after W
 }

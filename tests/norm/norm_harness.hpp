@@ -38,7 +38,7 @@ struct NormCase {
   double center = 0.0, spread = 1.0;  // x ~ N(center, spread)
   int64_t front = 0;                  // the first `front` elements of a row shifted by front_shift
   double front_shift = 0.0;
-  bool sorted = false;                // each row sorted ascending
+  bool sorted = false;  // each row sorted ascending
   std::string name() const {
     return std::string(rms ? "rms" : "ln") + " N=" + std::to_string(N) + " D=" + std::to_string(D) +
            " pad=" + std::to_string(pad) + " misalign=" + std::to_string(misalign) + (has_w ? " w" : "") +
@@ -52,10 +52,10 @@ struct NormCase {
 template <class T>
 struct NormData {
   NormCase c;
-  std::vector<T> x, dy;            // [N, stride]
-  std::vector<float> wf, bf;       // [D] (f32 parameters)
-  std::vector<T> wt, bt;           // [D] (T parameters)
-  std::vector<double> xd, dyd, wd, bd;  // exact values, contiguous
+  std::vector<T> x, dy;                           // [N, stride]
+  std::vector<float> wf, bf;                      // [D] (f32 parameters)
+  std::vector<T> wt, bt;                          // [D] (T parameters)
+  std::vector<double> xd, dyd, wd, bd;            // exact values, contiguous
   std::vector<double> y, mean, rstd, dx, dw, db;  // reference
 
   explicit NormData(const NormCase& cs) : c(cs) {
@@ -65,7 +65,8 @@ struct NormData {
     std::vector<T> row(static_cast<size_t>(D));
     for (int64_t n = 0; n < N; ++n) {
       fill_normal(row.data(), size_t(D), c.seed * 1000003 + uint64_t(n), c.center, c.spread);
-      for (int64_t i = 0; i < std::min(c.front, D); ++i) row[size_t(i)] = from_f32<T>(float(to_f32(row[size_t(i)]) + c.front_shift));
+      for (int64_t i = 0; i < std::min(c.front, D); ++i)
+        row[size_t(i)] = from_f32<T>(float(to_f32(row[size_t(i)]) + c.front_shift));
       if (c.sorted) std::sort(row.begin(), row.end(), [](T a, T b) { return to_f32(a) < to_f32(b); });
       std::copy(row.begin(), row.end(), x.begin() + n * S);
       fill_normal(row.data(), size_t(D), c.seed * 7919 + uint64_t(n) + 77, 0.0, 1.0);
@@ -153,8 +154,7 @@ void check_outputs(const NormData<T>& d, const NormOut& o, const std::string& wh
   const double db_scale = *std::max_element(db_terms.begin(), db_terms.end());
   EXPECT_TRUE(all_close(o.dw.data(), d.dw.data(), size_t(D), (acc_tol(N) + 2 * acc_tol(D)) * dw_scale, u32,
                         where + " dweight"));
-  if (!c.rms)
-    EXPECT_TRUE(all_close(o.db.data(), d.db.data(), size_t(D), acc_tol(N) * db_scale, u32, where + " dbias"));
+  if (!c.rms) EXPECT_TRUE(all_close(o.db.data(), d.db.data(), size_t(D), acc_tol(N) * db_scale, u32, where + " dbias"));
 }
 
 // Calls f.template operator()<T>() with T the storage type of t.
@@ -178,7 +178,7 @@ std::vector<float> unstride(const T* p, int64_t N, int64_t D, int64_t stride) {
 // D = 1, tiny and long rows, one row and many.
 inline std::vector<NormCase> standard_cases() {
   std::vector<NormCase> v;
-  const int64_t shapes[][2] = {{1, 1},    {3, 1},    {2, 7},    {5, 31},   {4, 64},   {3, 255},   {6, 576},
+  const int64_t shapes[][2] = {{1, 1},    {3, 1},    {2, 7},    {5, 31},   {4, 64},   {3, 255},    {6, 576},
                                {5, 1023}, {4, 1024}, {6, 1025}, {3, 4096}, {2, 4097}, {300, 1025}, {1, 65536}};
   uint64_t seed = 1;
   for (const auto& s : shapes)
@@ -190,9 +190,21 @@ inline std::vector<NormCase> standard_cases() {
       c.seed = seed++;
       switch (seed % 4) {  // cycle through parameter kinds, strides and alignments
         case 0: break;
-        case 1: c.param_f32 = false; c.pad = 3; c.misalign = 1; break;
-        case 2: c.has_w = false; c.has_b = false; c.pad = 8; break;
-        case 3: c.has_b = false; c.misalign = 3; c.pad = 1; break;
+        case 1:
+          c.param_f32 = false;
+          c.pad = 3;
+          c.misalign = 1;
+          break;
+        case 2:
+          c.has_w = false;
+          c.has_b = false;
+          c.pad = 8;
+          break;
+        case 3:
+          c.has_b = false;
+          c.misalign = 3;
+          c.pad = 1;
+          break;
       }
       v.push_back(c);
     }

@@ -46,7 +46,8 @@ NormOut run_cpu(const NormData<T>& d, const std::string& where, bool force_nt = 
   Guarded<T> x(size_t(N * S), mis), dy(size_t(N * S), mis), y(size_t(N * S), mis), dx(size_t(N * S), mis);
   std::copy(d.x.begin(), d.x.end(), x.data());
   std::copy(d.dy.begin(), d.dy.end(), dy.data());
-  Guarded<float> mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)), dw(static_cast<size_t>(D)), db(static_cast<size_t>(D));
+  Guarded<float> mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)), dw(static_cast<size_t>(D)),
+      db(static_cast<size_t>(D));
   const auto param = [&](const std::vector<float>& f, const std::vector<T>& tv, bool has) {
     if (!has) return TensorView{};
     return c.param_f32 ? TensorView::vector(f.data(), DType::f32, D) : TensorView::vector(tv.data(), t, D);
@@ -56,10 +57,11 @@ NormOut run_cpu(const NormData<T>& d, const std::string& where, bool force_nt = 
   const auto vec = [](auto& g, int64_t n) { return TensorView::vector(g.data(), DType::f32, n); };
   if (force_nt) {
     const float* wf = c.has_w ? d.wf.data() : nullptr;
-    const norm::FwdArgs fa{x.data(), S, wf, c.has_b && !c.rms ? d.bf.data() : nullptr, c.eps, y.data(), S,
-                           c.rms ? nullptr : mean.data(), rstd.data(), N, D, true};
-    const norm::BwdArgs ba{dy.data(), S, x.data(), S, wf, c.rms ? nullptr : mean.data(), rstd.data(), dx.data(), S, N,
-                           D, true};
+    const norm::FwdArgs fa{x.data(),    S,        wf, c.has_b && !c.rms ? d.bf.data() : nullptr,
+                           c.eps,       y.data(), S,  c.rms ? nullptr : mean.data(),
+                           rstd.data(), N,        D,  true};
+    const norm::BwdArgs ba{dy.data(),   S,         x.data(), S, wf, c.rms ? nullptr : mean.data(),
+                           rstd.data(), dx.data(), S,        N, D,  true};
     norm_cpu::forward(fa, t, c.rms);
     norm_cpu::backward(ba, t, c.rms, dw.data(), c.rms ? nullptr : db.data());
   } else if (c.rms) {
@@ -73,8 +75,8 @@ NormOut run_cpu(const NormData<T>& d, const std::string& where, bool force_nt = 
               dw.guard_intact() && db.guard_intact())
       << where << ": write past the end of an output";
   EXPECT_TRUE(padding_intact(y, N, D, S) && padding_intact(dx, N, D, S)) << where << ": write into row padding";
-  NormOut o{unstride(y.data(), N, D, S), to_floats(mean.data(), size_t(N)), to_floats(rstd.data(), size_t(N)),
-            unstride(dx.data(), N, D, S), to_floats(dw.data(), size_t(D)), to_floats(db.data(), size_t(D))};
+  NormOut o{unstride(y.data(), N, D, S),  to_floats(mean.data(), size_t(N)), to_floats(rstd.data(), size_t(N)),
+            unstride(dx.data(), N, D, S), to_floats(dw.data(), size_t(D)),   to_floats(db.data(), size_t(D))};
   return o;
 }
 
@@ -153,7 +155,8 @@ TEST(Norm, ConstantAndZeroRowsGiveBiasExactly) {
     for (int64_t D : {1, 7, 1025})
       for (float value : {0.0f, 3.7f, -1e6f}) {
         const int64_t N = 3;
-        std::vector<float> x(size_t(N * D), value), y(x.size()), b(static_cast<size_t>(D)), w(size_t(D), 2.0f), mean(N), rstd(N);
+        std::vector<float> x(size_t(N * D), value), y(x.size()), b(static_cast<size_t>(D)), w(size_t(D), 2.0f), mean(N),
+            rstd(N);
         fill_normal(b.data(), b.size(), 5);
         layer_norm(TensorView::matrix(x.data(), DType::f32, N, D), TensorView::vector(w.data(), DType::f32, D),
                    TensorView::vector(b.data(), DType::f32, D), 1e-5f, TensorView::matrix(y.data(), DType::f32, N, D),
@@ -164,8 +167,8 @@ TEST(Norm, ConstantAndZeroRowsGiveBiasExactly) {
           for (int64_t i = 0; i < D; ++i) ASSERT_EQ(y[n * D + i], b[i]) << simd_name(l) << " D=" << D << " i=" << i;
         }
         if (value != 0.0f) continue;
-        rms_norm(TensorView::matrix(x.data(), DType::f32, N, D), {}, 1e-5f, TensorView::matrix(y.data(), DType::f32, N, D),
-                 TensorView::vector(rstd.data(), DType::f32, N));
+        rms_norm(TensorView::matrix(x.data(), DType::f32, N, D), {}, 1e-5f,
+                 TensorView::matrix(y.data(), DType::f32, N, D), TensorView::vector(rstd.data(), DType::f32, N));
         for (int64_t i = 0; i < N * D; ++i) ASSERT_EQ(y[i], 0.0f);
       }
   }
@@ -200,11 +203,12 @@ TEST(Norm, NanAndInfPropagateToTheirRowOnly) {
   const float inf = std::numeric_limits<float>::infinity();
   for (SimdLevel l : simd_levels()) {
     ScopedSimdLimit lim(l);
-    std::vector<float> x(static_cast<size_t>(N * D)), dy(x.size()), y(x.size()), dx(x.size()), mean(N), rstd(N), dw(D), db(D);
+    std::vector<float> x(static_cast<size_t>(N * D)), dy(x.size()), y(x.size()), dx(x.size()), mean(N), rstd(N), dw(D),
+        db(D);
     fill_normal(x.data(), x.size(), 3);
     fill_normal(dy.data(), dy.size(), 4);
     x[1 * D + 5] = std::nanf("");
-    x[2 * D + 0] = inf;   // the shift element itself
+    x[2 * D + 0] = inf;  // the shift element itself
     x[3 * D + 9] = -inf;
     const auto m = [&](std::vector<float>& p) { return TensorView::matrix(p.data(), DType::f32, N, D); };
     const auto v = [&](std::vector<float>& p, int64_t n) { return TensorView::vector(p.data(), DType::f32, n); };
@@ -248,8 +252,7 @@ double naive_one_pass_var(const float* x, int64_t D) {
 // more than 50% (0, negative, or far too large); ours stays within the
 // harness tolerances, forward and backward.
 TEST(Norm, LargeMeanRowsDefeatOnePassVarianceButNotOurs) {
-  std::printf("  |mean|   spread  naive one-pass var rel. error   llmk var rel. error (%s)\n",
-              simd_name(simd_level()));
+  std::printf("  |mean|   spread  naive one-pass var rel. error   llmk var rel. error (%s)\n", simd_name(simd_level()));
   for (double center : {1e4, 1e5, 1e6, 1e7, 1e8}) {
     const float fc = float(center);
     const double spread = std::max(1.0, 8.0 * double(std::nextafter(fc, INFINITY) - fc));
@@ -263,8 +266,8 @@ TEST(Norm, LargeMeanRowsDefeatOnePassVarianceButNotOurs) {
       const double mine = 1.0 / (double(ours.rstd[n]) * ours.rstd[n]) - c.eps;
       worst_naive = std::max(worst_naive, std::fabs(naive - var_ref) / var_ref);
       worst_ours = std::max(worst_ours, std::fabs(mine - var_ref) / var_ref);
-      EXPECT_GT(std::fabs(naive - var_ref) / var_ref, 0.5) << "center " << center << ": naive " << naive
-                                                            << " vs " << var_ref << " (expected it to fail)";
+      EXPECT_GT(std::fabs(naive - var_ref) / var_ref, 0.5)
+          << "center " << center << ": naive " << naive << " vs " << var_ref << " (expected it to fail)";
     }
     std::printf("  %6.0e  %6.0f  %28.3g   %20.2g\n", center, spread, worst_naive, worst_ours);
     for (SimdLevel l : simd_levels()) {
@@ -318,7 +321,8 @@ void expect_invalid(F&& f, std::initializer_list<const char*> pieces) {
     f();
     ADD_FAILURE() << "no exception; expected one mentioning " << *pieces.begin();
   } catch (const InvalidArgument& e) {
-    for (const char* p : pieces) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+    for (const char* p : pieces)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
   }
 }
 
@@ -345,7 +349,8 @@ TEST(Norm, BadArgumentsNameTheArgumentAndValue) {
                  {"'bias'", "bf16[8]", "f32 or x's dtype f32"});
   TensorView overlapping = X;
   overlapping.stride[0] = 4;
-  expect_invalid([&] { layer_norm(overlapping, W, {}, 1e-5f, Y, M, R); }, {"'x'", "stride 4", "row stride must be >= D"});
+  expect_invalid([&] { layer_norm(overlapping, W, {}, 1e-5f, Y, M, R); },
+                 {"'x'", "stride 4", "row stride must be >= D"});
   expect_invalid(
       [&] {
         const auto odd = TensorView::matrix(reinterpret_cast<char*>(x.data()) + 1, DType::f32, 1, D);
@@ -354,13 +359,12 @@ TEST(Norm, BadArgumentsNameTheArgumentAndValue) {
       {"'x'", "aligned to its element size"});
   expect_invalid([&] { rms_norm_backward(X, X, W, R, Y, TensorView::vector(h.data(), DType::f16, D)); },
                  {"llmk::rms_norm_backward", "'dweight'", "f16[8]", "must be f32"});
-  expect_invalid([&] { layer_norm_backward(TensorView::matrix(y.data(), DType::f32, N + 1, D), X, W, M, R, Y, {}, {}); },
-                 {"llmk::layer_norm_backward", "'dy'", "f32[3, 8]"});
+  expect_invalid(
+      [&] { layer_norm_backward(TensorView::matrix(y.data(), DType::f32, N + 1, D), X, W, M, R, Y, {}, {}); },
+      {"llmk::layer_norm_backward", "'dy'", "f32[3, 8]"});
   if (!cuda_compiled())
     expect_invalid(
-        [&] {
-          layer_norm(TensorView::matrix(x.data(), DType::f32, N, D, D, Device::cuda), {}, {}, 1e-5f, Y, M, R);
-        },
+        [&] { layer_norm(TensorView::matrix(x.data(), DType::f32, N, D, D, Device::cuda), {}, {}, 1e-5f, Y, M, R); },
         {"'x'", "built without CUDA"});
 }
 
@@ -421,7 +425,8 @@ TEST(Norm, OutputsMustNotOverlapInputsOrEachOther) {
   const auto X = TensorView::matrix(x.data(), DType::f32, N, D), Y = TensorView::matrix(y.data(), DType::f32, N, D);
   const auto M = TensorView::vector(mean.data(), DType::f32, N), R = TensorView::vector(rstd.data(), DType::f32, N);
   const auto W = TensorView::vector(w.data(), DType::f32, D);
-  expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, X, M, R); }, {"llmk::layer_norm", "'y'", "must not overlap the input 'x'"});
+  expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, X, M, R); },
+                 {"llmk::layer_norm", "'y'", "must not overlap the input 'x'"});
   expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, TensorView::matrix(x.data() + 9, DType::f32, N, D), M, R); },
                  {"'y'", "must not overlap the input 'x'"});
   expect_invalid([&] { layer_norm(X, W, {}, 1e-5f, Y, M, M); }, {"'mean'", "must not overlap the output 'rstd'"});
@@ -432,10 +437,17 @@ TEST(Norm, OutputsMustNotOverlapInputsOrEachOther) {
   layer_norm(X, W, {}, 1e-5f, Y, M, R);
   expect_invalid([&] { layer_norm_backward(Y, X, W, M, R, Y, {}, {}); }, {"'dx'", "must not overlap the input 'dy'"});
   expect_invalid(
-      [&] { layer_norm_backward(Y, X, W, M, R, TensorView::matrix(x.data() + 32, DType::f32, N, D), TensorView::vector(dw.data(), DType::f32, D), TensorView::vector(dw.data(), DType::f32, D)); },
+      [&] {
+        layer_norm_backward(Y, X, W, M, R, TensorView::matrix(x.data() + 32, DType::f32, N, D),
+                            TensorView::vector(dw.data(), DType::f32, D), TensorView::vector(dw.data(), DType::f32, D));
+      },
       {"'dweight'", "must not overlap the output 'dbias'"});
-  expect_invalid([&] { rms_norm_backward(Y, X, W, R, TensorView::matrix(x.data() + 32, DType::f32, N, D), TensorView::vector(rstd.data(), DType::f32, D)); },
-                 {"'dweight'", "must not overlap the input 'rstd'"});
+  expect_invalid(
+      [&] {
+        rms_norm_backward(Y, X, W, R, TensorView::matrix(x.data() + 32, DType::f32, N, D),
+                          TensorView::vector(rstd.data(), DType::f32, D));
+      },
+      {"'dweight'", "must not overlap the input 'rstd'"});
   // Adjacent, not overlapping: y right after x's last element.
   layer_norm(X, W, {}, 1e-5f, TensorView::matrix(x.data() + 16, DType::f32, N, D), M, R);
   layer_norm_backward(Y, X, W, M, R, TensorView::matrix(x.data() + 32, DType::f32, N, D),

@@ -42,8 +42,10 @@ NormOut run_cuda(const NormData<T>& d, const LaunchConfig* fc, const LaunchConfi
   const int64_t N = c.N, D = c.D, S = c.stride();
   const DType t = dtype_of<T>();
   const size_t mis = size_t(c.misalign) * sizeof(T), nd = size_t(N * S);
-  DeviceGuarded<T> x(nd, mis), dy(nd, mis), y(nd, mis), dx(nd, mis), wt(static_cast<size_t>(D)), bt(static_cast<size_t>(D));
-  DeviceGuarded<float> mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)), dw(static_cast<size_t>(D)), db(static_cast<size_t>(D)), wf(static_cast<size_t>(D)), bf(static_cast<size_t>(D));
+  DeviceGuarded<T> x(nd, mis), dy(nd, mis), y(nd, mis), dx(nd, mis), wt(static_cast<size_t>(D)),
+      bt(static_cast<size_t>(D));
+  DeviceGuarded<float> mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)), dw(static_cast<size_t>(D)),
+      db(static_cast<size_t>(D)), wf(static_cast<size_t>(D)), bf(static_cast<size_t>(D));
   x.upload(d.x.data());
   dy.upload(d.dy.data());
   wf.upload(d.wf.data());
@@ -52,9 +54,11 @@ NormOut run_cuda(const NormData<T>& d, const LaunchConfig* fc, const LaunchConfi
   bt.upload(d.bt.data());
   const float* w = c.has_w ? wf.data() : nullptr;
   if (fc) {
-    const norm::FwdArgs fa{x.data(), S, w, c.has_b ? bf.data() : nullptr, c.eps, y.data(), S, c.rms ? nullptr : mean.data(),
-                           rstd.data(), N, D, false};
-    const norm::BwdArgs ba{dy.data(), S, x.data(), S, w, c.rms ? nullptr : mean.data(), rstd.data(), dx.data(), S, N, D, false};
+    const norm::FwdArgs fa{x.data(),    S,        w, c.has_b ? bf.data() : nullptr,
+                           c.eps,       y.data(), S, c.rms ? nullptr : mean.data(),
+                           rstd.data(), N,        D, false};
+    const norm::BwdArgs ba{dy.data(),   S,         x.data(), S, w, c.rms ? nullptr : mean.data(),
+                           rstd.data(), dx.data(), S,        N, D, false};
     EXPECT_EQ(cudaSuccess, norm_cuda::forward(fa, t, c.rms, nullptr, fc)) << where << " " << fc->describe();
     EXPECT_EQ(cudaSuccess, norm_cuda::backward(ba, t, c.rms, dw.data(), c.rms ? nullptr : db.data(), nullptr, bc))
         << where << " " << bc->describe();
@@ -86,8 +90,8 @@ NormOut run_cuda(const NormData<T>& d, const LaunchConfig* fc, const LaunchConfi
       << where << ": write past the end of an output";
   EXPECT_TRUE(device_padding_intact(y, N, D, S) && device_padding_intact(dx, N, D, S)) << where << ": padding written";
   const std::vector<T> yh = y.download(), dxh = dx.download();
-  return NormOut{unstride(yh.data(), N, D, S), download_floats(mean), download_floats(rstd),
-                 unstride(dxh.data(), N, D, S), download_floats(dw), download_floats(db)};
+  return NormOut{unstride(yh.data(), N, D, S),  download_floats(mean), download_floats(rstd),
+                 unstride(dxh.data(), N, D, S), download_floats(dw),   download_floats(db)};
 }
 
 // Every forward and every backward configuration for the case, paired up.
@@ -119,9 +123,10 @@ TEST(CudaNorm, EveryLaunchConfigMatchesReference) {
 
 TEST(CudaNorm, LongRowsLargeMeansAndManyRows) {
   LLMK_REQUIRE_CUDA();
-  for (const NormCase& c : {NormCase{.N = 3, .D = 65536}, NormCase{.N = 2, .D = 65536, .rms = true, .param_f32 = false},
-                            NormCase{.N = kCudaEmulated ? 203 : 2000, .D = 256}, NormCase{.N = 4, .D = 4096, .seed = 5, .center = 1e6},
-                            NormCase{.N = 4, .D = 4096, .seed = 6, .center = 1e8, .spread = 64}})
+  for (const NormCase& c :
+       {NormCase{.N = 3, .D = 65536}, NormCase{.N = 2, .D = 65536, .rms = true, .param_f32 = false},
+        NormCase{.N = kCudaEmulated ? 203 : 2000, .D = 256}, NormCase{.N = 4, .D = 4096, .seed = 5, .center = 1e6},
+        NormCase{.N = 4, .D = 4096, .seed = 6, .center = 1e8, .spread = 64}})
     for (DType t : {DType::f32, DType::bf16})
       with_dtype(t, [&]<class T>() { run_every_config(NormData<T>(c), c.name() + " " + dtype_name(t)); });
 }
@@ -135,8 +140,8 @@ TEST(CudaNorm, LongRowsLargeMeansAndManyRows) {
 // opted in only for dynamic sizes above 48 KiB failed to launch these.
 TEST(CudaNorm, SharedMemoryJustPast48KiB) {
   LLMK_REQUIRE_CUDA();
-  for (const NormCase& c : {NormCase{.N = 40, .D = 768}, NormCase{.N = 9, .D = 3072, .rms = true},
-                            NormCase{.N = 3, .D = 12288}})
+  for (const NormCase& c :
+       {NormCase{.N = 40, .D = 768}, NormCase{.N = 9, .D = 3072, .rms = true}, NormCase{.N = 3, .D = 12288}})
     run_every_config(NormData<float>(c), c.name() + " f32");
   for (const NormCase& c : {NormCase{.N = 40, .D = 1024}, NormCase{.N = 9, .D = 4096, .rms = true}})
     run_every_config(NormData<bf16>(c), c.name() + " bf16");
@@ -156,8 +161,12 @@ TEST(CudaNorm, BackwardWithoutWeightGradients) {
   xd.upload(x.data());
   dyd.upload(dy.data());
   wd.upload(w.data());
-  const auto mat = [&](DeviceGuarded<float>& g) { return TensorView::matrix(g.data(), DType::f32, N, D, D, Device::cuda); };
-  const auto vec = [](DeviceGuarded<float>& g, int64_t n) { return TensorView::vector(g.data(), DType::f32, n, Device::cuda); };
+  const auto mat = [&](DeviceGuarded<float>& g) {
+    return TensorView::matrix(g.data(), DType::f32, N, D, D, Device::cuda);
+  };
+  const auto vec = [](DeviceGuarded<float>& g, int64_t n) {
+    return TensorView::vector(g.data(), DType::f32, n, Device::cuda);
+  };
   for (bool rms : {false, true}) {
     if (rms) {
       rms_norm(mat(xd), vec(wd, D), 1e-5f, mat(yd), vec(rd, N));
@@ -189,7 +198,8 @@ TEST(CudaNorm, SpecialValuesAsOnTheCpu) {
   for (int64_t i = 0; i < D; ++i) x[size_t(i)] = 2.5f;  // row 0 constant
   x[size_t(1 * D + 7)] = std::nanf("");
   x[size_t(2 * D)] = std::numeric_limits<float>::infinity();
-  DeviceGuarded<float> xd(x.size()), yd(x.size()), bd(static_cast<size_t>(D)), md(static_cast<size_t>(N)), rd(static_cast<size_t>(N));
+  DeviceGuarded<float> xd(x.size()), yd(x.size()), bd(static_cast<size_t>(D)), md(static_cast<size_t>(N)),
+      rd(static_cast<size_t>(N));
   xd.upload(x.data());
   bd.upload(b.data());
   for (float eps : {1e-5f, 0.0f}) {
@@ -200,10 +210,8 @@ TEST(CudaNorm, SpecialValuesAsOnTheCpu) {
                TensorView::vector(rd.data(), DType::f32, N, Device::cuda));
     const std::vector<float> y = yd.download(), r = rd.download();
     for (int64_t i = 0; i < D; ++i) {
-      if (eps > 0)
-        EXPECT_EQ(y[size_t(i)], b[size_t(i)]) << i;
-      else
-        EXPECT_TRUE(std::isnan(y[size_t(i)])) << i;
+      if (eps > 0) EXPECT_EQ(y[size_t(i)], b[size_t(i)]) << i;
+      else EXPECT_TRUE(std::isnan(y[size_t(i)])) << i;
       EXPECT_TRUE(std::isnan(y[size_t(D + i)]) && std::isnan(y[size_t(2 * D + i)])) << i;
       EXPECT_TRUE(std::isfinite(y[size_t(3 * D + i)])) << i;
     }

@@ -26,11 +26,10 @@ struct Problem {
   // L = sum(g * y): its gradients are what the backward computes for dy = g.
   double loss() const {
     std::vector<double> y(static_cast<size_t>(N * D)), m(static_cast<size_t>(N)), r(static_cast<size_t>(N));
-    if (rms)
-      ref::rms_norm(x.data(), has_w ? w.data() : nullptr, N, D, eps, y.data(), r.data());
+    if (rms) ref::rms_norm(x.data(), has_w ? w.data() : nullptr, N, D, eps, y.data(), r.data());
     else
-      ref::layer_norm(x.data(), has_w ? w.data() : nullptr, has_b ? b.data() : nullptr, N, D, eps, y.data(),
-                      m.data(), r.data());
+      ref::layer_norm(x.data(), has_w ? w.data() : nullptr, has_b ? b.data() : nullptr, N, D, eps, y.data(), m.data(),
+                      r.data());
     double L = 0;
     for (size_t i = 0; i < y.size(); ++i) L += g[i] * y[i];
     return L;
@@ -97,10 +96,8 @@ TEST(NormGrad, BackwardEqualsExplicitJacobian) {
       Problem p(3, D, rms, true, false, seed++);
       std::vector<double> dx, dw, db, y(size_t(p.N * D)), m(size_t(p.N)), r(size_t(p.N));
       p.backward(dx, dw, db);
-      if (rms)
-        ref::rms_norm(p.x.data(), p.w.data(), p.N, D, p.eps, y.data(), r.data());
-      else
-        ref::layer_norm(p.x.data(), p.w.data(), nullptr, p.N, D, p.eps, y.data(), m.data(), r.data());
+      if (rms) ref::rms_norm(p.x.data(), p.w.data(), p.N, D, p.eps, y.data(), r.data());
+      else ref::layer_norm(p.x.data(), p.w.data(), nullptr, p.N, D, p.eps, y.data(), m.data(), r.data());
       for (int64_t n = 0; n < p.N; ++n) {
         std::vector<double> xh(static_cast<size_t>(D));
         for (int64_t i = 0; i < D; ++i) xh[i] = (p.x[n * D + i] - (rms ? 0.0 : m[n])) * r[n];

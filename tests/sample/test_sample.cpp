@@ -267,7 +267,8 @@ TEST(Sample, ValidateNamesFieldAndValue) {
   EXPECT_EQ(msg(p, "f", " (row 3)"), "llmk::f: argument 'top_p (row 3)' = 1.5: must be in (0, 1]");
   p = {};
   p.presence_penalty = INFINITY;
-  EXPECT_EQ(msg(p, "Engine::submit", ""), "llmk::Engine::submit: argument 'presence_penalty' = inf: must be finite (0 = off)");
+  EXPECT_EQ(msg(p, "Engine::submit", ""),
+            "llmk::Engine::submit: argument 'presence_penalty' = inf: must be finite (0 = off)");
   p = {};
   p.min_p = -0.5f;
   EXPECT_THROW(validate(p), InvalidArgument);
@@ -348,8 +349,9 @@ TEST(Sample, TokensMustNotOverlapInputs) {
             std::string::npos);
   EXPECT_EQ(hist[1], 1);
   SamplingParams params[3] = {{0.0f}, {0.0f}, {0.0f}};
-  EXPECT_NE(msg([&] { sample(view, params, nullptr, 0, 0, reinterpret_cast<int32_t*>(&params[1])); })
-                .find("must not overlap the params"),
+  EXPECT_NE(msg([&] {
+              sample(view, params, nullptr, 0, 0, reinterpret_cast<int32_t*>(&params[1]));
+            }).find("must not overlap the params"),
             std::string::npos);
   int32_t tok[2];
   sample(view, greedy, h, 0, 0, tok);  // separate buffers: fine
@@ -370,8 +372,7 @@ TEST(Sample, HistoryMustBeWellFormed) {
   const SamplingParams one[2] = {};
   const TokenHistory h[2] = {{t, 1}, {t, -2}};
   int32_t tok[2] = {-7, -7};
-  const std::string batch =
-      msg([&] { sample(TensorView::matrix(x.data(), DType::f32, 2, 1), one, h, 0, 0, tok); });
+  const std::string batch = msg([&] { sample(TensorView::matrix(x.data(), DType::f32, 2, 1), one, h, 0, 0, tok); });
   EXPECT_NE(batch.find("'history.n (row 1)' = -2"), std::string::npos) << batch;
   EXPECT_EQ(tok[0], -7);
   EXPECT_EQ(sample_row(x.data(), 3, {0.0f}, {nullptr, 0}, 0.5, scratch), 2);  // no history: fine
@@ -476,7 +477,8 @@ TEST(Sample, TopPCapOf1024) {
   // top_k >= V is off: the same draw as top_k = 0 (here the full-row path).
   SamplingParams all, big;
   big.top_k = int32_t(v);
-  for (double u : {0.1, 0.5, 0.9}) EXPECT_EQ(sample_row(x.data(), v, all, {}, u, scratch), sample_row(x.data(), v, big, {}, u, scratch));
+  for (double u : {0.1, 0.5, 0.9})
+    EXPECT_EQ(sample_row(x.data(), v, all, {}, u, scratch), sample_row(x.data(), v, big, {}, u, scratch));
 }
 
 // The GPU launch plan: K, the temperature runs (greedy and full rows join any

@@ -48,8 +48,7 @@ std::vector<SamplingParams> all_combinations() {
     for (int32_t k : {0, 1, 5, 50})
       for (float p : {1.0f, 0.9f})
         for (float mp : {0.0f, 0.05f})
-          for (bool pen : {false, true})
-            out.push_back({t, k, p, mp, pen ? 1.3f : 1.0f, pen ? 0.4f : 0.0f});
+          for (bool pen : {false, true}) out.push_back({t, k, p, mp, pen ? 1.3f : 1.0f, pen ? 0.4f : 0.0f});
   return out;
 }
 
@@ -84,7 +83,8 @@ struct DeviceBatch {
   DeviceGuarded<float> x;
   DeviceGuarded<int64_t> indptr;
   DeviceGuarded<int32_t> hist;
-  explicit DeviceBatch(const Batch& b) : x(b.x.size()), indptr(b.indptr.size()), hist(std::max<size_t>(1, b.hist.size())) {
+  explicit DeviceBatch(const Batch& b)
+      : x(b.x.size()), indptr(b.indptr.size()), hist(std::max<size_t>(1, b.hist.size())) {
     x.upload(b.x.data());
     indptr.upload(b.indptr.data());
     if (!b.hist.empty()) hist.upload(b.hist.data());
@@ -254,8 +254,8 @@ void check_by_construction(const Batch& b, const std::vector<SamplingParams>& p,
   for (int64_t r = 0; r < b.rows; ++r) {
     const auto rp = sample_math::plan_row(p[r], b.v);
     if (rp.mode == sample_math::kFull) continue;
-    const int32_t want = sample_math::select_sorted(hp.data() + r * k, hi.data() + r * k, rp.k, rp.top_k_on,
-                                                    p[r].top_p, p[r].min_p, uniform01(seed, step, r));
+    const int32_t want = sample_math::select_sorted(hp.data() + r * k, hi.data() + r * k, rp.k, rp.top_k_on, p[r].top_p,
+                                                    p[r].min_p, uniform01(seed, step, r));
     ASSERT_EQ(got[r], want) << "V " << b.v << " row " << r;
   }
 }
@@ -265,7 +265,8 @@ TEST(SampleCuda, SameTokenByConstruction) {
   const auto combos = all_combinations();
   for (int64_t v : {1023, 1025, 32000, 151936})
     for (uint64_t step : {0, 1, 2})
-      if (!kCudaEmulated || (step == 0 && v != 151936)) check_by_construction(make_batch(int64_t(combos.size()), v, v, 5), combos, 77, step);
+      if (!kCudaEmulated || (step == 0 && v != 151936))
+        check_by_construction(make_batch(int64_t(combos.size()), v, v, 5), combos, 77, step);
 }
 
 // Every softmax_topk configuration sample_cuda can pick (auto and forced),
@@ -273,8 +274,10 @@ TEST(SampleCuda, SameTokenByConstruction) {
 // temperature (one run) and mixed temperatures (several runs).
 TEST(SampleCuda, EveryTopkConfigurationAndRun) {
   LLMK_REQUIRE_CUDA();
-  std::vector<SamplingParams> sorted = {{0.8f, 50, 0.9f, 0.0f, 1.0f, 0.0f}, {0.8f, 0, 0.95f, 0.02f, 1.2f, 0.0f},
-                                        {0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f}, {0.8f, 0, 1.0f, 0.0f, 1.0f, 0.0f}};
+  std::vector<SamplingParams> sorted = {{0.8f, 50, 0.9f, 0.0f, 1.0f, 0.0f},
+                                        {0.8f, 0, 0.95f, 0.02f, 1.2f, 0.0f},
+                                        {0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f},
+                                        {0.8f, 0, 1.0f, 0.0f, 1.0f, 0.0f}};
   std::vector<SamplingParams> mixed = sorted;
   mixed[1].temperature = 1.1f;  // rows 0 and 1 differ: several runs
   for (int64_t v : {1000, 32000})
@@ -336,8 +339,9 @@ TEST(SampleCudaSanitize, PenaltiesMatchHostFormula) {
 TEST(SampleCudaSanitize, UndefinedRowsAndBadHistory) {
   LLMK_REQUIRE_CUDA();
   const int64_t v = 1025;
-  const std::vector<SamplingParams> paths = {
-      {0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f}, {1.0f, 20, 1.0f, 0.0f, 1.0f, 0.0f}, {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f}};
+  const std::vector<SamplingParams> paths = {{0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f},
+                                             {1.0f, 20, 1.0f, 0.0f, 1.0f, 0.0f},
+                                             {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f}};
   for (const SamplingParams& path : paths) {
     Batch b = make_batch(6, v, v, 11);
     b.x[0 * v + 5] = NAN;
@@ -367,7 +371,7 @@ TEST(SampleCudaSanitize, TinyTemperatureRowsAreDefined) {
   const int64_t v = 1025;
   Batch b = make_batch(3, v, v, 12);
   for (int64_t j = 0; j < v; ++j) b.x[2 * v + j] = -10.0f - float(j % 7);  // all negative: max / T -> -inf
-  b.x[0 * v + 3] = 50.0f, b.x[0 * v + 4] = 50.0f;                         // a tie at the top (N(0, 2.5) elsewhere)
+  b.x[0 * v + 3] = 50.0f, b.x[0 * v + 4] = 50.0f;                          // a tie at the top (N(0, 2.5) elsewhere)
   b.x[1 * v + 700] = 40.0f;
   const std::vector<SamplingParams> p = {{1e-38f, 50, 1.0f, 0.0f, 1.0f, 0.0f},
                                          {0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f},
@@ -439,29 +443,31 @@ TEST(SampleCudaSanitize, BadArguments) {
   EXPECT_NE(err([&] { sample_cuda(view, p.data(), {}, 0, 0, tok.data()); }).find("top_k (row 1)"), std::string::npos);
   p[1] = {};
   p[0].top_p = 0.5f;
-  EXPECT_NE(err([&] { sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::warp_per_row, 0}); })
-                .find("warp_per_row"),
+  EXPECT_NE(err([&] {
+              sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::warp_per_row, 0});
+            }).find("warp_per_row"),
             std::string::npos);
-  EXPECT_NE(err([&] { sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::split_row, 40}); })
-                .find("topk_splits"),
+  EXPECT_NE(err([&] {
+              sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::split_row, 40});
+            }).find("topk_splits"),
             std::string::npos);
-  EXPECT_NE(err([&] { sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::auto_pick, 4}); })
-                .find("topk_splits"),
+  EXPECT_NE(err([&] {
+              sample_cuda(view, p.data(), {}, 0, 0, tok.data(), nullptr, {TopkCudaConfig::auto_pick, 4});
+            }).find("topk_splits"),
             std::string::npos);
-  const auto odd = TensorView::matrix(reinterpret_cast<float*>(reinterpret_cast<char*>(d.x.data()) + 2), DType::f32,
-                                      1, 1000, 2000, Device::cuda);
+  const auto odd = TensorView::matrix(reinterpret_cast<float*>(reinterpret_cast<char*>(d.x.data()) + 2), DType::f32, 1,
+                                      1000, 2000, Device::cuda);
   EXPECT_NE(err([&] { sample_cuda(odd, p.data(), {}, 0, 0, tok.data()); }).find("4-byte aligned"), std::string::npos);
   auto strided = view;  // every other logit of a row: the kernels would read the row as consecutive floats
   strided.shape[1] = 1000, strided.stride[1] = 2;
   EXPECT_NE(err([&] { sample_cuda(strided, p.data(), {}, 0, 0, tok.data()); }).find("stride[1] 2"), std::string::npos);
   EXPECT_NE(err([&] { penalize_cuda(strided, p.data(), d.history(b), view, tok.data()); }).find("stride[1] 2"),
             std::string::npos);
-  EXPECT_NE(err([&] { sample_cuda(view, p.data(), {nullptr, d.hist.data(), 3}, 0, 0, tok.data()); })
-                .find("history.indptr"),
-            std::string::npos);
   EXPECT_NE(err([&] {
-              penalize_cuda(view, p.data(), d.history(b), view, tok.data());
-            }).find("overlap"),
+              sample_cuda(view, p.data(), {nullptr, d.hist.data(), 3}, 0, 0, tok.data());
+            }).find("history.indptr"),
+            std::string::npos);
+  EXPECT_NE(err([&] { penalize_cuda(view, p.data(), d.history(b), view, tok.data()); }).find("overlap"),
             std::string::npos);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_TRUE(tok.guard_intact());

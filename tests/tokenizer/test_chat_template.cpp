@@ -14,8 +14,10 @@
 namespace llmk {
 namespace {
 
-const std::vector<ChatMessage> kConv{
-    {"system", " S "}, {"user", " Hi\n"}, {"assistant", "<think>r</think>\nA"}, {"user", "Q"}};
+const std::vector<ChatMessage> kConv{{"system", " S "},
+                                     {"user", " Hi\n"},
+                                     {"assistant", "<think>r</think>\nA"},
+                                     {"user", "Q"}};
 
 std::string render(const char* name, const std::vector<ChatMessage>& ms, bool agp = true) {
   return ChatTemplate::from_name(name).render(ms, {agp, "<s>", "</s>", "03 Sep 2025"});
@@ -25,14 +27,16 @@ TEST(ChatTemplate, FamiliesByNameMatchJinja2) {
   EXPECT_EQ(render("qwen3", kConv),
             "<|im_start|>system\n S <|im_end|>\n<|im_start|>user\n Hi\n<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
             "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(render("llama3", kConv),
-            "<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 03 Sep "
-            "2025\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_"
-            "header_id|>\n\n<think>r</think>\nA<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nQ<|eot_id|><|start_"
-            "header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(
+      render("llama3", kConv),
+      "<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 03 Sep "
+      "2025\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_"
+      "header_id|>\n\n<think>r</think>\nA<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nQ<|eot_id|><|start_"
+      "header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(render("mistral-nemo", kConv), "<s>[INST] Hi\n[/INST]<think>r</think>\nA</s>[INST] S \n\nQ[/INST]");
   EXPECT_EQ(render("phi3", kConv),
-            "<|system|>\n S <|end|>\n<|user|>\n Hi\n<|end|>\n<|assistant|>\n<think>r</think>\nA<|end|>\n<|user|>\nQ<|end|>\n"
+            "<|system|>\n S <|end|>\n<|user|>\n "
+            "Hi\n<|end|>\n<|assistant|>\n<think>r</think>\nA<|end|>\n<|user|>\nQ<|end|>\n"
             "<|assistant|>\n");
   EXPECT_EQ(render("deepseek-r1-qwen", kConv),
             "<s> S <｜User｜> Hi\n<｜Assistant｜>\nA<｜end▁of▁sentence｜><｜User｜>Q<｜Assistant｜><think>\n</think>");
@@ -45,7 +49,8 @@ TEST(ChatTemplate, FamiliesByNameMatchJinja2) {
 TEST(ChatTemplate, TemplateExceptionsAreErrors) {
   EXPECT_THROW(render("gemma2", kConv), InvalidArgument);  // System role not supported
   EXPECT_THROW(render("mistral-v0", {{"user", "a"}, {"user", "b"}}), InvalidArgument);
-  EXPECT_THROW(render("mistral-v0", {{"user", "a"}, {"system", "b"}}), InvalidArgument);  // alternates, but a system role
+  EXPECT_THROW(render("mistral-v0", {{"user", "a"}, {"system", "b"}}),
+               InvalidArgument);  // alternates, but a system role
   try {
     render("gemma", {{"assistant", "a"}});
     FAIL() << "no error";
@@ -63,13 +68,18 @@ TEST(ChatTemplate, BadArgumentsAreNamed) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([] { ChatTemplate::from_name("vicuna"); }).find("'name' = vicuna: must be one of chatml, qwen3"), std::string::npos);
+  EXPECT_NE(message([] { ChatTemplate::from_name("vicuna"); }).find("'name' = vicuna: must be one of chatml, qwen3"),
+            std::string::npos);
   const std::string unknown = message([] { ChatTemplate::from_jinja("{{ messages }}\nmore"); });
-  EXPECT_NE(unknown.find("'template' = 19 bytes beginning '{{ messages }}': is not a chat template llmk knows"), std::string::npos)
+  EXPECT_NE(unknown.find("'template' = 19 bytes beginning '{{ messages }}': is not a chat template llmk knows"),
+            std::string::npos)
       << unknown;
   EXPECT_NE(message([] { ChatTemplate::from_jinja(""); }).find("must not be empty"), std::string::npos);
   EXPECT_NE(message([] { render("chatml", {}); }).find("'messages' = []"), std::string::npos);
-  EXPECT_NE(message([] { render("chatml", {{"user", "a"}, {"tool", "b"}}); }).find("'messages[1].role' = tool"), std::string::npos);
+  EXPECT_NE(message([] {
+              render("chatml", {{"user", "a"}, {"tool", "b"}});
+            }).find("'messages[1].role' = tool"),
+            std::string::npos);
 }
 
 TEST(ChatTemplate, SmolLM2KeepsItsDefaultSystemPrompt) {
@@ -80,7 +90,8 @@ TEST(ChatTemplate, SmolLM2KeepsItsDefaultSystemPrompt) {
   const ChatTemplate t = chat_template_of(tok);
   EXPECT_EQ(t.name(), "chatml");
   const std::vector<ChatMessage> user{{"user", "Hi"}};
-  EXPECT_EQ(t.render(user, chat_render_options(tok)), render_chatml(user, true, chatml_default_system(tok.chat_template())));
+  EXPECT_EQ(t.render(user, chat_render_options(tok)),
+            render_chatml(user, true, chatml_default_system(tok.chat_template())));
   EXPECT_EQ(chat_template_of(tok, "llama3").name(), "llama3");
 }
 

@@ -40,14 +40,17 @@ TEST(PreTokenizer, Gpt2Regex) {
   const auto g = PreTokenizer::gpt2;
   EXPECT_EQ(split("Hello world", g), (W{"Hello", " world"}));
   EXPECT_EQ(split("it's we'll I'M", g), (W{"it", "'s", " we", "'ll", " I", "'", "M"}));  // contractions are lower case
-  EXPECT_EQ(split("  x", g), (W{" ", " x"}));        // \s+(?!\S) leaves the last space to the word
-  EXPECT_EQ(split("a  ", g), (W{"a", "  "}));        // trailing run: \s+ takes it all
+  EXPECT_EQ(split("  x", g), (W{" ", " x"}));  // \s+(?!\S) leaves the last space to the word
+  EXPECT_EQ(split("a  ", g), (W{"a", "  "}));  // trailing run: \s+ takes it all
   EXPECT_EQ(split("x\n\n y", g), (W{"x", "\n\n", " y"}));
   EXPECT_EQ(split("abc123 45", g), (W{"abc", "123", " 45"}));
   EXPECT_EQ(split("(x)!! ?!", g), (W{"(", "x", ")!!", " ?!"}));
   EXPECT_EQ(split("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac", g), (W{"caf\xc3\xa9", " \xe6\x97\xa5\xe6\x9c\xac"}));
   // U+00A0 is whitespace but not ' ': it does not join the next word.
-  EXPECT_EQ(split("a\xc2\xa0" "b", g), (W{"a", "\xc2\xa0", "b"}));
+  EXPECT_EQ(split("a\xc2\xa0"
+                  "b",
+                  g),
+            (W{"a", "\xc2\xa0", "b"}));
   // A combining mark (U+0301, category Mn) is neither letter nor number.
   EXPECT_EQ(split("e\xcc\x81t", g), (W{"e", "\xcc\x81", "t"}));
   EXPECT_EQ(split("", g), W{});
@@ -57,7 +60,8 @@ TEST(PreTokenizer, DigitsThenGpt2) {
   const auto d = PreTokenizer::digits_then_gpt2;
   EXPECT_EQ(split("abc123 45", d), (W{"abc", "1", "2", "3", " ", "4", "5"}));
   // Other \p{N}: Arabic-Indic digits (Nd), Roman numeral (Nl), vulgar fraction (No).
-  EXPECT_EQ(split("\xd9\xa3\xd9\xa4x\xe2\x85\xab\xc2\xbd", d), (W{"\xd9\xa3", "\xd9\xa4", "x", "\xe2\x85\xab", "\xc2\xbd"}));
+  EXPECT_EQ(split("\xd9\xa3\xd9\xa4x\xe2\x85\xab\xc2\xbd", d),
+            (W{"\xd9\xa3", "\xd9\xa4", "x", "\xe2\x85\xab", "\xc2\xbd"}));
 }
 
 TEST(PreTokenizer, Llama3Regex) {
@@ -68,8 +72,13 @@ TEST(PreTokenizer, Llama3Regex) {
   EXPECT_EQ(split("x\n\n y", l), (W{"x", "\n\n", " y"}));
   EXPECT_EQ(split("a  \n  b", l), (W{"a", "  \n", " ", " b"}));  // \s*[\r\n]+ ends at the last newline
   EXPECT_EQ(split("(x)!!\n\n?", l), (W{"(x", ")!!\n\n", "?"}));  // one non-letter joins the letters after it
-  EXPECT_EQ(split("a\xc2\xa0" "b", l), (W{"a", "\xc2\xa0" "b"}));  // so does U+00A0
-  EXPECT_EQ(split("e\xcc\x81t", l), (W{"e", "\xcc\x81t"}));        // and a combining mark
+  EXPECT_EQ(split("a\xc2\xa0"
+                  "b",
+                  l),
+            (W{"a",
+               "\xc2\xa0"
+               "b"}));                                       // so does U+00A0
+  EXPECT_EQ(split("e\xcc\x81t", l), (W{"e", "\xcc\x81t"}));  // and a combining mark
   EXPECT_EQ(split("\t\tx", l), (W{"\t", "\tx"}));
   EXPECT_EQ(split("a ", l), (W{"a", " "}));
   EXPECT_EQ(split("\r\nab", l), (W{"\r\n", "ab"}));  // a newline never joins the letters
@@ -97,11 +106,13 @@ TEST(Unicode, LenientUtf8DecodingAsLlamaCpp) {
   using V = std::vector<uint32_t>;
   const uint32_t r = 0xFFFD;
   EXPECT_EQ(unicode::decode_utf8_lenient("a\xf0\x9f\x99\x82"), (V{'a', 0x1F642}));
-  EXPECT_EQ(unicode::decode_utf8_lenient("\xe2\x82"), (V{r, r}));          // cut short: one U+FFFD a byte
-  EXPECT_EQ(unicode::decode_utf8_lenient("\xe2\x82" "a"), (V{r, r, 'a'}));
-  EXPECT_EQ(unicode::decode_utf8_lenient("\xc0\x80"), (V{0}));              // overlong: its value
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xe2\x82"), (V{r, r}));  // cut short: one U+FFFD a byte
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xe2\x82"
+                                         "a"),
+            (V{r, r, 'a'}));
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xc0\x80"), (V{0}));  // overlong: its value
   EXPECT_EQ(unicode::decode_utf8_lenient("\xf0\x82\x82\xac"), (V{0x20AC}));
-  EXPECT_EQ(unicode::decode_utf8_lenient("\xed\xa0\x80"), (V{0xD800}));    // a surrogate: its value
+  EXPECT_EQ(unicode::decode_utf8_lenient("\xed\xa0\x80"), (V{0xD800}));          // a surrogate: its value
   EXPECT_EQ(unicode::decode_utf8_lenient("\xf4\x90\x80\x80"), (V{r, r, r, r}));  // above U+10FFFF
   EXPECT_EQ(unicode::decode_utf8_lenient("\xf8\x88\x80\x80\x80\xff\x80"), (V{r, r, r, r, r, r, r}));
 }
@@ -109,11 +120,15 @@ TEST(Unicode, LenientUtf8DecodingAsLlamaCpp) {
 TEST(Unicode, Utf8DecodingReplacesMaximalSubparts) {
   using V = std::vector<uint32_t>;
   EXPECT_EQ(unicode::decode_utf8("a\xf0\x9f\x99\x82"), (V{'a', 0x1F642}));
-  EXPECT_EQ(unicode::decode_utf8("\xff" "a"), (V{0xFFFD, 'a'}));
-  EXPECT_EQ(unicode::decode_utf8("\xe6\x97" "a"), (V{0xFFFD, 'a'}));   // cut short: one U+FFFD
-  EXPECT_EQ(unicode::decode_utf8("\xc0\xaf"), (V{0xFFFD, 0xFFFD}));    // overlong
+  EXPECT_EQ(unicode::decode_utf8("\xff"
+                                 "a"),
+            (V{0xFFFD, 'a'}));
+  EXPECT_EQ(unicode::decode_utf8("\xe6\x97"
+                                 "a"),
+            (V{0xFFFD, 'a'}));                                                   // cut short: one U+FFFD
+  EXPECT_EQ(unicode::decode_utf8("\xc0\xaf"), (V{0xFFFD, 0xFFFD}));              // overlong
   EXPECT_EQ(unicode::decode_utf8("\xed\xa0\x80"), (V{0xFFFD, 0xFFFD, 0xFFFD}));  // surrogate
-  EXPECT_EQ(unicode::decode_utf8("\xe6\x97"), (V{0xFFFD}));             // cut by the end
+  EXPECT_EQ(unicode::decode_utf8("\xe6\x97"), (V{0xFFFD}));                      // cut by the end
   EXPECT_TRUE(unicode::is_letter(0x65E5) && unicode::is_number(0x0663) && !unicode::is_letter(0x1F642));
 }
 
@@ -126,10 +141,12 @@ TEST(Unicode, Utf8SequenceLength) {
   EXPECT_EQ(utf8_sequence_length("\xf0\x9f\x99\x82"), 4);
   EXPECT_EQ(utf8_sequence_length("\xf0\x9f\x99"), 0);  // cut short
   EXPECT_EQ(utf8_sequence_length("\xff"), -1);
-  EXPECT_EQ(utf8_sequence_length("\xc0\xaf"), -1);      // overlong
-  EXPECT_EQ(utf8_sequence_length("\xed\xa0\x80"), -1);  // surrogate
+  EXPECT_EQ(utf8_sequence_length("\xc0\xaf"), -1);          // overlong
+  EXPECT_EQ(utf8_sequence_length("\xed\xa0\x80"), -1);      // surrogate
   EXPECT_EQ(utf8_sequence_length("\xf4\x90\x80\x80"), -1);  // above U+10FFFF
-  EXPECT_EQ(utf8_sequence_length("\xc3" "a"), -1);       // no continuation byte
+  EXPECT_EQ(utf8_sequence_length("\xc3"
+                                 "a"),
+            -1);  // no continuation byte
 }
 
 // A small byte-level vocabulary: the 256 byte symbols, then merged pieces.
@@ -272,7 +289,8 @@ TEST(Tokenizer, SentencePieceMergesByScoreWithByteFallback) {
     types.push_back(TokenType::byte);
   }
   const std::string sp = "\xE2\x96\x81";
-  for (const std::string& t : {sp, std::string("a"), std::string("b"), std::string("ab"), sp + "a", sp + "ab", std::string("c")}) {
+  for (const std::string& t :
+       {sp, std::string("a"), std::string("b"), std::string("ab"), sp + "a", sp + "ab", std::string("c")}) {
     tokens.push_back(t);
     types.push_back(TokenType::normal);
   }
@@ -286,7 +304,7 @@ TEST(Tokenizer, SentencePieceMergesByScoreWithByteFallback) {
   EXPECT_EQ(t.encode("abd"), (V{264, 3 + 0x64}));  // "▁ab", then d as a byte
   EXPECT_EQ(t.encode("a\xff"), (V{263, 3 + 0xff}));
   EXPECT_EQ(t.encode("<s>b"), (V{1, 259, 261}));  // the prefix space again after a special token
-  EXPECT_EQ(t.encode(""), V{});                     // no fragment, so no prefix space
+  EXPECT_EQ(t.encode(""), V{});                   // no fragment, so no prefix space
   EXPECT_EQ(t.decode(V{264, 259, 265, 3 + 0x64}), " ab cd");
   const Tokenizer no_prefix = Tokenizer::sentencepiece(tokens, scores, types, false);
   EXPECT_EQ(no_prefix.encode("ab c"), (V{262, 259, 265}));
@@ -308,18 +326,22 @@ TEST(StreamDecoder, HoldsBackSplitCharacters) {
   EXPECT_EQ(e.push(ids[2]), "");
   EXPECT_EQ(e.finish(), "\xef\xbf\xbd");
   EXPECT_EQ(e.push(ids[1]), "");
-  EXPECT_EQ(e.push('a'), "\xef\xbf\xbd" "a");
+  EXPECT_EQ(e.push('a'),
+            "\xef\xbf\xbd"
+            "a");
 }
 
 TEST(Chat, ChatMlRendering) {
   const std::vector<ChatMessage> msgs{{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}};
   EXPECT_EQ(render_chatml(msgs, true, "Be brief."),
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>system\nBe "
+            "brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
             "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
   const std::vector<ChatMessage> sys{{"system", "S"}, {"user", "U"}};
   EXPECT_EQ(render_chatml(sys, false, "ignored"), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
   const std::string smollm =
-      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are "
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+      "'<|im_start|>system\\nYou are "
       "a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}";
   EXPECT_EQ(chatml_default_system(smollm), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
   EXPECT_EQ(chatml_default_system("{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>' }}"), "");
@@ -354,9 +376,12 @@ gguf::File vocab_file(const std::string& pre, const std::function<void(gguf::Wri
 }
 
 TEST(Tokenizer, PreTokenizersFromGguf) {
-  const std::vector<std::pair<std::string, PreTokenizer>> cases{
-      {"", PreTokenizer::gpt2},           {"gpt-2", PreTokenizer::gpt2},    {"smollm", PreTokenizer::digits_then_gpt2},
-      {"llama-bpe", PreTokenizer::llama3}, {"llama3", PreTokenizer::llama3}, {"qwen2", PreTokenizer::qwen2}};
+  const std::vector<std::pair<std::string, PreTokenizer>> cases{{"", PreTokenizer::gpt2},
+                                                                {"gpt-2", PreTokenizer::gpt2},
+                                                                {"smollm", PreTokenizer::digits_then_gpt2},
+                                                                {"llama-bpe", PreTokenizer::llama3},
+                                                                {"llama3", PreTokenizer::llama3},
+                                                                {"qwen2", PreTokenizer::qwen2}};
   for (const auto& c : cases) {
     const Tokenizer t = Tokenizer::from_gguf(vocab_file(c.first));
     EXPECT_EQ(t.pre(), c.second) << c.first;
@@ -442,8 +467,9 @@ TEST_P(LlamaCppVocab, TestVectorsAndRoundTrips) {
   EXPECT_GT(n, 20u);
   if (tok.kind() != TokenizerKind::bpe) return;  // SentencePiece adds a space prefix
   std::mt19937 rng(7);
-  const std::vector<uint32_t> pool{'a', 'Z', '1', ' ', ' ', '\n', '\r', '\t', '\'', 's', '.', '!', 0xE9, 0xA0, 0x301,
-                                   0x3000, 0x65E5, 0xD55C, 0x1F642, 0x1F3FD, 0x2028, 0x85, 0x7F, 0x0};
+  const std::vector<uint32_t> pool{'a',    'Z',    '1',     ' ',     ' ',    '\n', '\r',  '\t',
+                                   '\'',   's',    '.',     '!',     0xE9,   0xA0, 0x301, 0x3000,
+                                   0x65E5, 0xD55C, 0x1F642, 0x1F3FD, 0x2028, 0x85, 0x7F,  0x0};
   for (int i = 0; i < 300; ++i) {
     std::string text;
     for (int k = int(rng() % 30); k >= 0; --k) unicode::append_utf8(text, pool[rng() % pool.size()]);
@@ -478,21 +504,25 @@ TEST_F(SmolLM2Tokenizer, KnownSequencesFromLlamaCpp) {
   const Tokenizer& t = *tok_;
   using V = std::vector<int32_t>;
   EXPECT_EQ(t.encode("Hello, world!"), (V{19556, 28, 905, 17}));
-  EXPECT_EQ(t.encode("<|im_start|>user\nWhat is 2+2?<|im_end|>\n"), (V{1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198}));
+  EXPECT_EQ(t.encode("<|im_start|>user\nWhat is 2+2?<|im_end|>\n"),
+            (V{1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198}));
   EXPECT_EQ(t.encode("na\xc3\xafve caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x99\x82"),
             (V{3546, 46494, 37366, 17097, 241, 115, 40993, 179, 120, 248, 47526}));
-  EXPECT_EQ(t.encode("def f(x):\n\treturn x  # 100%\n"), (V{1604, 275, 24, 104, 727, 198, 197, 5406, 1792, 216, 907, 216, 33, 32, 32, 21, 198}));
+  EXPECT_EQ(t.encode("def f(x):\n\treturn x  # 100%\n"),
+            (V{1604, 275, 24, 104, 727, 198, 197, 5406, 1792, 216, 907, 216, 33, 32, 32, 21, 198}));
   EXPECT_EQ(t.encode("<|im_start|>", false), (V{44, 108, 306, 79, 3738, 108, 46}));
   EXPECT_EQ(t.bos_id(), 1);
   EXPECT_EQ(t.eos_id(), 2);
   EXPECT_FALSE(t.add_bos());
   EXPECT_TRUE(t.is_eog(2) && t.is_eog(0) && !t.is_eog(1));
   EXPECT_EQ(t.pre(), PreTokenizer::digits_then_gpt2);
-  EXPECT_EQ(chatml_default_system(t.chat_template()), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  EXPECT_EQ(chatml_default_system(t.chat_template()),
+            "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
   // render_chat (`llmk chat`, llmk.LLM.chat): the template's default system prompt unless one is given
   const std::vector<ChatMessage> user{{"user", "Hi"}}, sys{{"system", "S"}, {"user", "Hi"}};
-  EXPECT_EQ(render_chat(t, user), "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-                                  "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(t, user),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(render_chat(t, sys), render_chatml(sys, true, ""));
 }
 

@@ -139,10 +139,10 @@ TEST(SoftmaxTopk, NegativeInfinity) {
 TEST(SoftmaxTopk, SpecialRows) {
   const int64_t v = 40000, rows = 6, k = 4;
   auto x = random_logits<float>(rows, v, v, 9);
-  x[1 * v + 39999] = NAN;                                        // row 1: one NaN, at the very end
-  x[2 * v + 5] = INFINITY;                                       // row 2: +inf
-  for (int64_t j = 0; j < v; ++j) x[3 * v + j] = -INFINITY;       // row 3: all -inf
-  x[4 * v + 3] = INFINITY;                                       // row 4: +inf and NaN
+  x[1 * v + 39999] = NAN;                                    // row 1: one NaN, at the very end
+  x[2 * v + 5] = INFINITY;                                   // row 2: +inf
+  for (int64_t j = 0; j < v; ++j) x[3 * v + j] = -INFINITY;  // row 3: all -inf
+  x[4 * v + 3] = INFINITY;                                   // row 4: +inf and NaN
   x[4 * v + 30000] = NAN;
   for (int64_t j = 0; j < v; ++j) x[5 * v + j] = j == 9 ? NAN : -INFINITY;  // row 5: NaN among -inf
   const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
@@ -159,10 +159,8 @@ TEST(SoftmaxTopk, SpecialRows) {
           EXPECT_TRUE(std::isnan(r.probs[b * k + j])) << "row " << b;
           EXPECT_EQ(r.idx[b * k + j], j) << "row " << b;
         }
-        if (std::isnan(want_max[b]))
-          EXPECT_TRUE(std::isnan(r.row_max[b]) && std::isnan(r.lse[b])) << "row " << b;
-        else
-          EXPECT_TRUE(r.row_max[b] == want_max[b] && r.lse[b] == want_max[b]) << "row " << b;
+        if (std::isnan(want_max[b])) EXPECT_TRUE(std::isnan(r.row_max[b]) && std::isnan(r.lse[b])) << "row " << b;
+        else EXPECT_TRUE(r.row_max[b] == want_max[b] && r.lse[b] == want_max[b]) << "row " << b;
       }
       EXPECT_TRUE(std::isfinite(r.row_max[0]) && std::isfinite(r.probs[0]));
     }
@@ -272,7 +270,8 @@ TEST(SoftmaxTopk, Temperature) {
   // vector scan stops folding the scale into the exp (its clamp -127 / s
   // would overflow), on both sides; -inf logits must still get 0.
   auto big = x;
-  for (size_t i = 0; i < big.size(); ++i) big[i] = i % 97 == 5 ? -std::numeric_limits<float>::infinity() : big[i] * 1e30f;
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = i % 97 == 5 ? -std::numeric_limits<float>::infinity() : big[i] * 1e30f;
   const auto bview = TensorView::matrix(big.data(), DType::f32, 2, v);
   for (float t : {1e30f, 1.8e30f, 1.9e30f, 4e31f, 1e37f, std::numeric_limits<float>::max()}) {
     for (int64_t k : {8, 50}) {
@@ -301,7 +300,7 @@ TEST(SoftmaxTopk, RunningMaxRises) {
     x[2 * v + j] = j == v - 3 ? 30.0f : std::sin(float(j));
     x[3 * v + j] = 1.0e6f + 0.25f * float(j % 97);
     x[4 * v + j] = j == v / 2 ? 2.0e5f : std::sin(float(j));  // a huge max after thousands of terms
-    x[5 * v + j] = -1.0e6f + 0.25f * float(j % 97);          // far below 0
+    x[5 * v + j] = -1.0e6f + 0.25f * float(j % 97);           // far below 0
   }
   const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
   for (float t : {0.5f, 1.0f, 3.0f}) {
@@ -335,8 +334,8 @@ TEST(SoftmaxTopk, FoldRangeAndLowestLogits) {
     x[v + j] = j % 3 ? lowest : -INFINITY;
     if (j < v / 2) x[2 * v + j] = lowest;
   }
-  x[3 * v + 777] = edge - 11.0f;  // m s2 = 2^18 - 16: in range
-  x[4 * v + 777] = edge + 11.0f;  // just beyond
+  x[3 * v + 777] = edge - 11.0f;     // m s2 = 2^18 - 16: in range
+  x[4 * v + 777] = edge + 11.0f;     // just beyond
   x[5 * v + v - 100] = 2.0f * edge;  // a jump out of range near the end
   const auto view = TensorView::matrix(x.data(), DType::f32, rows, v);
   const auto ref = run_ref(view, 256, 1.0f);
@@ -468,11 +467,10 @@ void random_case(std::mt19937_64& g, const std::string& name, int64_t v, int64_t
   const int dt = int(g() % 5);  // f32 3 times in 5
   const int threads = 1 + int(g() % 4);
   const SimdLevel lvl = levels[g() % levels.size()];
-  const std::string what = name + ": B " + std::to_string(rows) + " V " + std::to_string(v) +
-                           " ld " + std::to_string(ld) + " K " + std::to_string(k) + " T " + std::to_string(t) +
-                           " scale " + std::to_string(scale) + " offset " + std::to_string(offset) + " rows " + kinds +
-                           " dtype " + std::to_string(dt) + " threads " + std::to_string(threads) + " " +
-                           simd_name(lvl);
+  const std::string what = name + ": B " + std::to_string(rows) + " V " + std::to_string(v) + " ld " +
+                           std::to_string(ld) + " K " + std::to_string(k) + " T " + std::to_string(t) + " scale " +
+                           std::to_string(scale) + " offset " + std::to_string(offset) + " rows " + kinds + " dtype " +
+                           std::to_string(dt) + " threads " + std::to_string(threads) + " " + simd_name(lvl);
   const auto run = [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> x(xf.size());
@@ -483,12 +481,9 @@ void random_case(std::mt19937_64& g, const std::string& name, int64_t v, int64_t
     ThreadScope ts(threads);
     EXPECT_TRUE(same_topk(run_fused(view, k, t), ref, rows, what));
   };
-  if (dt == 3)
-    run(f16{});
-  else if (dt == 4)
-    run(bf16{});
-  else
-    run(float{});
+  if (dt == 3) run(f16{});
+  else if (dt == 4) run(bf16{});
+  else run(float{});
 }
 
 TEST(SoftmaxTopk, RandomizedAgainstReference) {
@@ -528,24 +523,30 @@ TEST(SoftmaxTopk, BadArguments) {
   EXPECT_NE(msg([&] { softmax_topk(view, -3, 1.0f, out); }).find("'k' = -3"), std::string::npos);
   for (float t : {0.0f, -1.0f, float(NAN), float(INFINITY), 1e-45f, 3e-39f})  // 3e-39: 1/T finite, log2(e)/T not
     EXPECT_NE(msg([&] { softmax_topk(view, 2, t, out); }).find("'temperature'"), std::string::npos) << t;
-  EXPECT_NE(msg([&] { softmax_topk(TensorView::matrix(x.data(), DType::i32, 2, 10), 2, 1.0f, out); })
-                .find("dtype must be"),
+  EXPECT_NE(msg([&] {
+              softmax_topk(TensorView::matrix(x.data(), DType::i32, 2, 10), 2, 1.0f, out);
+            }).find("dtype must be"),
             std::string::npos);
   EXPECT_NE(msg([&] { softmax_topk(TensorView::vector(x.data(), DType::f32, 10), 2, 1.0f, out); }).find("2-d"),
             std::string::npos);
-  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {nullptr, i.data(), nullptr, nullptr}); }).find("out.probs"),
+  EXPECT_NE(msg([&] {
+              softmax_topk(view, 2, 1.0f, {nullptr, i.data(), nullptr, nullptr});
+            }).find("out.probs"),
             std::string::npos);
   EXPECT_NE(msg([&] { softmax_topk_ref(view, 0, 1.0f, out); }).find("softmax_topk_ref"), std::string::npos);
   EXPECT_NE(msg([&] { softmax_topk_naive(view, 2, -1.0f, out); }).find("softmax_topk_naive"), std::string::npos);
   // Outputs may not share memory with the logits or with each other.
-  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {x.data() + 16, i.data(), nullptr, nullptr}); })
-                .find("'out.probs'"),
+  EXPECT_NE(msg([&] {
+              softmax_topk(view, 2, 1.0f, {x.data() + 16, i.data(), nullptr, nullptr});
+            }).find("'out.probs'"),
             std::string::npos);
-  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {p.data(), i.data(), p.data() + 3, nullptr}); })
-                .find("must not overlap out.row_max"),
+  EXPECT_NE(msg([&] {
+              softmax_topk(view, 2, 1.0f, {p.data(), i.data(), p.data() + 3, nullptr});
+            }).find("must not overlap out.row_max"),
             std::string::npos);
-  EXPECT_NE(msg([&] { softmax_topk(view, 2, 1.0f, {p.data(), i.data(), m.data(), m.data() + 1}); })
-                .find("'out.row_max'"),
+  EXPECT_NE(msg([&] {
+              softmax_topk(view, 2, 1.0f, {p.data(), i.data(), m.data(), m.data() + 1});
+            }).find("'out.row_max'"),
             std::string::npos);
   softmax_topk(view, 2, 1.0f, {p.data(), i.data(), p.data() + 4, nullptr});  // adjacent: fine
   // Null row_max / lse are allowed.
@@ -569,9 +570,13 @@ TEST(SoftmaxTopk, NonUnitLastStrideIsAnError) {
     EXPECT_NE(m.find(piece), std::string::npos) << m << " lacks " << piece;
   EXPECT_EQ(p, -7.0f);
   EXPECT_EQ(i, -7);
-  EXPECT_NE(msg([&] { softmax_topk_ref(x, 1, 1.0f, {&p, &i, nullptr, nullptr}); }).find("stride[1] 2"),
+  EXPECT_NE(msg([&] {
+              softmax_topk_ref(x, 1, 1.0f, {&p, &i, nullptr, nullptr});
+            }).find("stride[1] 2"),
             std::string::npos);
-  EXPECT_NE(msg([&] { softmax_topk_naive(x, 1, 1.0f, {&p, &i, nullptr, nullptr}); }).find("stride[1] 2"),
+  EXPECT_NE(msg([&] {
+              softmax_topk_naive(x, 1, 1.0f, {&p, &i, nullptr, nullptr});
+            }).find("stride[1] 2"),
             std::string::npos);
   TensorView col = TensorView::matrix(buf, DType::f32, 2, 1, 4);
   col.stride[1] = 3;
@@ -619,28 +624,27 @@ TEST(SoftmaxTopk, VectorProbabilitiesAgainstDoubleExp) {
   const std::vector<float> xs = exp_test_points<float>();
   for (const auto& [name, fn] : fns) {
     int checked = 0;  // per function, so the count does not depend on which ISAs the CPU has
-      for (double s : {1.0, 1.7, 3.0e4})
-        for (double scale : {1.0, 0.37})
-          for (int64_t k = 1; k <= 19; ++k)
-            for (size_t j0 = 0; j0 + size_t(k) <= xs.size(); j0 += size_t(k) * 7) {
-              std::vector<topk::Cand> c(static_cast<size_t>(k));
-              for (int64_t j = 0; j < k; ++j) c[size_t(j)] = topk::Cand{float(xs[j0 + size_t(j)] / scale), int32_t(j)};
-              std::vector<float> out(size_t(k) + 1, 7.0f);  // + a sentinel
-              fn(c.data(), k, 0.0, scale, s, out.data());
-              ASSERT_EQ(out[size_t(k)], 7.0f) << name << " wrote past k = " << k;
-              for (int64_t j = 0; j < k; ++j) {
-                const double d = double(c[size_t(j)].x) * scale, want = std::exp(d) / s;
-                const float got = out[size_t(j)];
-                if (d < -104) {
-                  ASSERT_EQ(got, 0.0f) << name << " d " << d;
-                  continue;
-                }
-                const float lo = float(want * (1 - 1e-12)), hi = float(want * (1 + 1e-12));  // the roundings allowed
-                ASSERT_TRUE(got == lo || got == hi)
-                    << name << " d " << d << " s " << s << ": " << got << " vs " << want;
-                ++checked;
+    for (double s : {1.0, 1.7, 3.0e4})
+      for (double scale : {1.0, 0.37})
+        for (int64_t k = 1; k <= 19; ++k)
+          for (size_t j0 = 0; j0 + size_t(k) <= xs.size(); j0 += size_t(k) * 7) {
+            std::vector<topk::Cand> c(static_cast<size_t>(k));
+            for (int64_t j = 0; j < k; ++j) c[size_t(j)] = topk::Cand{float(xs[j0 + size_t(j)] / scale), int32_t(j)};
+            std::vector<float> out(size_t(k) + 1, 7.0f);  // + a sentinel
+            fn(c.data(), k, 0.0, scale, s, out.data());
+            ASSERT_EQ(out[size_t(k)], 7.0f) << name << " wrote past k = " << k;
+            for (int64_t j = 0; j < k; ++j) {
+              const double d = double(c[size_t(j)].x) * scale, want = std::exp(d) / s;
+              const float got = out[size_t(j)];
+              if (d < -104) {
+                ASSERT_EQ(got, 0.0f) << name << " d " << d;
+                continue;
               }
+              const float lo = float(want * (1 - 1e-12)), hi = float(want * (1 + 1e-12));  // the roundings allowed
+              ASSERT_TRUE(got == lo || got == hi) << name << " d " << d << " s " << s << ": " << got << " vs " << want;
+              ++checked;
             }
+          }
     EXPECT_GT(checked, 40000) << name;
   }
 }
@@ -656,25 +660,25 @@ TEST(SoftmaxTopk, BatchProbabilitiesAgainstDoubleExp) {
   const std::vector<double> ds = exp_test_points<double>();
   for (const auto& [name, fn] : fns) {
     int checked = 0;  // per function, as above
-      for (int64_t n = 1; n <= 40; ++n)
-        for (size_t j0 = 0; j0 + size_t(n) <= ds.size(); j0 += size_t(n) * 5) {
-          std::vector<double> s(static_cast<size_t>(n));
-          for (int64_t j = 0; j < n; ++j) s[size_t(j)] = 1.0 + double((j0 + size_t(j) * 7919) % 30011);
-          std::vector<float> out(size_t(n) + 1, 7.0f);  // + a sentinel
-          fn(ds.data() + j0, s.data(), n, out.data());
-          ASSERT_EQ(out[size_t(n)], 7.0f) << name << " wrote past n = " << n;
-          for (int64_t j = 0; j < n; ++j) {
-            const double d = ds[j0 + size_t(j)], want = std::exp(d) / s[size_t(j)];
-            const float got = out[size_t(j)];
-            if (d < -104) {
-              ASSERT_EQ(got, 0.0f) << name << " d " << d;
-              continue;
-            }
-            const float lo = float(want * (1 - 1e-12)), hi = float(want * (1 + 1e-12));
-            ASSERT_TRUE(got == lo || got == hi) << name << " d " << d << " s " << s[size_t(j)] << ": " << got;
-            ++checked;
+    for (int64_t n = 1; n <= 40; ++n)
+      for (size_t j0 = 0; j0 + size_t(n) <= ds.size(); j0 += size_t(n) * 5) {
+        std::vector<double> s(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) s[size_t(j)] = 1.0 + double((j0 + size_t(j) * 7919) % 30011);
+        std::vector<float> out(size_t(n) + 1, 7.0f);  // + a sentinel
+        fn(ds.data() + j0, s.data(), n, out.data());
+        ASSERT_EQ(out[size_t(n)], 7.0f) << name << " wrote past n = " << n;
+        for (int64_t j = 0; j < n; ++j) {
+          const double d = ds[j0 + size_t(j)], want = std::exp(d) / s[size_t(j)];
+          const float got = out[size_t(j)];
+          if (d < -104) {
+            ASSERT_EQ(got, 0.0f) << name << " d " << d;
+            continue;
           }
+          const float lo = float(want * (1 - 1e-12)), hi = float(want * (1 + 1e-12));
+          ASSERT_TRUE(got == lo || got == hi) << name << " d " << d << " s " << s[size_t(j)] << ": " << got;
+          ++checked;
         }
+      }
     EXPECT_GT(checked, 20000) << name;
   }
 }
@@ -689,8 +693,9 @@ TEST(SoftmaxTopk, BatchProbabilitiesAgainstDoubleExp) {
 // sentinel candidate after c[n) that must stay.
 TEST(SoftmaxTopk, CandidateOrderingPaths) {
   std::mt19937 rng(5);
-  const int64_t ns[] = {1,  2,  31,  32,  33,  100, 127, 128, 129, 300,
-                        topk::kBucketMax - 1, topk::kBucketMax, topk::kBucketMax + 1, 1500, 5000};
+  const int64_t ns[] = {
+      1,    2,   31, 32, 33, 100, 127, 128, 129, 300, topk::kBucketMax - 1, topk::kBucketMax, topk::kBucketMax + 1,
+      1500, 5000};
   int bucketed = 0, declined = 0;
   for (int kind = 0; kind < 5; ++kind)
     for (int64_t n : ns)
@@ -701,9 +706,9 @@ TEST(SoftmaxTopk, CandidateOrderingPaths) {
             float x = 0;
             std::uniform_real_distribution<float> u(-1.0f, 1.0f);
             switch (kind) {
-              case 0: x = 3.9f + 0.1f * u(rng); break;                             // spread: the bucket pass
-              case 1: x = j == n / 2 ? 1e30f : 2.0f + 1e-6f * u(rng); break;        // cluster + outlier
-              case 2: x = float(rng() % 3); break;                                   // many equal
+              case 0: x = 3.9f + 0.1f * u(rng); break;                        // spread: the bucket pass
+              case 1: x = j == n / 2 ? 1e30f : 2.0f + 1e-6f * u(rng); break;  // cluster + outlier
+              case 2: x = float(rng() % 3); break;                            // many equal
               case 3: x = (rng() % 2 ? 0.0f : -0.0f) + (rng() % 4 == 0 ? u(rng) : 0.0f); break;  // signed zeros
               default: {
                 const float pick[] = {FLT_MAX, -FLT_MAX, 1e-40f, -1e-40f, 1e-45f, 0.0f, -0.0f, 1.0f};

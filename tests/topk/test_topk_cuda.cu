@@ -37,8 +37,7 @@ TopkResult run_cuda(const std::vector<T>& host, int64_t rows, int64_t v, int64_t
   softmax_topk_cuda(TensorView::matrix(x.data(), dtype_of<T>(), rows, v, ld, Device::cuda), k, t,
                     {p.data(), idx.data(), mx.data(), lse.data()}, nullptr, cfg.config, cfg.splits);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_TRUE(p.guard_intact() && idx.guard_intact() && mx.guard_intact() && lse.guard_intact() &&
-              x.guard_intact())
+  EXPECT_TRUE(p.guard_intact() && idx.guard_intact() && mx.guard_intact() && lse.guard_intact() && x.guard_intact())
       << "write past a device buffer";
   return TopkResult{p.download(), mx.download(), lse.download(), idx.download(), k};
 }
@@ -167,8 +166,8 @@ TEST(SoftmaxTopkCuda, AutoPickAndBadArguments) {
   EXPECT_EQ(softmax_topk_cuda_config(4096, 64, 8), TopkCudaConfig::warp_per_row);
   EXPECT_EQ(softmax_topk_cuda_config(1, 128256, 50), TopkCudaConfig::split_row);
   EXPECT_EQ(softmax_topk_cuda_config(4096, 128256, 50), TopkCudaConfig::block_per_row);
-  for (int64_t rows : {int64_t(1), int64_t(8), kCudaEmulated ? int64_t(33) : int64_t(300)}) check_shape(random_logits<float>(rows, 131072, 131072, rows), rows, 131072,
-                                               131072, {1, 50, 256});
+  for (int64_t rows : {int64_t(1), int64_t(8), kCudaEmulated ? int64_t(33) : int64_t(300)})
+    check_shape(random_logits<float>(rows, 131072, 131072, rows), rows, 131072, 131072, {1, 50, 256});
   DeviceGuarded<float> x(2 * 5000), p(2 * 2000), m(2), l(2);
   DeviceGuarded<int32_t> i(2 * 2000);
   const auto view = TensorView::matrix(x.data(), DType::f32, 2, 5000, 5000, Device::cuda);
@@ -216,12 +215,14 @@ TEST(SoftmaxTopkCudaArgs, TooManyBlocksForOneLaunch) {
   const SoftmaxTopkOut out{at(1), reinterpret_cast<int32_t*>(at(2)), at(3), at(4)};
   const void* far = at(64);
   const auto view = TensorView::matrix(far, DType::f32, int64_t(1) << 30, 64, 64, Device::cuda);
-  EXPECT_NE(invalid_argument_message([&] { softmax_topk_cuda(view, 1, 1.0f, out, nullptr, TopkCudaConfig::split_row, 2); })
-                .find("'logits'"),
+  EXPECT_NE(invalid_argument_message([&] {
+              softmax_topk_cuda(view, 1, 1.0f, out, nullptr, TopkCudaConfig::split_row, 2);
+            }).find("'logits'"),
             std::string::npos);
   const auto big = TensorView::matrix(far, DType::f32, int64_t(1) << 31, 64, 64, Device::cuda);
-  EXPECT_NE(invalid_argument_message([&] { softmax_topk_cuda(big, 1, 1.0f, out, nullptr, TopkCudaConfig::block_per_row); })
-                .find("more rows than one launch of block_per_row"),
+  EXPECT_NE(invalid_argument_message([&] {
+              softmax_topk_cuda(big, 1, 1.0f, out, nullptr, TopkCudaConfig::block_per_row);
+            }).find("more rows than one launch of block_per_row"),
             std::string::npos);
 }
 
@@ -231,8 +232,8 @@ TEST(SoftmaxTopkCudaArgs, ConfigOutsideTheEnumIsNamed) {
   const SoftmaxTopkOut out{nullptr, nullptr, nullptr, nullptr};
   const auto view = TensorView::matrix(nullptr, DType::f32, 0, 5000, 5000, Device::cuda);
   for (int c : {-1, 4, 7}) {
-    const std::string m =
-        invalid_argument_message([&] { softmax_topk_cuda(view, 50, 1.0f, out, nullptr, static_cast<TopkCudaConfig>(c)); });
+    const std::string m = invalid_argument_message(
+        [&] { softmax_topk_cuda(view, 50, 1.0f, out, nullptr, static_cast<TopkCudaConfig>(c)); });
     EXPECT_NE(m.find("'config'"), std::string::npos) << c << ": " << m;
     EXPECT_NE(m.find(std::to_string(c)), std::string::npos) << m;
   }

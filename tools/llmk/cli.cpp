@@ -90,8 +90,8 @@ void check_value(const Option& o, const std::string& spelled, const std::string&
       LLMK_CHECK_ARG(end && *end == '\0' && !v.empty(), "cli", spelled, v, "must be a number");
       // strtod makes 1e400 inf and 1e-400 0 (ERANGE): a value nobody passed
       LLMK_CHECK_ARG(errno != ERANGE, "cli", spelled, v, "is beyond the range of a double");
-      const bool in =
-          std::isfinite(r) && (o.nlo_open ? r > o.nlo : r >= o.nlo) && (o.nhi_open ? r < o.nhi : r <= o.nhi);
+      const bool in = std::isfinite(r) && (o.nlo_open ? r > o.nlo : r >= o.nlo) &&
+                      (o.nhi_open ? r < o.nhi : r <= o.nhi);
       LLMK_CHECK_ARG(in, "cli", spelled, v, out_of_range(o));
       d = r;
       return;
@@ -106,8 +106,7 @@ void check_value(const Option& o, const std::string& spelled, const std::string&
       s = *it;
       return;
     }
-    case Kind::text:
-      return;
+    case Kind::text: return;
   }
 }
 
@@ -134,8 +133,7 @@ Option choice(std::string name, std::vector<std::string> (*choices)(), std::stri
 
 std::string Option::range_text() const {
   switch (kind) {
-    case Kind::integer:
-      return lo == INT64_MIN && hi == INT64_MAX ? "" : "an integer " + int_bounds(*this);
+    case Kind::integer: return lo == INT64_MIN && hi == INT64_MAX ? "" : "an integer " + int_bounds(*this);
     case Kind::number: {
       const bool l = std::isfinite(nlo), h = std::isfinite(nhi);
       if (l && h)
@@ -150,8 +148,7 @@ std::string Option::range_text() const {
       for (const std::string& c : choices()) s += (s.empty() ? "one of " : ", ") + c;
       return s;
     }
-    default:
-      return "";
+    default: return "";
   }
 }
 
@@ -176,7 +173,8 @@ Args::Args(int argc, char** argv, int first, const std::vector<Option>& options)
       continue;
     }
     if (a.rfind("--", 0) != 0 && a != "-n" && a != "-h")
-      throw InvalidArgument("llmk::cli: argument '" + a + "': unknown option (options are spelled --name, -n and -h "
+      throw InvalidArgument("llmk::cli: argument '" + a +
+                            "': unknown option (options are spelled --name, -n and -h "
                             "aside; a value that starts with '-' is given as --name=VALUE, a text after \"--\")");
     std::string key = a == "-n" ? "n" : a == "-h" ? "help" : a.substr(2), spelled = a;
     std::optional<std::string> value = "1";

@@ -38,11 +38,16 @@ struct Option {
   std::vector<std::string> (*choices)() = nullptr;
   std::string requirement;  // replaces the generated "must be ..." of a range (or an empty path) error
 
-  Option def(std::string v) && { value = std::move(v); return std::move(*this); }
-  Option shown_default(std::string s) && { shown = std::move(s); return std::move(*this); }
+  Option def(std::string v) && {
+    value = std::move(v);
+    return std::move(*this);
+  }
+  Option shown_default(std::string s) && {
+    shown = std::move(s);
+    return std::move(*this);
+  }
   template <class A, class B>
-    requires std::is_integral_v<A> && std::is_integral_v<B>
-  Option range(A l, B h) && {
+  requires std::is_integral_v<A> && std::is_integral_v<B> Option range(A l, B h) && {
     lo = int64_t(l), hi = int64_t(h);
     return std::move(*this);
   }
@@ -50,7 +55,10 @@ struct Option {
     nlo = l, nhi = h, nlo_open = l_open, nhi_open = h_open;
     return std::move(*this);
   }
-  Option must(std::string r) && { requirement = std::move(r); return std::move(*this); }
+  Option must(std::string r) && {
+    requirement = std::move(r);
+    return std::move(*this);
+  }
   // What the range allows: "an integer in [1, 1024]", "finite and > 0", "in (0, 1]", "one of
   // a, b"; "" for an unbounded integer, a flag, a text or a path.
   std::string range_text() const;

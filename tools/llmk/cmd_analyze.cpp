@@ -69,17 +69,19 @@ __attribute__((format(printf, 2, 3))) void out(std::string& o, const char* fmt, 
 void print_text(const Setup& s) {
   std::string o;
   const ModelConfig& m = s.m;
-  out(o, "model %s: %lld layers, hidden %lld, heads %lld/%lld kv (group %lld), head_dim %lld, ffn %lld%s, "
-         "vocab %lld%s\n",
-         m.name.c_str(), (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads,
-         (long long)m.n_kv_heads, (long long)(m.n_heads / m.n_kv_heads), (long long)m.head_dim,
-         (long long)m.ffn, m.gated_ffn ? " (gated)" : "", (long long)m.vocab, m.tied_embeddings ? ", tied" : "");
+  out(o,
+      "model %s: %lld layers, hidden %lld, heads %lld/%lld kv (group %lld), head_dim %lld, ffn %lld%s, "
+      "vocab %lld%s\n",
+      m.name.c_str(), (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads, (long long)m.n_kv_heads,
+      (long long)(m.n_heads / m.n_kv_heads), (long long)m.head_dim, (long long)m.ffn, m.gated_ffn ? " (gated)" : "",
+      (long long)m.vocab, m.tied_embeddings ? ", tied" : "");
   out(o, "params %lld (shape implies %lld), weights %s %.3f GB; GB = 1e9 bytes\n", (long long)m.params,
-         (long long)estimated_params(m), weight_type_name(s.w), gb(weight_bytes(m, s.w)));
-  out(o, "settings: batch %lld, context %lld, kv %s, blocks of %lld tokens, reserve %.0f%% of memory, "
-         "activations %g bytes\n\n",
-         (long long)s.batch, (long long)s.context, kv_name(s).c_str(), (long long)s.opt.block,
-         100 * s.opt.reserve_fraction, s.act_bytes);
+      (long long)estimated_params(m), weight_type_name(s.w), gb(weight_bytes(m, s.w)));
+  out(o,
+      "settings: batch %lld, context %lld, kv %s, blocks of %lld tokens, reserve %.0f%% of memory, "
+      "activations %g bytes\n\n",
+      (long long)s.batch, (long long)s.context, kv_name(s).c_str(), (long long)s.opt.block,
+      100 * s.opt.reserve_fraction, s.act_bytes);
 
   out(o, "KV cache per token (K and V, all layers)\n  %-6s %12s %10s %8s\n", "type", "bytes", "KiB", "vs f16");
   const double f16 = double(kv_bytes_per_token(m, KvType::f16, KvType::f16));
@@ -97,7 +99,7 @@ void print_text(const Setup& s) {
     out(o, "\n");
   }
   out(o, "\nKV + weights (GB), kv %s, weights %s, against context and batch\n  %8s", kv_name(s).c_str(),
-         weight_type_name(s.w), "context");
+      weight_type_name(s.w), "context");
   for (int64_t b : s.batches) out(o, "  batch %-4lld", (long long)b);
   out(o, "\n");
   for (int64_t c : s.contexts) {
@@ -108,23 +110,23 @@ void print_text(const Setup& s) {
   }
 
   out(o, "\ncapacity: kv %s, weights %s, reserve %.0f%%\n  %-8s %8s %8s %8s %8s %14s %14s  %s\n", kv_name(s).c_str(),
-         weight_type_name(s.w), 100 * s.opt.reserve_fraction, "device", "mem GB", "weights", "reserve", "KV GB",
-         ("max ctx @b" + std::to_string(s.batch)).c_str(), ("max batch @" + std::to_string(s.context)).c_str(),
-         "note");
+      weight_type_name(s.w), 100 * s.opt.reserve_fraction, "device", "mem GB", "weights", "reserve", "KV GB",
+      ("max ctx @b" + std::to_string(s.batch)).c_str(), ("max batch @" + std::to_string(s.context)).c_str(), "note");
   for (const Device& d : s.devices) {
     const Capacity c = capacity(m, d, s.k, s.v, s.w, s.batch, s.context, s.opt);
-    std::string note = !c.fits ? "does not fit: weights + reserve exceed memory"
+    std::string note = !c.fits              ? "does not fit: weights + reserve exceed memory"
                        : c.max_context == 0 ? "no room for one KV block per sequence"
                        : (m.max_context && c.max_context > m.max_context)
                            ? "memory allows more than the trained context " + std::to_string(m.max_context)
                            : "";
     out(o, "  %-8s %8.1f %8.2f %8.2f %8.2f %14lld %14lld  %s\n", d.key.c_str(), gb(c.memory), gb(c.weights),
-           gb(c.reserve), gb(std::max<int64_t>(c.kv_budget, 0)), (long long)c.max_context,
-           (long long)c.max_batch, note.c_str());
+        gb(c.reserve), gb(std::max<int64_t>(c.kv_budget, 0)), (long long)c.max_context, (long long)c.max_batch,
+        note.c_str());
   }
 
-  out(o, "\narithmetic intensity (FLOPs/byte) and roofline side: mem = below the ridge, comp = above,\n"
-         "mem* = below the tensor ridge but above the f32 (CUDA-core) ridge\n");
+  out(o,
+      "\narithmetic intensity (FLOPs/byte) and roofline side: mem = below the ridge, comp = above,\n"
+      "mem* = below the tensor ridge but above the f32 (CUDA-core) ridge\n");
   out(o, "  %-34s %9s", "op", "FLOP/B");
   for (const Device& d : s.devices) out(o, " %8s", d.key.c_str());
   out(o, "\n  %-34s %9s", "ridge = peak / bandwidth", "");
@@ -149,7 +151,7 @@ void print_text(const Setup& s) {
   row("decode step (batch " + std::to_string(s.batch) + ")", step);
 
   out(o, "\ndecode step bound: batch %lld at context %lld = %.3f GFLOP, %.3f GB moved\n", (long long)s.batch,
-         (long long)s.context, step.flops / 1e9, step.bytes / 1e9);
+      (long long)s.context, step.flops / 1e9, step.bytes / 1e9);
   out(o, "  %-8s %12s %14s\n", "device", "ms/step", "tokens/s max");
   for (const Device& d : s.devices) {
     const double t = roofline_seconds(d, step);
@@ -158,7 +160,7 @@ void print_text(const Setup& s) {
   out(o, "\ndevices (GB/s; dense bf16/f16 tensor and f32 TFLOP/s; cpu: measured f32 FMA):\n");
   for (const Device& d : s.devices)
     out(o, "  %-8s %s: %.0f GB, %.1f GB/s, %.4g / %.4g TFLOP/s (%s)\n", d.key.c_str(), d.name.c_str(),
-           gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.fp32_tflops, d.source.c_str());
+        gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, d.fp32_tflops, d.source.c_str());
   std::fputs(o.c_str(), stdout);
 }
 
@@ -192,9 +194,10 @@ void print_json(const Setup& s) {
                   ", \"gated_ffn\": " + (m.gated_ffn ? "true" : "false") + ", \"params\": " + num(m.params) +
                   ", \"max_context\": " + num(m.max_context) + ", \"estimated_params\": " + num(estimated_params(m)) +
                   ", \"matmul_params\": " + num(matmul_params(m)) + "},\n";
-  o += " \"settings\": {\"batch\": " + num(s.batch) + ", \"context\": " + num(s.context) + ", \"kv_type\": " +
-       q(kv_name(s)) + ", \"weights\": " + q(weight_type_name(s.w)) + ", \"block\": " + num(s.opt.block) +
-       ", \"reserve_fraction\": " + num(s.opt.reserve_fraction) + ", \"act_bytes\": " + num(s.act_bytes) + "},\n";
+  o += " \"settings\": {\"batch\": " + num(s.batch) + ", \"context\": " + num(s.context) +
+       ", \"kv_type\": " + q(kv_name(s)) + ", \"weights\": " + q(weight_type_name(s.w)) +
+       ", \"block\": " + num(s.opt.block) + ", \"reserve_fraction\": " + num(s.opt.reserve_fraction) +
+       ", \"act_bytes\": " + num(s.act_bytes) + "},\n";
   o += " \"weight_bytes\": " + num(weight_bytes(m, s.w)) + ",\n \"kv_bytes_per_token\": {";
   for (KvType t : all_kv_types())
     o += std::string(t == KvType::f32 ? "" : ", ") + q(kv_type_name(t)) + ": " + num(kv_bytes_per_token(m, t, t));
@@ -214,17 +217,17 @@ void print_json(const Setup& s) {
     o += std::string(i ? ",\n   " : "\n   ") + "{\"key\": " + q(d.key) + ", \"name\": " + q(d.name) +
          ", \"memory_bytes\": " + num(d.memory_bytes) + ", \"bandwidth_gbps\": " + num(d.bandwidth_gbps) +
          ", \"peak_tflops\": " + num(d.peak_tflops) + ", \"ridge\": " + num(ridge(d)) +
-         ", \"fp32_tflops\": " + num(d.fp32_tflops) + ", \"fp32_ridge\": " + num(fp32_ridge(d)) + ", \"source\": " +
-         q(d.source) + ",\n    \"capacity\": {\"fits\": " + (c.fits ? "true" : "false") + ", \"reserve\": " +
-         num(c.reserve) + ", \"weights\": " + num(c.weights) + ", \"kv_budget\": " + num(c.kv_budget) +
-         ", \"block_bytes\": " + num(c.block_bytes) + ", \"blocks\": " + num(c.blocks) + ", \"max_context\": " +
-         num(c.max_context) + ", \"max_batch\": " + num(c.max_batch) + "}, \"decode_step_seconds\": " +
-         num(roofline_seconds(d, step)) + "}";
+         ", \"fp32_tflops\": " + num(d.fp32_tflops) + ", \"fp32_ridge\": " + num(fp32_ridge(d)) +
+         ", \"source\": " + q(d.source) + ",\n    \"capacity\": {\"fits\": " + (c.fits ? "true" : "false") +
+         ", \"reserve\": " + num(c.reserve) + ", \"weights\": " + num(c.weights) +
+         ", \"kv_budget\": " + num(c.kv_budget) + ", \"block_bytes\": " + num(c.block_bytes) +
+         ", \"blocks\": " + num(c.blocks) + ", \"max_context\": " + num(c.max_context) +
+         ", \"max_batch\": " + num(c.max_batch) + "}, \"decode_step_seconds\": " + num(roofline_seconds(d, step)) + "}";
   }
   o += "],\n \"intensity\": {\"decode_attention\": [";
   for (KvType t : all_kv_types())
-    o += std::string(t == KvType::f32 ? "" : ", ") + "{\"kv_type\": " + q(kv_type_name(t)) + ", \"context\": " +
-         num(s.context) + ", " + work(decode_attention(m, t, t, s.context, s.act_bytes)) + "}";
+    o += std::string(t == KvType::f32 ? "" : ", ") + "{\"kv_type\": " + q(kv_type_name(t)) +
+         ", \"context\": " + num(s.context) + ", " + work(decode_attention(m, t, t, s.context, s.act_bytes)) + "}";
   o += "],\n  \"prefill_attention\": [";
   for (size_t i = 0; i < s.prompts.size(); ++i)
     o += std::string(i ? ", " : "") + "{\"prompt\": " + num(s.prompts[i]) + ", " +
@@ -239,8 +242,9 @@ void print_json(const Setup& s) {
 
 // --list: the built-in models (with f16/int8/int4 KV KiB per token) and devices, as Markdown tables.
 void print_list() {
-  std::printf("| model | layers | hidden | heads/kv | head_dim | ffn | vocab | tied | params | context |"
-              " KV KiB/token f32 | f16 | int8 | int4 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | layers | hidden | heads/kv | head_dim | ffn | vocab | tied | params | context |"
+      " KV KiB/token f32 | f16 | int8 | int4 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const ModelConfig& m : builtin_models()) {
     std::printf("| %s | %lld | %lld | %lld/%lld | %lld | %lld | %lld | %s | %lld | %lld |", m.name.c_str(),
                 (long long)m.n_layers, (long long)m.hidden, (long long)m.n_heads, (long long)m.n_kv_heads,
@@ -250,8 +254,9 @@ void print_list() {
       std::printf(" %g |", double(kv_bytes_per_token(m, t, t)) / 1024);
     std::printf("\n");
   }
-  std::printf("\n| device | memory GB | GB/s | tensor TFLOP/s | ridge FLOP/B | f32 TFLOP/s | f32 ridge | source |\n"
-              "|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| device | memory GB | GB/s | tensor TFLOP/s | ridge FLOP/B | f32 TFLOP/s | f32 ridge | source |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   for (const Device& d : builtin_devices())
     std::printf("| %s (%s) | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %s |\n", d.key.c_str(), d.name.c_str(),
                 gb(d.memory_bytes), d.bandwidth_gbps, d.peak_tflops, ridge(d), d.fp32_tflops, fp32_ridge(d),
@@ -264,7 +269,8 @@ KvType kv_type_arg(const std::string& kv, const std::string& part) {
   try {
     return parse_kv_type(part);
   } catch (const llmk::InvalidArgument&) {
-    llmk::throw_invalid_argument("analyze", "--kv-type", kv, "must be T or K,V, each one of " + llmk::kv_type_choices());
+    llmk::throw_invalid_argument("analyze", "--kv-type", kv,
+                                 "must be T or K,V, each one of " + llmk::kv_type_choices());
   }
 }
 
@@ -336,28 +342,28 @@ std::vector<std::string> device_names() {
 }  // namespace
 
 using llmk::cli::choice, llmk::cli::flag, llmk::cli::integer, llmk::cli::number, llmk::cli::path, llmk::cli::text;
-LLMK_COMMAND("analyze", "KV-cache capacity and roofline of a model (docs/capacity.md)", run_analyze,
-             llmk::cli::options(
-                 text("model", "NAME", "a built-in model (--list names them)").def("smollm2-135m"),
-                 path("config", "FILE", "a Hugging Face config.json instead of --model"),
-                 choice("device", device_names, "the device (cpu: this machine; all: every one)").def("all"),
-                 text("kv-type", "T|K,V", "the KV cache's type, " + llmk::kv_type_choices() + ", or K's,V's")
-                     .def("f16"),
-                 text("weights", "T", "the weights' type: f32, f16, bf16, q8_0, q4_0, q4_1").def("f16"),
-                 integer("batch", "N", "sequences").range(1, INT64_MAX).def("1"),
-                 integer("context", "N", "tokens a sequence")
-                     .range(1, INT64_MAX)
-                     .shown_default("the model's trained context, else 4096"),
-                 integer("block", "N", "tokens a KV block").range(1, INT64_MAX).def("16"),
-                 number("reserve", "F", "the share of memory kept free").range(0.0, 1.0, false, true).def("0.1"),
-                 number("act-bytes", "A", "bytes an activation element").range(0.0, INFINITY, true).def("2"),
-                 number("bandwidth", "GB/s", "this machine's bandwidth (cpu, all)")
-                     .range(0.0, INFINITY)
-                     .def("0")
-                     .shown_default("0: the measured STREAM triad"),
-                 number("peak-tflops", "X", "this machine's peak (cpu, all)")
-                     .range(0.0, INFINITY)
-                     .def("0")
-                     .shown_default("0: the measured f32 FMA rate"),
-                 llmk::cli::threads_option(), flag("json", "print one JSON object (scripts/plot_capacity.py reads it)"),
-                 flag("list", "list the built-in models and devices as Markdown tables")));
+LLMK_COMMAND(
+    "analyze", "KV-cache capacity and roofline of a model (docs/capacity.md)", run_analyze,
+    llmk::cli::options(
+        text("model", "NAME", "a built-in model (--list names them)").def("smollm2-135m"),
+        path("config", "FILE", "a Hugging Face config.json instead of --model"),
+        choice("device", device_names, "the device (cpu: this machine; all: every one)").def("all"),
+        text("kv-type", "T|K,V", "the KV cache's type, " + llmk::kv_type_choices() + ", or K's,V's").def("f16"),
+        text("weights", "T", "the weights' type: f32, f16, bf16, q8_0, q4_0, q4_1").def("f16"),
+        integer("batch", "N", "sequences").range(1, INT64_MAX).def("1"),
+        integer("context", "N", "tokens a sequence")
+            .range(1, INT64_MAX)
+            .shown_default("the model's trained context, else 4096"),
+        integer("block", "N", "tokens a KV block").range(1, INT64_MAX).def("16"),
+        number("reserve", "F", "the share of memory kept free").range(0.0, 1.0, false, true).def("0.1"),
+        number("act-bytes", "A", "bytes an activation element").range(0.0, INFINITY, true).def("2"),
+        number("bandwidth", "GB/s", "this machine's bandwidth (cpu, all)")
+            .range(0.0, INFINITY)
+            .def("0")
+            .shown_default("0: the measured STREAM triad"),
+        number("peak-tflops", "X", "this machine's peak (cpu, all)")
+            .range(0.0, INFINITY)
+            .def("0")
+            .shown_default("0: the measured f32 FMA rate"),
+        llmk::cli::threads_option(), flag("json", "print one JSON object (scripts/plot_capacity.py reads it)"),
+        flag("list", "list the built-in models and devices as Markdown tables")));

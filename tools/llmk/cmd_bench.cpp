@@ -31,8 +31,8 @@ int run_bench(llmk::cli::Args& args) {
   // The benches that read --only; the others refuse it.
   const std::vector<std::string> takes_only = {"softmax-topk", "attention"};
   for (const auto& n : names) {
-    const bool known =
-        n == "all" || std::any_of(benches().begin(), benches().end(), [&](const auto& b) { return n == b.name; });
+    const bool known = n == "all" ||
+                       std::any_of(benches().begin(), benches().end(), [&](const auto& b) { return n == b.name; });
     LLMK_CHECK_ARG(known, "bench", "NAME", n, "no such bench (run `llmk bench` for the list)");
     LLMK_CHECK_ARG(opt.only.empty() || std::find(takes_only.begin(), takes_only.end(), n) != takes_only.end(), "bench",
                    "--only", only, "bench " + n + " takes no --only (softmax-topk and attention do)");

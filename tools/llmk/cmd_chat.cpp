@@ -76,9 +76,8 @@ int run_chat(Args& args) {
     const double ps = st.prefill_seconds - before.prefill_seconds, ds = st.decode_seconds - before.decode_seconds;
     std::fprintf(stderr, "[%zu prompt tokens (%lld cached), %.1f tok/s; %lld new tokens, %.1f tok/s; %s]\n",
                  r.prompt.size(), (long long)out.cached_tokens,
-                 ps > 0 ? double(st.prefill_tokens - before.prefill_tokens) / ps : 0.0,
-                 (long long)out.tokens.size(), ds > 0 ? double(st.decode_tokens - before.decode_tokens) / ds : 0.0,
-                 finish_name(out.finish));
+                 ps > 0 ? double(st.prefill_tokens - before.prefill_tokens) / ps : 0.0, (long long)out.tokens.size(),
+                 ds > 0 ? double(st.decode_tokens - before.decode_tokens) / ds : 0.0, finish_name(out.finish));
   }
   return 0;
 }
@@ -89,8 +88,7 @@ LLMK_COMMAND("chat", "chat with an instruct model through its chat template (--p
                      text("system", "TEXT", "the system message").shown_default("the template's own, if any"),
                      text("prompt", "TEXT", "answer this one user message and exit (not empty)")
                          .shown_default("turns read from stdin"),
-                     text("chat-template", "NAME", "a chat template family by name")
-                         .shown_default("the model's own"),
+                     text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
                      n_option("256"), temp_option("0.7"), top_k_option("40"), top_p_option("0.95"), seed_option(),
                      kv_options(kKvType),
                      integer("kv-tokens", "N", "KV cache size in tokens: the whole conversation")

@@ -99,9 +99,11 @@ int run_generate(Args& args) {
     if (json) {
       std::string ids;
       for (size_t j = 0; j < o.tokens.size(); ++j) ids += (j ? ", " : "") + std::to_string(o.tokens[j]);
-      std::printf("{\"id\": %lld, \"prompt\": %s, \"prompt_tokens\": %zu, \"tokens\": [%s], \"text\": %s, \"finish\": \"%s\", \"preemptions\": %lld}\n",
-                  (long long)o.id, json_str(prompts[i]).c_str(), reqs[i].prompt.size(),
-                  ids.c_str(), json_str(o.text).c_str(), finish_name(o.finish), (long long)o.preemptions);
+      std::printf(
+          "{\"id\": %lld, \"prompt\": %s, \"prompt_tokens\": %zu, \"tokens\": [%s], \"text\": %s, \"finish\": \"%s\", "
+          "\"preemptions\": %lld}\n",
+          (long long)o.id, json_str(prompts[i]).c_str(), reqs[i].prompt.size(), ids.c_str(), json_str(o.text).c_str(),
+          finish_name(o.finish), (long long)o.preemptions);
     } else {
       std::printf("--- [%zu] %s\n%s\n", i, prompts[i].c_str(), o.text.c_str());
     }
@@ -111,10 +113,14 @@ int run_generate(Args& args) {
   const double pf = st.prefill_seconds > 0 ? st.prefill_tokens / st.prefill_seconds : 0;
   const double dc = st.decode_seconds > 0 ? st.decode_tokens / st.decode_seconds : 0;
   if (json)
-    std::printf("{\"type\": \"stats\", \"prefill_tokens\": %lld, \"prefill_tok_s\": %.2f, \"decode_tokens\": %lld, \"decode_tok_s\": %.2f, \"preemptions\": %lld, \"kv_type\": \"%s\", \"threads\": %d}\n",
-                (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, (long long)st.preemptions,
-                kv_cli_name(ec, false).c_str(), num_threads());
-  std::fprintf(stderr, "prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | %zu sequences, kv %s, %d threads\n",
+    std::printf(
+        "{\"type\": \"stats\", \"prefill_tokens\": %lld, \"prefill_tok_s\": %.2f, \"decode_tokens\": %lld, "
+        "\"decode_tok_s\": %.2f, \"preemptions\": %lld, \"kv_type\": \"%s\", \"threads\": %d}\n",
+        (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, (long long)st.preemptions,
+        kv_cli_name(ec, false).c_str(), num_threads());
+  std::fprintf(stderr,
+               "prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | %zu sequences, kv %s, %d "
+               "threads\n",
                (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, outs.size(), kv_cli_name(ec).c_str(),
                num_threads());
   return 0;
@@ -123,9 +129,9 @@ int run_generate(Args& args) {
 }  // namespace
 LLMK_COMMAND("generate", "generate text with a GGUF model", run_generate,
              options(model_option(), text("prompt", "TEXT", "the prompt"),
-                     path("prompts", "FILE", "prompts, one a line (blank lines skipped), batched"),
-                     n_option("128"), temp_option("0"), top_k_option(nullptr, "40 with --temp > 0, else 0"),
-                     top_p_option("1"), seed_option(), text("stop", "STR", "end a sequence at this text"),
+                     path("prompts", "FILE", "prompts, one a line (blank lines skipped), batched"), n_option("128"),
+                     temp_option("0"), top_k_option(nullptr, "40 with --temp > 0, else 0"), top_p_option("1"),
+                     seed_option(), text("stop", "STR", "end a sequence at this text"),
                      flag("json", "print one JSON object per prompt and one with the stats"), kv_options(kKvType),
                      integer("kv-tokens", "N", "KV cache size in tokens (0: sized from the prompts and -n)")
                          .range(0, INT64_MAX)

@@ -22,10 +22,11 @@ void model_info(const std::string& path) {
   try {
     const Model m = Model::from_gguf(f);
     const ModelConfig& c = m.config();
-    std::printf("shapes: n_vocab %lld, n_ctx %lld, d_model %lld, n_layer %lld, n_head %lld, n_head_kv %lld, "
-                "d_head %lld, d_ff %lld\n",
-                (long long)c.n_vocab, (long long)c.n_ctx, (long long)c.d_model, (long long)c.n_layer,
-                (long long)c.n_head, (long long)c.n_head_kv, (long long)c.d_head(), (long long)c.d_ff);
+    std::printf(
+        "shapes: n_vocab %lld, n_ctx %lld, d_model %lld, n_layer %lld, n_head %lld, n_head_kv %lld, "
+        "d_head %lld, d_ff %lld\n",
+        (long long)c.n_vocab, (long long)c.n_ctx, (long long)c.d_model, (long long)c.n_layer, (long long)c.n_head,
+        (long long)c.n_head_kv, (long long)c.d_head(), (long long)c.d_ff);
     std::printf("norm eps %g, tied embeddings %s", double(c.norm_eps), c.tied ? "yes" : "no");
     if (c.rope_dim > 0)
       std::printf(", rope: %lld dims, base %g, freq scale %g, attn factor %g", (long long)c.rope_dim,
@@ -45,7 +46,8 @@ void model_info(const std::string& path) {
   for (const auto& [name, e] : types)
     std::printf(" %s x%lld (%.1f MiB)", name.c_str(), (long long)e.first, double(e.second) / (1 << 20));
   std::printf("%s\n", types.empty() ? " (none)" : "");
-  const std::string tm(f.get_string_or("tokenizer.ggml.model", "(none)")), pre(f.get_string_or("tokenizer.ggml.pre", ""));
+  const std::string tm(f.get_string_or("tokenizer.ggml.model", "(none)")),
+      pre(f.get_string_or("tokenizer.ggml.pre", ""));
   const size_t n_tok = f.has("tokenizer.ggml.tokens") ? f.get_strings("tokenizer.ggml.tokens").size() : 0;
   std::printf("tokenizer: %s%s%s, %zu tokens, bos %lld, eos %lld", tm.c_str(), pre.empty() ? "" : ", pre-tokenizer ",
               pre.c_str(), n_tok, (long long)f.get_int_or("tokenizer.ggml.bos_token_id", -1),

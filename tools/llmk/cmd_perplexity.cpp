@@ -65,14 +65,17 @@ int run_perplexity(Args& args) {
       }
       ++n;
     }
-    if (!json) std::fprintf(stderr, "[%lld/%lld] ppl %.4f\n", (long long)c + 1, (long long)chunks, std::exp(nll / double(n)));
+    if (!json)
+      std::fprintf(stderr, "[%lld/%lld] ppl %.4f\n", (long long)c + 1, (long long)chunks, std::exp(nll / double(n)));
   }
   const double ppl = std::exp(nll / double(n)), ppl_base = kl ? std::exp(nll_base / double(n)) : ppl;
   if (json) {
-    std::printf("{\"kv_type\": \"%s\", \"kv_rotate\": %s, \"tokens_scored\": %lld, \"ctx\": %lld, \"ppl\": %.6f, \"ppl_f32\": %.6f, "
-                "\"ppl_change_pct\": %.4f, \"kl_mean\": %.6g, \"kl_max\": %.6g}\n",
-                kv_cli_name(kv, false).c_str(), kv.kv_rotate ? "true" : "false", (long long)n, (long long)ctx, ppl, ppl_base, 100 * (ppl / ppl_base - 1),
-                kl ? kl_sum / double(n) : 0.0, kl_max);
+    std::printf(
+        "{\"kv_type\": \"%s\", \"kv_rotate\": %s, \"tokens_scored\": %lld, \"ctx\": %lld, \"ppl\": %.6f, \"ppl_f32\": "
+        "%.6f, "
+        "\"ppl_change_pct\": %.4f, \"kl_mean\": %.6g, \"kl_max\": %.6g}\n",
+        kv_cli_name(kv, false).c_str(), kv.kv_rotate ? "true" : "false", (long long)n, (long long)ctx, ppl, ppl_base,
+        100 * (ppl / ppl_base - 1), kl ? kl_sum / double(n) : 0.0, kl_max);
   } else {
     std::printf("kv %s: perplexity %.4f over %lld tokens (%lld chunks of %lld)\n", kv_cli_name(kv).c_str(), ppl,
                 (long long)n, (long long)chunks, (long long)ctx);
@@ -84,11 +87,10 @@ int run_perplexity(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("perplexity", "perplexity of a text file, and KL to the f32 KV cache", run_perplexity,
-             options(path("file", "FILE", "the text to score").must("give the text to score"), model_option(),
-                     kv_options(kKvType),
-                     integer("ctx", "N", "tokens a chunk; the second half of each is scored")
-                         .range(4, INT64_MAX)
-                         .def("512"),
-                     integer("chunks", "N", "chunks scored at most (0: all)").range(0, INT64_MAX).def("0"),
-                     flag("json", "print one JSON object"), threads_option()));
+LLMK_COMMAND(
+    "perplexity", "perplexity of a text file, and KL to the f32 KV cache", run_perplexity,
+    options(path("file", "FILE", "the text to score").must("give the text to score"), model_option(),
+            kv_options(kKvType),
+            integer("ctx", "N", "tokens a chunk; the second half of each is scored").range(4, INT64_MAX).def("512"),
+            integer("chunks", "N", "chunks scored at most (0: all)").range(0, INT64_MAX).def("0"),
+            flag("json", "print one JSON object"), threads_option()));

@@ -116,7 +116,7 @@ const char* finish_reason(Finish f) {
 // What one HTTP request asks for, after every field was checked.
 struct Job {
   bool chat = false, stream = false, include_usage = false;
-  int32_t logprobs = -1;  // engine logprobs (-1 off)
+  int32_t logprobs = -1;      // engine logprobs (-1 off)
   std::vector<Request> reqs;  // one per prompt (choices)
 };
 
@@ -215,7 +215,8 @@ class Server {
     auto it = body.find(name);
     return it == body.end() || it->is_null() ? nullptr : &*it;
   }
-  static double number(const json& body, const char* name, double fallback, double lo, double hi, bool lo_open = false) {
+  static double number(const json& body, const char* name, double fallback, double lo, double hi,
+                       bool lo_open = false) {
     const json* v = field(body, name);
     if (!v) return fallback;
     if (!v->is_number()) throw bad(name, "must be a number, got " + shown(*v));
@@ -396,9 +397,8 @@ class Server {
     for (auto& p : ps) {
       const int64_t np = int64_t(p.size());
       if (np >= context_)
-        throw bad(chat ? "messages" : "prompt", "the prompt has " + std::to_string(np) +
-                                                    " tokens; the context holds " + std::to_string(context_) +
-                                                    " (prompt + at least 1 new token)");
+        throw bad(chat ? "messages" : "prompt", "the prompt has " + std::to_string(np) + " tokens; the context holds " +
+                                                    std::to_string(context_) + " (prompt + at least 1 new token)");
       Request r = base;
       r.max_tokens = has_max || !chat ? max_tokens : context_ - np;
       if (r.max_tokens > context_ - np)
@@ -501,8 +501,7 @@ class Server {
   void finished(Choice& c) {
     c.done = true;
     c.out = c.st->output();
-    metrics_.count(c.out ? (c.out->finish == Finish::cancelled ? "cancelled" : finish_reason(c.out->finish))
-                         : "error");
+    metrics_.count(c.out ? (c.out->finish == Finish::cancelled ? "cancelled" : finish_reason(c.out->finish)) : "error");
   }
 
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -535,8 +534,9 @@ class Server {
     live->created = int64_t(std::time(nullptr));
     if (live->job.stream) {
       res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream", [this, live](size_t, httplib::DataSink& sink) { return stream_some(*live, sink); });
+      res.set_chunked_content_provider("text/event-stream", [this, live](size_t, httplib::DataSink& sink) {
+        return stream_some(*live, sink);
+      });
       return;
     }
     json choices = json::array();
@@ -559,12 +559,9 @@ class Server {
       ch["logprobs"] = lp;
       choices.push_back(ch);
     }
-    json body = {{"id", live->id},
-                 {"object", chat ? "chat.completion" : "text_completion"},
-                 {"created", live->created},
-                 {"model", name_},
-                 {"choices", choices},
-                 {"usage", usage(prompt, cached, completion)}};
+    json body = {{"id", live->id},           {"object", chat ? "chat.completion" : "text_completion"},
+                 {"created", live->created}, {"model", name_},
+                 {"choices", choices},       {"usage", usage(prompt, cached, completion)}};
     res.set_content(dump(body), "application/json");
   }
 
@@ -589,7 +586,9 @@ class Server {
       l.sent_role = true;
       json d = json::array();
       for (size_t i = 0; i < l.choices.size(); ++i)
-        d.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+        d.push_back({{"index", i},
+                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                     {"logprobs", nullptr},
                      {"finish_reason", nullptr}});
       if (!send(chunk(d))) return false;
     }
@@ -597,8 +596,7 @@ class Server {
     for (size_t i = 0; i < l.choices.size(); ++i) {
       Choice& c = l.choices[i];
       if (c.done) continue;
-      const std::vector<Event> evs =
-          c.st->wait(l.choices.size() == 1 ? kKeepAlive : std::chrono::milliseconds(5));
+      const std::vector<Event> evs = c.st->wait(l.choices.size() == 1 ? kKeepAlive : std::chrono::milliseconds(5));
       observe(c, evs);
       for (const Event& e : evs) {
         const bool last = e.finish != Finish::running;
@@ -758,18 +756,16 @@ int run_serve(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("serve", "OpenAI-compatible HTTP server on loopback (/v1/completions, /v1/chat/completions, /metrics)",
-             run_serve,
-             options(model_option(),
-                     text("host", "ADDR", "the loopback address to listen on (127.0.0.0/8, ::1 or localhost)")
-                         .def("127.0.0.1"),
-                     integer("port", "N", "the port (0: any free one)").range(0, 65535).def("8080"),
-                     kv_options(kKvType),
-                     integer("kv-tokens", "N", "KV cache size in tokens, shared by every request")
-                         .range(16, int64_t(1) << 24)
-                         .def("16384"),
-                     integer("max-seqs", "N", "requests decoded together at most").range(1, 4096).def("32"),
-                     integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
-                     text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
-                     text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
-                     flag("no-prefix-cache", "run every prompt in full"), threads_option()));
+LLMK_COMMAND(
+    "serve", "OpenAI-compatible HTTP server on loopback (/v1/completions, /v1/chat/completions, /metrics)", run_serve,
+    options(model_option(),
+            text("host", "ADDR", "the loopback address to listen on (127.0.0.0/8, ::1 or localhost)").def("127.0.0.1"),
+            integer("port", "N", "the port (0: any free one)").range(0, 65535).def("8080"), kv_options(kKvType),
+            integer("kv-tokens", "N", "KV cache size in tokens, shared by every request")
+                .range(16, int64_t(1) << 24)
+                .def("16384"),
+            integer("max-seqs", "N", "requests decoded together at most").range(1, 4096).def("32"),
+            integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
+            text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
+            text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
+            flag("no-prefix-cache", "run every prompt in full"), threads_option()));

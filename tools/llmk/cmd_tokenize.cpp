@@ -64,14 +64,16 @@ void print(const llmk::Tokenizer& tok, const std::vector<int32_t>& ids, size_t n
 
 // The tokenizer's metadata as llama.cpp reads it, for comparison with llama.cpp.
 void print_vocab(const llmk::Tokenizer& tok) {
-  static constexpr const char* kPre[] = {"gpt2", "digits_then_gpt2", "llama3", "qwen2", "deepseek_llm", "deepseek_coder"};
+  static constexpr const char* kPre[] = {"gpt2",  "digits_then_gpt2", "llama3",
+                                         "qwen2", "deepseek_llm",     "deepseek_coder"};
   std::string eog;
   for (int32_t id : tok.eog_ids()) eog += (eog.empty() ? "" : ", ") + std::to_string(id);
-  std::printf("{\"kind\": \"%s\", \"pre\": \"%s\", \"n_vocab\": %d, \"bos\": %d, \"eos\": %d, "
-              "\"add_bos\": %s, \"add_eos\": %s, \"eog\": [%s]}\n",
-              tok.kind() == llmk::TokenizerKind::spm ? "spm" : "bpe",
-              tok.kind() == llmk::TokenizerKind::spm ? "" : kPre[int(tok.pre())], tok.n_vocab(), tok.bos_id(),
-              tok.eos_id(), tok.add_bos() ? "true" : "false", tok.add_eos() ? "true" : "false", eog.c_str());
+  std::printf(
+      "{\"kind\": \"%s\", \"pre\": \"%s\", \"n_vocab\": %d, \"bos\": %d, \"eos\": %d, "
+      "\"add_bos\": %s, \"add_eos\": %s, \"eog\": [%s]}\n",
+      tok.kind() == llmk::TokenizerKind::spm ? "spm" : "bpe",
+      tok.kind() == llmk::TokenizerKind::spm ? "" : kPre[int(tok.pre())], tok.n_vocab(), tok.bos_id(), tok.eos_id(),
+      tok.add_bos() ? "true" : "false", tok.add_eos() ? "true" : "false", eog.c_str());
 }
 
 int run_tokenize(llmk::cli::Args& args) {
@@ -115,7 +117,8 @@ int run_tokenize(llmk::cli::Args& args) {
   auto encode = [&](const std::string& t) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int32_t> ids = tok.encode(t, !no_special, bos && tok.add_bos(), bos && tok.add_eos());
-    print(tok, ids, t.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), json);
+    print(tok, ids, t.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+          json);
   };
   if (!lines) {
     encode(text);
@@ -129,7 +132,8 @@ int run_tokenize(llmk::cli::Args& args) {
 }  // namespace
 LLMK_COMMAND("tokenize", "print the token ids and pieces of a text, or the tokenizer's special ids (--vocab)",
              run_tokenize,
-             options(model_option(), path("file", "FILE", "tokenize FILE's bytes ('-': stdin) instead of TEXT")
+             options(model_option(),
+                     path("file", "FILE", "tokenize FILE's bytes ('-': stdin) instead of TEXT")
                          .must("needs a file name ('-' for stdin)"),
                      flag("lines", "with --file: each line on its own, one result a line"),
                      flag("null", "with --lines: texts separated by NUL bytes, not newlines"),

@@ -61,8 +61,7 @@ inline const char* kv_type_cli_name(KvType t) { return kv_type_traits(t).cli_nam
 // --kv-type T (K, and V unless --kv-v-type T is given) and --kv-rotate; `fallback` is the
 // command's default type, given to kv_options and kv_args alike.
 inline std::vector<Option> kv_options(const char* fallback) {
-  return {text("kv-type", "T", "the KV cache's type, K's and V's: " + llmk::kv_type_choices())
-              .shown_default(fallback),
+  return {text("kv-type", "T", "the KV cache's type, K's and V's: " + llmk::kv_type_choices()).shown_default(fallback),
           text("kv-v-type", "T", "V's type, when it differs from K's").shown_default("--kv-type's"),
           flag("kv-rotate", "store K Hadamard-rotated (llmk/kv_quant.hpp); most useful with q4")};
 }
