@@ -48,12 +48,11 @@ message(STATUS "llmk: CUDA kernels ${LLMK_HAVE_CUDA} (LLMK_CUDA=${LLMK_CUDA}, em
 # llmk_emu_source(<var> <file.cu> [<target>]): under EMU, <var> becomes a
 # generated C++ file that includes the emulator's header and then the .cu
 # file. It is compiled with -mfma (set for <target>'s directory, else the
-# caller's): the kernels' fmaf is then one instruction, not a libm call that
-# took a third of the emulated prefill's time; and, with clang, with the
-# `#pragma unroll`s meant for nvcc not applied (-pragma-unroll-threshold=0,
-# and no warning that they were not): fully unrolled under ASan, the
-# kernels' templates took clang 14 ~12 min for attention.cu alone, ~4.7 min
-# without (seventeenth session); the emulator needs no registers.
+# caller's): the kernels' fmaf is then one instruction, not a libm call; and,
+# with clang, with the `#pragma unroll`s meant for nvcc not applied
+# (-pragma-unroll-threshold=0, and no warning that they were not): fully
+# unrolled under ASan, the kernels' templates multiply clang's compile time,
+# and the emulator needs no registers.
 function(llmk_emu_source var cu)
   file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${cu})
   set(out ${PROJECT_BINARY_DIR}/emu/${rel}.cpp)

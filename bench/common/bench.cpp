@@ -197,6 +197,17 @@ std::string source_dir() {
   return env && *env ? env : LLMK_SOURCE_DIR;
 }
 
+Row triad_row(const std::string& kernel, int threads, bool quick) {
+  const size_t bytes = quick ? (48u << 20) : (768u << 20);
+  Row r;
+  r.kernel = kernel, r.impl = r.op = "triad", r.dtype = "f64";
+  r.shape = std::to_string(bytes >> 20) + "MiB";
+  r.gbps = stream_triad_gbps(threads, bytes);
+  r.median_ms = double(bytes) / (r.gbps * 1e6);
+  r.extra["threads"] = std::to_string(threads);
+  return r;
+}
+
 std::string python_executable() {
   const char* env = std::getenv("LLMK_PYTHON");
   if (env && *env) return env;

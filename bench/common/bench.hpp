@@ -70,6 +70,9 @@ std::vector<Row> median_rounds(const std::vector<std::vector<Row>>& rounds);
 
 // llmk::analyze::measure_triad_gbps (llmk/analyze.hpp): the STREAM triad in GB/s.
 double stream_triad_gbps(int threads, size_t total_bytes = 768u << 20);
+// The triad as a row of `kernel`'s bench (impl and op "triad", shape its MiB, median_ms the
+// time of one pass): 768 MiB, 48 with --quick.
+Row triad_row(const std::string& kernel, int threads, bool quick);
 
 // Runs `<venv python> <repo>/<script> args...` and parses its JSON-lines
 // output into rows. On failure (no python, import error) returns {} and sets

@@ -183,16 +183,9 @@ int run(const Options& opt) {
   rep.note("threads " + std::to_string(threads) + "; " +
            (opt.quick ? "--quick: small shapes, few reps (a smoke test)" : "16384x4096 f32 is 256 MiB per tensor"));
 
-  const size_t triad_bytes = opt.quick ? (48u << 20) : (768u << 20);
-  const double triad = stream_triad_gbps(threads, triad_bytes);
-  rep.add(Row{"layernorm",
-              "triad",
-              "triad",
-              std::to_string(triad_bytes >> 20) + "MiB",
-              "f64",
-              double(triad_bytes) / (triad * 1e6),
-              triad,
-              {}});
+  const Row tr = triad_row("layernorm", threads, opt.quick);
+  const double triad = tr.gbps;
+  rep.add(tr);
 
   std::string shape_list;
   for (const auto& [N, D] : shapes) shape_list += (shape_list.empty() ? "" : ",") + shape_str({N, D});

@@ -73,16 +73,9 @@ int run(const Options& opt) {
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   set_num_threads(threads);
   const double min_s = opt.quick ? 0.02 : 0.3;
-  const size_t triad_bytes = opt.quick ? (48u << 20) : (768u << 20);
-  const double triad = stream_triad_gbps(threads, triad_bytes);
-  rep.add(Row{"softmax-topk",
-              "triad",
-              "triad",
-              std::to_string(triad_bytes >> 20) + "MiB",
-              "f64",
-              double(triad_bytes) / (triad * 1e6),
-              triad,
-              {{"threads", std::to_string(threads)}}});
+  const Row tr = triad_row("softmax-topk", threads, opt.quick);
+  const double triad = tr.gbps;
+  rep.add(tr);
   std::string peer_shapes;
   for (const Shape& s : shapes)
     peer_shapes += (peer_shapes.empty() ? "" : ",") + std::to_string(s.b) + "x" + std::to_string(s.v) + "x" +

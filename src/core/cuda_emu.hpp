@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -200,26 +201,10 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   for (int n = 0; n < 4; ++n) r |= unsigned((in >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
   return r;
 }
-inline float __uint_as_float(unsigned x) {
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-inline unsigned __float_as_uint(float f) {
-  unsigned x;
-  std::memcpy(&x, &f, 4);
-  return x;
-}
-inline float __int_as_float(int x) {
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-inline int __float_as_int(float f) {
-  int x;
-  std::memcpy(&x, &f, 4);
-  return x;
-}
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
+inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
 
 // Rounded f32 arithmetic (no contraction into an FMA on either side).
 inline float __fadd_rn(float a, float b) { return a + b; }
