@@ -52,6 +52,7 @@ const std::vector<KvType>& all_kv_types();            // every KvType, in table 
 // q4_0, q4_1. K-quant files (Q4_K_M, ...) mix types across tensors, so one size per
 // parameter would misstate them.
 const std::vector<WeightType>& weight_types();
+std::string weight_type_choices();  // weight_types()' names, ", "-separated: "f32, f16, ..."
 
 // A model's shape under the names docs/capacity.md uses: the fields of llmk::ModelConfig
 // (llmk/model.hpp) that size the KV cache, the weights and the FLOPs, plus what a loaded

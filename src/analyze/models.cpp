@@ -43,14 +43,18 @@ KvType parse_kv_type(std::string_view name) {
   return r->type;
 }
 
+std::string weight_type_choices() {
+  std::string names;
+  for (WeightType t : weight_types()) names += (names.empty() ? "" : ", ") + std::string(weight_type_name(t));
+  return names;
+}
+
 WeightType parse_weight_type(std::string_view name) {
   const std::string l = lower(name);
-  std::string names;
-  for (WeightType t : weight_types()) {
+  for (WeightType t : weight_types())
     if (l == weight_type_name(t)) return t;
-    names += (names.empty() ? "" : ", ") + std::string(weight_type_name(t));
-  }
-  throw_invalid_argument("analyze::parse_weight_type", "weight type", std::string(name), "must be one of " + names);
+  throw_invalid_argument("analyze::parse_weight_type", "weight type", std::string(name),
+                         "must be one of " + weight_type_choices());
 }
 
 const std::vector<KvType>& all_kv_types() {

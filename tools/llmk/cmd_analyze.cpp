@@ -278,9 +278,7 @@ WeightType weight_type_arg(const std::string& name) {
   try {
     return parse_weight_type(name);
   } catch (const llmk::InvalidArgument&) {
-    std::string names;
-    for (WeightType t : weight_types()) names += (names.empty() ? "" : ", ") + std::string(weight_type_name(t));
-    llmk::throw_invalid_argument("analyze", "--weights", name, "must be one of " + names);
+    llmk::throw_invalid_argument("analyze", "--weights", name, "must be one of " + weight_type_choices());
   }
 }
 
@@ -349,7 +347,7 @@ LLMK_COMMAND(
         path("config", "FILE", "a Hugging Face config.json instead of --model"),
         choice("device", device_names, "the device (cpu: this machine; all: every one)").def("all"),
         text("kv-type", "T|K,V", "the KV cache's type, " + llmk::kv_type_choices() + ", or K's,V's").def("f16"),
-        text("weights", "T", "the weights' type: f32, f16, bf16, q8_0, q4_0, q4_1").def("f16"),
+        text("weights", "T", "the weights' type: " + weight_type_choices()).def("f16"),
         integer("batch", "N", "sequences").range(1, INT64_MAX).def("1"),
         integer("context", "N", "tokens a sequence")
             .range(1, INT64_MAX)
