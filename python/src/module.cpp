@@ -118,7 +118,7 @@ NB_MODULE(_llmk, m) {
   m.def(
       "set_simd_limit",
       [](const std::string& level) {
-        for (int l = 0; l <= static_cast<int>(llmk::SimdLevel::avx512vbmi); ++l)
+        for (int l = 0; l <= static_cast<int>(llmk::kTopSimdLevel); ++l)
           if (level == llmk::simd_name(static_cast<llmk::SimdLevel>(l)))
             return llmk::set_simd_limit(static_cast<llmk::SimdLevel>(l));
         // parse_simd_level would name LLMK_SIMD, the environment variable

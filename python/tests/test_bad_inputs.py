@@ -192,5 +192,5 @@ def test_thread_count_is_capped():
 
 def test_simd_limit_names_its_argument():
     # named the environment variable: "argument 'LLMK_SIMD' = bogus"
-    with pytest.raises(ValueError, match=r"llmk.set_simd_limit: argument 'level' = bogus: must be scalar, avx2, avx512, avx512vnni or avx512vbmi"):
+    with pytest.raises(ValueError, match=r"llmk.set_simd_limit: argument 'level' = bogus: must be scalar, avx2, avxvnni, avx512, avx512vnni or avx512vbmi"):
         llmk.set_simd_limit("bogus")

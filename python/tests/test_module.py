@@ -3,7 +3,7 @@ import llmk
 
 
 def test_module_reports_build():
-    assert llmk.simd_level() in ("scalar", "avx2", "avx512", "avx512vnni", "avx512vbmi")
+    assert llmk.simd_level() in ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "avx512vbmi")
     assert llmk.num_threads() >= 1
     assert llmk.cuda_device_count() >= 0
 

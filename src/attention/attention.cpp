@@ -30,6 +30,8 @@ int decode_cuda_splits(int64_t work, int64_t max_kv_len);
 }  // namespace attn
 namespace attn_isa {
 void attend_avx2(const KvLayerView&, const attn::Item&, float*);
+void attend_avxvnni(const KvLayerView&, const attn::Item&, float*);
+void attend_avxvnni_evex(const KvLayerView&, const attn::Item&, float*);
 void attend_avx512(const KvLayerView&, const attn::Item&, float*);
 void attend_avx512vnni(const KvLayerView&, const attn::Item&, float*);
 void attend_avx512vbmi(const KvLayerView&, const attn::Item&, float*);
@@ -100,8 +102,15 @@ const float* rotated_queries(const float* q, int64_t rows, const KvLayerView& kv
 }
 
 using AttendFn = void (*)(const KvLayerView&, const Item&, float*);
+// The avxvnni level: VEX-encoded where the CPU has AVX-VNNI, else EVEX (the
+// level runs only where the CPU has one of them: llmk/cpu_features.hpp).
+void attend_avxvnni(const KvLayerView& kv, const Item& it, float* scratch) {
+  static const AttendFn f = cpu_has_avx_vnni() ? attn_isa::attend_avxvnni : attn_isa::attend_avxvnni_evex;
+  f(kv, it, scratch);
+}
 constexpr simd::Paths<AttendFn> kAttend{.scalar = attn::attend<attn::Scalar>,
                                         .avx2 = attn_isa::attend_avx2,
+                                        .avxvnni = attend_avxvnni,
                                         .avx512 = attn_isa::attend_avx512,
                                         .avx512vnni = attn_isa::attend_avx512vnni,
                                         .avx512vbmi = attn_isa::attend_avx512vbmi};

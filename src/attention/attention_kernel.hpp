@@ -114,10 +114,10 @@ template <class F>
   }
 }
 
-// S is simd::Avx2 (which the scalar translation unit does not define).
+// S is simd::Avx2 or AvxVnni (which the scalar translation unit does not define).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 template <class S>
-inline constexpr bool kIsAvx2 = std::is_same_v<S, simd::Avx2>;
+inline constexpr bool kIsAvx2 = std::is_same_v<S, simd::Avx2> || kAvxVnni<S>;
 #else
 template <class S>
 inline constexpr bool kIsAvx2 = false;
@@ -289,14 +289,14 @@ void qdots_scalar(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
     const int64_t si = g * qq.R + r0;                                // scales of row r0 + i at si + i
     if constexpr (T == KvType::int8) {
       const BlockQ8& b = reinterpret_cast<const BlockQ8*>(krow)[g];
-      const float dk = h2f<S>(b.d);
+      const float dk = h2f<Isa<S>>(b.d);
       for (int i = 0; i < NR; ++i)
-        a[i] = S::fmadd(idot_q8<S>(q + i * qq.ng * kKvGroup, b.qs), S::set1(dk * qq.dq[si + i]), a[i]);
+        a[i] = S::fmadd(idot_q8<Isa<S>>(q + i * qq.ng * kKvGroup, b.qs), S::set1(dk * qq.dq[si + i]), a[i]);
     } else {
       const BlockQ4& b = reinterpret_cast<const BlockQ4*>(krow)[g];
-      const float dk = h2f<S>(b.d), mk = h2f<S>(b.m);
+      const float dk = h2f<Isa<S>>(b.d), mk = h2f<Isa<S>>(b.m);
       for (int i = 0; i < NR; ++i) {
-        a[i] = S::fmadd(idot_q4<S>(q + i * qq.ng * kKvGroup, b.qs), S::set1(dk * qq.dq[si + i]), a[i]);
+        a[i] = S::fmadd(idot_q4<Isa<S>>(q + i * qq.ng * kKvGroup, b.qs), S::set1(dk * qq.dq[si + i]), a[i]);
         mins[i] += mk * qq.qsum[si + i];
       }
     }
@@ -312,8 +312,8 @@ void qdots_scalar(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
 template <class S, KvType T, int NR>
 void qdots(const uint8_t* krow, const QuantQ& qq, int r0, float* out) {
   if constexpr (S::kWidth > 1) {
-    qdots4<S, T == KvType::int4>(krow, qq.q8 + int64_t(r0) * qq.ng * kKvGroup, qq.dq + r0, qq.qsum + r0, qq.ng, qq.R,
-                                 out, kTile, NR);
+    qdots4<Isa<S>, T == KvType::int4>(krow, qq.q8 + int64_t(r0) * qq.ng * kKvGroup, qq.dq + r0, qq.qsum + r0, qq.ng,
+                                      qq.R, out, kTile, NR);
   } else {
     qdots_scalar<T, NR>(krow, qq, r0, out);
   }
@@ -436,27 +436,45 @@ inline void tile_scales_avx2(const TileRows& vt, int n, int64_t ng, float* dt, f
 // (vpsignb), one vpmaddubsw + vpmaddwd a dword (pair sums <= 2 * 128 * 127 <
 // 2^15); int4: the unsigned nibbles against q, vpmaddubsw summed in 16 bits
 // over the group (8 pair sums <= 8 * 2 * 15 * 127 < 2^15), widened once.
-template <bool Q4, int NR>
+// AvxVnni: one vpdpbusd a dword, two chains a row, int8 K as k + 128
+// (score_tile_avx2) from -128 sum(q), as rows_avx512vnni: the same integer dots.
+template <class S, bool Q4, int NR>
 [[gnu::always_inline]] inline void rows_avx2(const __m256i* kt, __m256 dk, __m256 mk, const QuantQ& qq, int r0,
                                              int64_t g, __m256* f) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i a[NR];
-  for (int i = 0; i < NR; ++i) a[i] = _mm256_setzero_si256();
-#pragma GCC unroll 2  // fully unrolled, GCC spilled the accumulators
-  for (int j = 0; j < 8; ++j) {
-    const __m256i k = _mm256_load_si256(kt + j);
-    const __m256i u = Q4 ? k : _mm256_sign_epi8(k, k);
+  if constexpr (kAvxVnni<S>) {
+    __m256i b[NR];
     for (int i = 0; i < NR; ++i) {
-      int32_t qd;
-      std::memcpy(&qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 4);
-      const __m256i qb = _mm256_set1_epi32(qd);
-      if constexpr (Q4) a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, qb));
-      else a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(qb, k)), ones));
+      a[i] = Q4 ? _mm256_setzero_si256() : _mm256_set1_epi32(-128 * qq.isum[g * qq.R + r0 + i]);
+      b[i] = _mm256_setzero_si256();
+    }
+    for (int j = 0; j < 8; j += 2)
+      for (int i = 0; i < NR; ++i) {
+        int32_t qd[2];
+        std::memcpy(qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 8);
+        a[i] = dpbusd_avxvnni(a[i], _mm256_load_si256(kt + j), _mm256_set1_epi32(qd[0]));
+        b[i] = dpbusd_avxvnni(b[i], _mm256_load_si256(kt + j + 1), _mm256_set1_epi32(qd[1]));
+      }
+    for (int i = 0; i < NR; ++i) a[i] = _mm256_add_epi32(a[i], b[i]);
+  } else {
+    for (int i = 0; i < NR; ++i) a[i] = _mm256_setzero_si256();
+#pragma GCC unroll 2  // fully unrolled, GCC spilled the accumulators
+    for (int j = 0; j < 8; ++j) {
+      const __m256i k = _mm256_load_si256(kt + j);
+      const __m256i u = Q4 ? k : _mm256_sign_epi8(k, k);
+      for (int i = 0; i < NR; ++i) {
+        int32_t qd;
+        std::memcpy(&qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 4);
+        const __m256i qb = _mm256_set1_epi32(qd);
+        if constexpr (Q4) a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, qb));
+        else a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(qb, k)), ones));
+      }
     }
   }
   for (int i = 0; i < NR; ++i) {
     const int64_t si = g * qq.R + r0 + i;
-    const __m256i d = Q4 ? _mm256_madd_epi16(a[i], ones) : a[i];
+    const __m256i d = Q4 && !kAvxVnni<S> ? _mm256_madd_epi16(a[i], ones) : a[i];
     if constexpr (Q4) f[i] = _mm256_fmadd_ps(mk, _mm256_set1_ps(qq.qsum[si]), f[i]);
     f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dk, _mm256_set1_ps(qq.dq[si])), f[i]);
   }
@@ -471,8 +489,8 @@ template <bool Q4, int NR>
 // horizontal sums, and the transposition serves all rows. Keys past n
 // repeat key 0; their lanes are never stored. Each (row, key) gets the exact
 // integer dot of each group and qdots4's f32 steps in its order (the
-// arithmetic of qdots4x2).
-template <bool Q4>
+// arithmetic of qdots4x2). S: simd::Avx2 or AvxVnni (rows_avx2).
+template <class S, bool Q4>
 void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int R, float* s, Spread& pf) {
   constexpr int64_t blk = Q4 ? int64_t(sizeof(BlockQ4)) : int64_t(sizeof(BlockQ8)), qs_at = Q4 ? 4 : 2;
   const int64_t ng = qq.ng;
@@ -509,9 +527,11 @@ void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
           u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]), u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
           u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]), u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
         }
+        // AvxVnni: k + 128 as u8 (vpdpbusd's unsigned operand)
+        const __m256i flip = _mm256_set1_epi8(kAvxVnni<S> ? char(0x80) : 0);
         for (int c = 0; c < 4; ++c) {  // u[c] (keys 0-3), u[4 + c] (keys 4-7): dwords c | 4 + c
-          _mm256_store_si256(&kt[g][c], _mm256_permute2x128_si256(u[c], u[4 + c], 0x20));
-          _mm256_store_si256(&kt[g][4 + c], _mm256_permute2x128_si256(u[c], u[4 + c], 0x31));
+          _mm256_store_si256(&kt[g][c], _mm256_xor_si256(_mm256_permute2x128_si256(u[c], u[4 + c], 0x20), flip));
+          _mm256_store_si256(&kt[g][4 + c], _mm256_xor_si256(_mm256_permute2x128_si256(u[c], u[4 + c], 0x31), flip));
         }
       }
     }
@@ -521,8 +541,8 @@ void score_tile_avx2(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
       __m256 f[NR];
       for (int i = 0; i < NR; ++i) f[i] = _mm256_setzero_ps();
       for (int64_t g = 0; g < ng; ++g)
-        rows_avx2<Q4, NR>(kt[g], _mm256_load_ps(dt + g * kTile + t0), _mm256_load_ps(mt + g * kTile + t0), qq, r0, g,
-                          f);
+        rows_avx2<S, Q4, NR>(kt[g], _mm256_load_ps(dt + g * kTile + t0), _mm256_load_ps(mt + g * kTile + t0), qq, r0, g,
+                             f);
       for (int i = 0; i < NR; ++i)  // vmaskmovps to memory measured slow on AMD: only for a partial group
         if (nk == 8) _mm256_storeu_ps(s + (r0 + i) * kTile + t0, f[i]);
         else _mm256_maskstore_ps(s + (r0 + i) * kTile + t0, live, f[i]);
@@ -546,7 +566,7 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
 #endif
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
   if constexpr (kIsAvx2<S>) {
-    score_tile_avx2<T == KvType::int4>(kp, kr, n, qq, R, s, pf);
+    score_tile_avx2<S, T == KvType::int4>(kp, kr, n, qq, R, s, pf);
     return;
   }
 #endif
@@ -557,11 +577,11 @@ void score_quantized(const uint8_t* kp, int64_t kr, int n, const QuantQ& qq, int
       pf.part();
       int r = 0;
       for (; r + 4 <= R; r += 4)
-        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup, qq.dq + r,
-                                       qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, 4);
+        qdots4x2<Isa<S>, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup,
+                                            qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, 4);
       if (r < R)  // the last 1..3 rows, with the zero padding rows of QuantQ
-        qdots4x2<S, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup, qq.dq + r,
-                                       qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, R - r);
+        qdots4x2<Isa<S>, T == KvType::int4>(kp + t * kr, kp + (t + 1) * kr, qq.q8 + int64_t(r) * qq.ng * kKvGroup,
+                                            qq.dq + r, qq.qsum + r, qq.ng, qq.R, s + r * kTile + t, kTile, R - r);
     }
   for (; t < n; ++t) {
     pf.part();
@@ -583,9 +603,9 @@ typename S::V load_row(const uint8_t* row, int64_t c) {
   } else if constexpr (T == KvType::bf16) {
     return S::load(reinterpret_cast<const bf16*>(row) + c);
   } else if constexpr (T == KvType::int8) {
-    return load_i8<S>(reinterpret_cast<const BlockQ8*>(row)[c / kKvGroup].qs + c % kKvGroup);
+    return load_i8<Isa<S>>(reinterpret_cast<const BlockQ8*>(row)[c / kKvGroup].qs + c % kKvGroup);
   } else {  // element j of a group: nibble j % 16 of byte j % 16, high for j >= 16
-    return load_u4<S>(reinterpret_cast<const BlockQ4*>(row)[c / kKvGroup].qs + c % 16, c % kKvGroup >= 16 ? 4 : 0);
+    return load_u4<Isa<S>>(reinterpret_cast<const BlockQ4*>(row)[c / kKvGroup].qs + c % 16, c % kKvGroup >= 16 ? 4 : 0);
   }
 }
 
@@ -766,7 +786,7 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
       std::fill(mt + g * kTile + n, mt + (g + 1) * kTile, 0.0f);
     }
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  if constexpr (std::is_same_v<S, simd::Avx2>) {  // 8 scales (and mins) a gather, 0 from n on
+  if constexpr (kIsAvx2<S>) {  // 8 scales (and mins) a gather, 0 from n on
     tile_scales_avx2<T == KvType::int4, kInt && T == KvType::int4>(vt, n, ng, dt, mt);
   } else
 #endif
@@ -782,15 +802,15 @@ void pv_weights(const TileRows& vt, int n, const float* p, int R, const int* nvi
       for (int64_t g = 0; g < ng; ++g) {
         const uint8_t* b = vt.at(t);
         if constexpr (T == KvType::int8) {
-          dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ8*>(b)[g].d);
+          dt[g * kTile + t] = h2f<Isa<S>>(reinterpret_cast<const BlockQ8*>(b)[g].d);
         } else {
-          dt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].d);
-          mt[g * kTile + t] = h2f<S>(reinterpret_cast<const BlockQ4*>(b)[g].m);
+          dt[g * kTile + t] = h2f<Isa<S>>(reinterpret_cast<const BlockQ4*>(b)[g].d);
+          mt[g * kTile + t] = h2f<Isa<S>>(reinterpret_cast<const BlockQ4*>(b)[g].m);
         }
       }
   }
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  if constexpr (kInt && std::is_same_v<S, simd::Avx2>) {
+  if constexpr (kInt && kIsAvx2<S>) {
     int_weights_avx2<T>(dt, mt, n, p, R, nvis, ng, w, msum);
   } else
 #endif
@@ -940,7 +960,7 @@ template <class S, KvType T, int NR, int NV, bool kEdge>
   }
   const auto load_v = [&](const uint8_t* row, V* x) __attribute__((always_inline)) {
     if constexpr (T == KvType::int4 && NV == 2)
-      load_u4x2<S>(reinterpret_cast<const BlockQ4*>(row)[g].qs, int(c % kKvGroup), x);
+      load_u4x2<Isa<S>>(reinterpret_cast<const BlockQ4*>(row)[g].qs, int(c % kKvGroup), x);
     else
       for (int j = 0; j < NV; ++j) x[j] = load_row<S, T>(row, c + j * W);
   };
@@ -1180,9 +1200,9 @@ template <bool kMin>
 // levels' integers, pv_int_rows_avx512's sums): per group and half group (16
 // dims: 4 x 2 accumulators fit the 16 ymm), two positions at a time, their
 // quants interleaved as 16-bit pairs, one vpmaddwd + vpaddd per row and 8 dims
-// (|I| <= 32 * 32767 * 128 < 2^31). Positions past nb pair with the last row
-// (weight 0).
-template <int NR>
+// (|I| <= 32 * 32767 * 128 < 2^31; AvxVnni: one vpdpwssd, the same sums).
+// Positions past nb pair with the last row (weight 0).
+template <class S, int NR>
 void pv_q8_rows_avx2(float* acc, int64_t D, const float* alpha, const TileRows& vt, int nb, const int16_t* om,
                      const float* sc, int64_t ng, Spread& pf) {
   constexpr int64_t blk = int64_t(sizeof(BlockQ8)), qs_at = 2;
@@ -1206,8 +1226,13 @@ void pv_q8_rows_avx2(float* acc, int64_t D, const float* alpha, const TileRows& 
           int32_t w2;
           std::memcpy(&w2, om + (i * ng + g) * kTile + t, 4);
           const __m256i wv = _mm256_set1_epi32(w2);
-          a[i][0] = _mm256_add_epi32(a[i][0], _mm256_madd_epi16(x0, wv));
-          a[i][1] = _mm256_add_epi32(a[i][1], _mm256_madd_epi16(x1, wv));
+          if constexpr (kAvxVnni<S>) {
+            a[i][0] = dpwssd_avxvnni(a[i][0], x0, wv);
+            a[i][1] = dpwssd_avxvnni(a[i][1], x1, wv);
+          } else {
+            a[i][0] = _mm256_add_epi32(a[i][0], _mm256_madd_epi16(x0, wv));
+            a[i][1] = _mm256_add_epi32(a[i][1], _mm256_madd_epi16(x1, wv));
+          }
         }
       }
       for (int i = 0; i < NR; ++i) {
@@ -1274,13 +1299,14 @@ void pv_q4_rows_avx2(float* acc, int64_t D, const float* alpha, const TileRows& 
   }
 }
 
-// pv_tile for int8 / int4 V on AVX2: the integer weights (pv_weights<.., true>), 4 rows at a time.
-template <KvType T>
+// pv_tile for int8 / int4 V on AVX2 (S: simd::Avx2 or AvxVnni): the integer
+// weights (pv_weights<.., true>), 4 rows at a time.
+template <class S, KvType T>
 void pv_tile_int_avx2(float* acc, int64_t D, const float* alpha, const TileRows& vt, int R, const int* nvis, int n,
                       const float* p, float* dm, float* w, float* msum, Spread& pf) {
   constexpr bool Q4 = T == KvType::int4;
   const int64_t ng = groups_of(D);
-  pv_weights<simd::Avx2, T, true>(vt, n, p, R, nvis, ng, dm, w, msum);
+  pv_weights<S, T, true>(vt, n, p, R, nvis, ng, dm, w, msum);
   const float* sc = w + R * ng * kTile / (Q4 ? 4 : 2);
   for (int r = 0; r < R;) {
     const int nr = std::min(4, R - r);
@@ -1293,8 +1319,8 @@ void pv_tile_int_avx2(float* acc, int64_t D, const float* alpha, const TileRows&
         pv_q4_rows_avx2<NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const uint8_t*>(w) + o * kTile, sc + o,
                             msum + o, ng, pf);
       else
-        pv_q8_rows_avx2<NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const int16_t*>(w) + o * kTile, sc + o,
-                            ng, pf);
+        pv_q8_rows_avx2<S, NR>(acc + r * D, D, alpha + r, vt, nb, reinterpret_cast<const int16_t*>(w) + o * kTile,
+                               sc + o, ng, pf);
     };
     if (nb > 0) with_rows(nr, rows);
     r += nr;
@@ -1364,8 +1390,8 @@ void pv_tile(float* acc, int64_t D, const float* alpha, const TileRows& vt, cons
   }
 #endif
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  if constexpr (Q && std::is_same_v<S, simd::Avx2>) {
-    pv_tile_int_avx2<T>(acc, D, alpha, vt, it.R, nvis, n, p, dm, w, msum, pf);
+  if constexpr (Q && kIsAvx2<S>) {
+    pv_tile_int_avx2<S, T>(acc, D, alpha, vt, it.R, nvis, n, p, dm, w, msum, pf);
     return;
   }
 #endif
@@ -1495,7 +1521,7 @@ void attend(const KvLayerView& kv, const Item& it, float* scratch) {
         const float mu = mn == -INFINITY ? 0.0f : mn;
         V sum = S::zero();
         for (int t = 0; t < cap; t += W) {
-          const V e = exp_v<S>(S::add(S::load(sr + t), S::set1(-mu)));  // 0 past nv
+          const V e = exp_v<Isa<S>>(S::add(S::load(sr + t), S::set1(-mu)));  // 0 past nv
           S::store(sr + t, e);
           sum = S::add(sum, e);
         }

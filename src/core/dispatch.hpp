@@ -1,6 +1,7 @@
 // ARCHITECTURE.md's SIMD dispatch rule, written once: a kernel lists the paths
 // it has by SIMD level, and a level without its own path runs the next lower
-// level's. Used only by the files that dispatch (no ISA flags); the paths
+// level's, passing over an avxvnni path where the CPU has no 256-bit VNNI
+// (llmk/cpu_features.hpp). Used only by the files that dispatch (no ISA flags); the paths
 // themselves live in the *_avx2.cpp / *_avx512*.cpp files.
 //
 //   constexpr simd::Paths<ScanFn> kScan{.scalar = scan_scalar, .avx2 = scan_avx2, .avx512 = scan_avx512};
@@ -20,7 +21,7 @@ namespace llmk::simd {
 template <class T>
 struct Paths {
   T scalar;
-  std::optional<T> avx2{}, avx512{}, avx512vnni{}, avx512vbmi{};
+  std::optional<T> avx2{}, avxvnni{}, avx512{}, avx512vnni{}, avx512vbmi{};
 
   // The path `level` runs: its own, else the nearest lower level's, else scalar.
   constexpr const T& at(SimdLevel level) const {
@@ -30,10 +31,10 @@ struct Paths {
   // that needs, say, a length divisible by its vector width); scalar always runs.
   template <class Usable>
   constexpr const T& at(SimdLevel level, Usable usable) const {
-    const std::optional<T>* own[] = {nullptr, &avx2, &avx512, &avx512vnni, &avx512vbmi};
-    static_assert(std::size(own) == size_t(SimdLevel::avx512vbmi) + 1, "one entry per SimdLevel, in order");
+    const std::optional<T>* own[] = {nullptr, &avx2, &avxvnni, &avx512, &avx512vnni, &avx512vbmi};
+    static_assert(std::size(own) == size_t(kTopSimdLevel) + 1, "one entry per SimdLevel, in order");
     for (int l = std::min(int(level), int(std::size(own)) - 1); l > 0; --l)
-      if (*own[l] && usable(**own[l])) return **own[l];
+      if (*own[l] && usable(**own[l]) && (l != int(SimdLevel::avxvnni) || cpu_has_vnni256())) return **own[l];
     return scalar;
   }
 

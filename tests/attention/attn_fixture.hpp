@@ -125,11 +125,11 @@ inline Filled make_filled(KvCacheConfig cfg, const std::vector<int64_t>& lens, u
 // most kPvTile = 32 consecutive positions) and (row, 32-group), the weights w_t = p_t d_t
 // (d_t the V row's group scale) go in as integers om_t = round(w_t 2^k), with
 // 2^k set by ub = max p * max |d| over the positions of the tile the row sees.
-// With 16-bit weights (levels avx512 and avx512vnni; avx2 and avx512vbmi over an int8
+// With 16-bit weights (levels avx512 and avx512vnni; avx2, avxvnni and avx512vbmi over an int8
 // V) ub 2^k lies in [2^14, 2^15): |om_t 2^-k - w_t| <= 2^-k <= ub 2^-14 (half
 // that, but a rounding up to 2^15 saturates), against the stored quant q_tc
 // (int4: the nibble; its min term stays f32). With 8-bit weights (levels
-// avx2 and avx512vbmi over an int4 V) ub 2^k lies in [2^7, 2^8), so 2^-7 in place of
+// avx2, avxvnni and avx512vbmi over an int4 V) ub 2^k lies in [2^7, 2^8), so 2^-7 in place of
 // 2^-14, against the centered quant q_tc - 8 (the min term takes m + 8 d, f32).
 // An output moves by at most u sum_tiles (ub / l) sum_{t in tile} |q_tc|, u the
 // unit above, l the row's sum of weights.
@@ -234,11 +234,11 @@ inline PvBounds pv_rounding_bound(const float* q, const int64_t* qo_indptr, cons
                            cfg.n_kv_heads, cfg.head_dim, scale, cfg.v_type, window);
 }
 
-// The bound of level lvl's P.V: none for scalar (f32 weights); avx2 and
-// avx512vbmi: 8-bit weights over an int4 V, 16-bit over an int8 V (w8 equals
-// w16 there); avx512 and avx512vnni: 16-bit.
+// The bound of level lvl's P.V: none for scalar (f32 weights); avx2, avxvnni
+// and avx512vbmi: 8-bit weights over an int4 V, 16-bit over an int8 V (w8
+// equals w16 there); avx512 and avx512vnni: 16-bit.
 inline const double* pv_bound_for(SimdLevel lvl, const PvBounds& b) {
-  if (lvl == SimdLevel::avx2 || lvl >= SimdLevel::avx512vbmi) return b.w8.data();
+  if (lvl == SimdLevel::avx2 || lvl == SimdLevel::avxvnni || lvl >= SimdLevel::avx512vbmi) return b.w8.data();
   return lvl >= SimdLevel::avx512 ? b.w16.data() : nullptr;
 }
 

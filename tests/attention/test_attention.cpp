@@ -146,6 +146,46 @@ TEST(Attention, VnniKeepsTheAvx512Bits) {
         }
 }
 
+// The avxvnni level scores quantized K with vpdpbusd and sums P.V over an int8
+// V with vpdpwssd where AVX2 takes vpmaddubsw / vpmaddwd + vpaddd: the same
+// integer sums, so decode and prefill must keep the AVX2 bits for every K and
+// V type, over the shapes and blocks of VnniKeepsTheAvx512Bits.
+TEST(Attention, AvxVnniKeepsTheAvx2Bits) {
+  if (detected_simd_level() < SimdLevel::avxvnni || !cpu_has_vnni256())
+    GTEST_SKIP() << "skipped: no 256-bit VNNI on this CPU (or LLMK_SIMD below avxvnni)";
+  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}, {8, 1, 256}};
+  const KvType types[] = {KvType::f32, KvType::f16, KvType::int8, KvType::int4};
+  for (const Shape& s : shapes)
+    for (int64_t bt : {16, 7})
+      for (KvType kt : types)
+        for (KvType vt : types) {
+          if (!kv_type_quantized(kt) && !kv_type_quantized(vt)) continue;
+          KvCacheConfig cfg;
+          cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
+          const std::vector<int64_t> lens = {1, 37, 300}, qlens = {1, 9, 20};
+          const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) + int(kt) * 5 + int(vt));
+          const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
+          std::vector<int64_t> qo(static_cast<size_t>(B + 1), 0);
+          for (int64_t b = 0; b < B; ++b) qo[size_t(b + 1)] = qo[size_t(b)] + qlens[size_t(b)];
+          const int64_t np = qo[size_t(B)] * s.Hq * s.D;
+          std::vector<float> q(static_cast<size_t>(np));
+          test::fill_normal(q.data(), q.size(), 97);
+          const float scale = float(1 / std::sqrt(double(s.D)));
+          std::vector<std::vector<float>> dec, pre;
+          for (SimdLevel lvl : {SimdLevel::avx2, SimdLevel::avxvnni}) {
+            ScopedSimdLimit lim(lvl);
+            dec.emplace_back(size_t(n));
+            pre.emplace_back(size_t(np));
+            attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, dec.back().data());
+            attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, pre.back().data());
+          }
+          const std::string what = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) +
+                                   " D=" + std::to_string(s.D) + " block " + std::to_string(bt);
+          EXPECT_EQ(0, std::memcmp(dec[0].data(), dec[1].data(), size_t(n) * 4)) << "decode " << what;
+          EXPECT_EQ(0, std::memcmp(pre[0].data(), pre[1].data(), size_t(np) * 4)) << "prefill " << what;
+        }
+}
+
 namespace {
 // The layout of one random attention case: Hkv 1..8 with groups 1..8 (MHA,
 // GQA, MQA), head_dim 16..256 in steps of 16, K and V types drawn apart,

@@ -118,7 +118,8 @@ inline std::string invalid_argument_message(auto&& fn) {
 
 inline std::vector<SimdLevel> simd_levels() {
   std::vector<SimdLevel> v;
-  for (int l = 0; l <= static_cast<int>(detected_simd_level()); ++l) v.push_back(static_cast<SimdLevel>(l));
+  for (int l = 0; l <= static_cast<int>(detected_simd_level()); ++l)
+    if (l != static_cast<int>(SimdLevel::avxvnni) || cpu_has_vnni256()) v.push_back(static_cast<SimdLevel>(l));
   return v;
 }
 

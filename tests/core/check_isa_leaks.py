@@ -12,9 +12,13 @@ CPU cannot run. This check disassembles a linked binary and fails if
  - a function whose name does not say avx2/avx512/f16c (the ISA structs
    simd::Avx2/Avx512 are in the template arguments of every ISA kernel)
    contains a VEX/EVEX-encoded instruction (mnemonic v*, or a ymm/zmm register);
- - a function whose name says avx2 but not avx512 contains an instruction only
-   AVX-512 has: a zmm register, xmm/ymm 16-31, a mask register %k, masking or
-   embedded broadcast ({...}), or an AVX-512-only mnemonic;
+ - a function whose name says avx2 or avxvnni but not avx512 contains an
+   instruction only AVX-512 has: a zmm register, xmm/ymm 16-31, a mask
+   register %k, masking or embedded broadcast ({...}), or an AVX-512-only
+   mnemonic. One exception: where the name also says vnni (the avxvnni
+   level's kernels, attn::AvxVnni), vpdpbusd / vpdpwssd on ymm0-15, VEX
+   ({vex}: AVX-VNNI) or EVEX (its *_avxvnni_evex.cpp twin for CPUs with
+   AVX-512 VNNI + VL);
  - a function that is not local to its translation unit (nm type other than
    t: a global or weak symbol, which the linker may share between files) and
    whose name does not say vnni contains a VNNI instruction (vpdpbusd[s],
@@ -34,9 +38,11 @@ import subprocess
 import sys
 
 HEADER = re.compile(r"^[0-9a-f]+ <(.*)>:$")
-ALLOWED = ("avx2", "avx512", "f16c")
+ALLOWED = ("avx2", "avxvnni", "avx512", "f16c")
 EVEX_OPERAND = re.compile(r"%zmm|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|%k[0-7]\b|\{")
 VNNI_MNEMONIC = re.compile(r"^vpdp(busd|wssd)s?$")
+YMM_LOW = r"%ymm([0-9]|1[0-5])"
+VNNI256 = re.compile(rf"^(\{{vex\}} )?vpdp(busd|wssd)s? {YMM_LOW},{YMM_LOW},{YMM_LOW}$")
 VBMI_MNEMONIC = re.compile(r"^(vpermb|vperm[it]2b|vpmultishiftqb)$")
 EVEX_MNEMONIC = re.compile(
     r"^(k[a-z]+|vpternlog[dq]|vperm[it]2[a-z]+|vcompress|vexpand|vfixupimm|vgetexp|vgetmant|vrndscale|vscalef|"
@@ -75,7 +81,7 @@ def leaks_in(out, local):
         # Not objdump's " <symbol>" after a branch target nor its "# addr <symbol>"
         # note: a symbol such as f(long)::{lambda(long)#1} would read as a mask operand.
         insn = parts[-1].split(" <")[0].split("#")[0].strip()
-        mnem = insn.split(" ")[0]
+        mnem = insn.removeprefix("{vex} ").split(" ")[0]
         if VNNI_MNEMONIC.match(mnem) and "vnni" not in name and fn not in local:
             bad.setdefault(fn, insn)
             continue
@@ -84,7 +90,9 @@ def leaks_in(out, local):
             continue
         if "avx512" in name:
             continue
-        if "avx2" in name:  # AVX2 code: no AVX-512 encoding
+        if "avx2" in name or "avxvnni" in name:  # AVX2 code: no AVX-512 encoding
+            if "vnni" in name and VNNI256.match(insn):
+                continue
             if EVEX_OPERAND.search(insn) or EVEX_MNEMONIC.match(mnem):
                 bad.setdefault(fn, insn)
             continue
@@ -100,6 +108,7 @@ def self_test():
     def dis(fn, *insns):
         return f"0000000000001000 <{fn}>:\n" + "".join(f"    1{i:03x}:\t{x}\n" for i, x in enumerate(insns))
     avx2 = "void k<llmk::simd::Avx2>(float*)"
+    vnni = "void k<llmk::attn::(anonymous namespace)::AvxVnni>(float*)"
     cases = [  # (objdump text, local functions, flagged?)
         (dis(avx2, "vaddps %ymm1,%ymm2,%ymm3"), set(), False),
         (dis(avx2, "vaddps %zmm1,%zmm2,%zmm3"), set(), True),
@@ -120,6 +129,16 @@ def self_test():
          {"void k<llmk::simd::Avx512>(float*)"}, False),
         (dis("void k_avx512vnni(float*)", "vpermb %zmm1,%zmm2,%zmm3"), set(), True),
         (dis("void k_avx512vbmi(float*)", "vpermb %zmm1,%zmm2,%zmm3"), set(), False),
+        # the avxvnni level: 256-bit VNNI, VEX or EVEX on ymm0-15, in its own kernels only
+        (dis(vnni, "{vex} vpdpbusd %ymm2,%ymm1,%ymm0"), {vnni}, False),
+        (dis(vnni, "vpdpwssd %ymm15,%ymm1,%ymm0"), {vnni}, False),
+        (dis(vnni, "vpdpbusd %ymm17,%ymm1,%ymm0"), {vnni}, True),
+        (dis(vnni, "vpdpbusd %zmm2,%zmm1,%zmm0"), {vnni}, True),
+        (dis(vnni, "vpdpbusd %ymm2,%ymm1,%ymm0{%k1}"), {vnni}, True),
+        (dis(vnni, "vpternlogd $0x96,%ymm1,%ymm2,%ymm3"), {vnni}, True),
+        (dis(avx2, "{vex} vpdpbusd %ymm2,%ymm1,%ymm0"), {avx2}, True),
+        (dis("void attend_avxvnni(float*)", "{vex} vpdpbusd %ymm2,%ymm1,%ymm0"), set(), False),
+        (dis("std::vector<float>::resize(unsigned long)", "{vex} vpdpbusd %ymm2,%ymm1,%ymm0"), set(), True),
     ]
     failed = 0
     for i, (text, local, want) in enumerate(cases):
