@@ -451,10 +451,12 @@ template <class S, bool Q4, int NR>
     }
     for (int j = 0; j < 8; j += 2)
       for (int i = 0; i < NR; ++i) {
-        int32_t qd[2];
-        std::memcpy(qd, qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j, 8);
-        a[i] = dpbusd_avxvnni(a[i], _mm256_load_si256(kt + j), _mm256_set1_epi32(qd[0]));
-        b[i] = dpbusd_avxvnni(b[i], _mm256_load_si256(kt + j + 1), _mm256_set1_epi32(qd[1]));
+        const int8_t* q = qq.q8 + ((r0 + i) * qq.ng + g) * kKvGroup + 4 * j;
+        int32_t q0, q1;  // one 4-byte copy each: a broadcast from memory
+        std::memcpy(&q0, q, 4);
+        std::memcpy(&q1, q + 4, 4);
+        a[i] = dpbusd_avxvnni(a[i], _mm256_load_si256(kt + j), _mm256_set1_epi32(q0));
+        b[i] = dpbusd_avxvnni(b[i], _mm256_load_si256(kt + j + 1), _mm256_set1_epi32(q1));
       }
     for (int i = 0; i < NR; ++i) a[i] = _mm256_add_epi32(a[i], b[i]);
   } else {
