@@ -99,6 +99,48 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
     }
 }
 
+namespace {
+// Decode and prefill of one layout (kv heads, head_dim, block_tokens, K and V
+// types) at each of `levels` the detected level reaches, in order: 3 sequences
+// of 1, 37 and 300 positions, prefill over their last 1, 9 and 20 tokens.
+struct LevelRuns {
+  std::vector<std::vector<float>> dec, pre;
+  std::string what;
+};
+LevelRuns run_levels(const Shape& s, int64_t bt, KvType kt, KvType vt, uint64_t seed,
+                     std::initializer_list<SimdLevel> levels) {
+  KvCacheConfig cfg;
+  cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
+  const std::vector<int64_t> lens = {1, 37, 300}, qlens = {1, 9, 20};
+  const Filled f = test::make_filled(cfg, lens, seed);
+  const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
+  std::vector<int64_t> qo(static_cast<size_t>(B + 1), 0);
+  for (int64_t b = 0; b < B; ++b) qo[size_t(b + 1)] = qo[size_t(b)] + qlens[size_t(b)];
+  const int64_t np = qo[size_t(B)] * s.Hq * s.D;
+  std::vector<float> q(static_cast<size_t>(np));
+  test::fill_normal(q.data(), q.size(), 98);
+  const float scale = float(1 / std::sqrt(double(s.D)));
+  LevelRuns r;
+  for (SimdLevel lvl : levels) {
+    if (lvl > detected_simd_level()) break;
+    ScopedSimdLimit lim(lvl);
+    r.dec.emplace_back(size_t(n));
+    r.pre.emplace_back(size_t(np));
+    attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, r.dec.back().data());
+    attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, r.pre.back().data());
+  }
+  r.what = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " D=" + std::to_string(s.D) + " block " +
+           std::to_string(bt);
+  return r;
+}
+// Runs i and j of r are the same bits.
+void expect_same_bits(const LevelRuns& r, size_t i, size_t j, const std::string& label) {
+  EXPECT_EQ(0, std::memcmp(r.dec[i].data(), r.dec[j].data(), r.dec[i].size() * 4)) << label << "decode " << r.what;
+  EXPECT_EQ(0, std::memcmp(r.pre[i].data(), r.pre[j].data(), r.pre[i].size() * 4)) << label << "prefill " << r.what;
+}
+constexpr Shape kBitShapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}, {8, 1, 256}};
+}  // namespace
+
 // AVX-512 VNNI scores quantized K a tile at a time (16 keys transposed in
 // registers, vpdpbusd against broadcast query dwords) where AVX-512 takes
 // two keys at a time with maddubs + madd and horizontal sums: the same exact
@@ -110,79 +152,34 @@ TEST(Attention, DecodeMatchesOracleEveryPathTypeAndShape) {
 // 8-bit P.V weights: the oracle tests bound that).
 TEST(Attention, VnniKeepsTheAvx512Bits) {
   if (detected_simd_level() < SimdLevel::avx512vnni) GTEST_SKIP() << "skipped: no AVX-512 VNNI on this CPU";
-  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}, {8, 1, 256}};
-  for (const Shape& s : shapes)
+  for (const Shape& s : kBitShapes)
     for (int64_t bt : {16, 7})
       for (KvType kt : {KvType::int8, KvType::int4})
         for (KvType vt : {KvType::f32, KvType::int8, KvType::int4}) {
-          KvCacheConfig cfg;
-          cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
-          const std::vector<int64_t> lens = {1, 37, 300}, qlens = {1, 9, 20};  // prefill: the last qlens tokens
-          const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) + int(kt) * 7 + int(vt));
-          const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
-          std::vector<int64_t> qo(static_cast<size_t>(B + 1), 0);
-          for (int64_t b = 0; b < B; ++b) qo[size_t(b + 1)] = qo[size_t(b)] + qlens[size_t(b)];
-          const int64_t np = qo[size_t(B)] * s.Hq * s.D;
-          std::vector<float> q(static_cast<size_t>(np));
-          test::fill_normal(q.data(), q.size(), 98);
-          const float scale = float(1 / std::sqrt(double(s.D)));
-          std::vector<std::vector<float>> dec, pre;
-          for (SimdLevel lvl : {SimdLevel::avx512, SimdLevel::avx512vnni, SimdLevel::avx512vbmi}) {
-            if (lvl > detected_simd_level()) break;
-            ScopedSimdLimit lim(lvl);
-            dec.emplace_back(size_t(n));
-            pre.emplace_back(size_t(np));
-            attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, dec.back().data());
-            attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, pre.back().data());
-          }
-          const std::string what = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) +
-                                   " D=" + std::to_string(s.D) + " block " + std::to_string(bt);
-          EXPECT_EQ(0, std::memcmp(dec[0].data(), dec[1].data(), size_t(n) * 4)) << "decode " << what;
-          EXPECT_EQ(0, std::memcmp(pre[0].data(), pre[1].data(), size_t(np) * 4)) << "prefill " << what;
-          if (dec.size() == 3 && vt != KvType::int4) {  // avx512vbmi differs from VNNI only in P.V over int4 V
-            EXPECT_EQ(0, std::memcmp(dec[1].data(), dec[2].data(), size_t(n) * 4)) << "vbmi decode " << what;
-            EXPECT_EQ(0, std::memcmp(pre[1].data(), pre[2].data(), size_t(np) * 4)) << "vbmi prefill " << what;
-          }
+          const LevelRuns r = run_levels(s, bt, kt, vt, uint64_t(s.D) + int(kt) * 7 + int(vt),
+                                         {SimdLevel::avx512, SimdLevel::avx512vnni, SimdLevel::avx512vbmi});
+          expect_same_bits(r, 0, 1, "");
+          if (r.dec.size() == 3 && vt != KvType::int4)  // avx512vbmi differs from VNNI only in P.V over int4 V
+            expect_same_bits(r, 1, 2, "vbmi ");
         }
 }
 
 // The avxvnni level scores quantized K with vpdpbusd and sums P.V over an int8
 // V with vpdpwssd where AVX2 takes vpmaddubsw / vpmaddwd + vpaddd: the same
 // integer sums, so decode and prefill must keep the AVX2 bits for every K and
-// V type, over the shapes and blocks of VnniKeepsTheAvx512Bits.
+// V type pair with a quantized side, over the shapes and blocks above.
 TEST(Attention, AvxVnniKeepsTheAvx2Bits) {
   if (detected_simd_level() < SimdLevel::avxvnni || !cpu_has_vnni256())
     GTEST_SKIP() << "skipped: no 256-bit VNNI on this CPU (or LLMK_SIMD below avxvnni)";
-  const Shape shapes[] = {{9, 3, 64}, {8, 8, 80}, {8, 2, 128}, {8, 1, 256}};
   const KvType types[] = {KvType::f32, KvType::f16, KvType::int8, KvType::int4};
-  for (const Shape& s : shapes)
+  for (const Shape& s : kBitShapes)
     for (int64_t bt : {16, 7})
       for (KvType kt : types)
         for (KvType vt : types) {
           if (!kv_type_quantized(kt) && !kv_type_quantized(vt)) continue;
-          KvCacheConfig cfg;
-          cfg.n_kv_heads = s.Hkv, cfg.head_dim = s.D, cfg.k_type = kt, cfg.v_type = vt, cfg.block_tokens = bt;
-          const std::vector<int64_t> lens = {1, 37, 300}, qlens = {1, 9, 20};
-          const Filled f = test::make_filled(cfg, lens, uint64_t(s.D) + int(kt) * 5 + int(vt));
-          const int64_t B = int64_t(lens.size()), n = B * s.Hq * s.D;
-          std::vector<int64_t> qo(static_cast<size_t>(B + 1), 0);
-          for (int64_t b = 0; b < B; ++b) qo[size_t(b + 1)] = qo[size_t(b)] + qlens[size_t(b)];
-          const int64_t np = qo[size_t(B)] * s.Hq * s.D;
-          std::vector<float> q(static_cast<size_t>(np));
-          test::fill_normal(q.data(), q.size(), 97);
-          const float scale = float(1 / std::sqrt(double(s.D)));
-          std::vector<std::vector<float>> dec, pre;
-          for (SimdLevel lvl : {SimdLevel::avx2, SimdLevel::avxvnni}) {
-            ScopedSimdLimit lim(lvl);
-            dec.emplace_back(size_t(n));
-            pre.emplace_back(size_t(np));
-            attention_decode(q.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, dec.back().data());
-            attention_prefill(q.data(), qo.data(), f.cache->layer(0), f.pages.view(), s.Hq, scale, pre.back().data());
-          }
-          const std::string what = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) +
-                                   " D=" + std::to_string(s.D) + " block " + std::to_string(bt);
-          EXPECT_EQ(0, std::memcmp(dec[0].data(), dec[1].data(), size_t(n) * 4)) << "decode " << what;
-          EXPECT_EQ(0, std::memcmp(pre[0].data(), pre[1].data(), size_t(np) * 4)) << "prefill " << what;
+          const LevelRuns r = run_levels(s, bt, kt, vt, uint64_t(s.D) + int(kt) * 5 + int(vt),
+                                         {SimdLevel::avx2, SimdLevel::avxvnni});
+          expect_same_bits(r, 0, 1, "");
         }
 }
 
