@@ -5,6 +5,6 @@
 
 namespace llmk::attn_isa {
 void attend_avxvnni_evex(const KvLayerView& kv, const attn::Item& it, float* scratch) {
-  attn::attend<attn::AvxVnni>(kv, it, scratch);
+  attn::attend<simd::AvxVnni>(kv, it, scratch);
 }
 }  // namespace llmk::attn_isa

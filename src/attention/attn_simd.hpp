@@ -96,13 +96,13 @@ inline float idot_q4<Scalar>(const int8_t* q, const uint8_t* nib) {
 }
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-// The avxvnni level's ISA struct: AVX2, whose quantized-K scores and int8-V
-// P.V take 256-bit VNNI (vpdpbusd, vpdpwssd) for vpmaddubsw / vpmaddwd +
-// vpaddd: the same integer sums, so AVX2's bits. Every other piece is AVX2's
-// (Isa<AvxVnni> is simd::Avx2).
-struct AvxVnni : simd::Avx2 {};
-template <class S>
-inline constexpr bool kAvxVnni = std::is_same_v<S, AvxVnni>;
+// The avxvnni level (simd::AvxVnni) takes 256-bit VNNI for the quantized-K
+// scores and the int8-V P.V (attention_kernel.hpp): the same integer sums, so
+// AVX2's bits. Every piece above is AVX2's (Isa<AvxVnni> is simd::Avx2).
+using simd::AvxVnni;
+using simd::dpbusd_avxvnni;
+using simd::dpwssd_avxvnni;
+using simd::kAvxVnni;
 template <class S>
 struct IsaOf {
   using type = S;
@@ -114,26 +114,6 @@ struct IsaOf<AvxVnni> {
 // The ISA struct whose specializations of the pieces above serve S.
 template <class S>
 using Isa = typename IsaOf<S>::type;
-
-// The VNNI instructions are inline asm, so the *_avxvnni*.cpp files need no
-// flag beyond AVX2's and the compiler emits nothing else: VEX-encoded
-// (AVX-VNNI) where the file defines LLMK_VNNI256_VEX, else EVEX on ymm0-15
-// (AVX-512 VNNI + VL: the level on Ice Lake and Zen 4).
-#if defined(LLMK_VNNI256_VEX)
-#define LLMK_VNNI256_ENC "%{vex%} "
-#else
-#define LLMK_VNNI256_ENC ""
-#endif
-// acc + per dword lane the sum of the 4 products of u's unsigned and s's signed bytes.
-[[gnu::always_inline]] inline __m256i dpbusd_avxvnni(__m256i acc, __m256i u, __m256i s) {
-  asm(LLMK_VNNI256_ENC "vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
-  return acc;
-}
-// acc + per dword lane the sum of the 2 products of a's and b's int16 pairs (no saturation).
-[[gnu::always_inline]] inline __m256i dpwssd_avxvnni(__m256i acc, __m256i a, __m256i b) {
-  asm(LLMK_VNNI256_ENC "vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
-  return acc;
-}
 #else
 template <class S>
 inline constexpr bool kAvxVnni = false;

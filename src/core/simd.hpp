@@ -16,6 +16,7 @@
 #include <cstring>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/constants.hpp"
 #include "llmk/dtype.hpp"
@@ -107,6 +108,44 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 #else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif
+}
+}  // namespace
+
+// The avxvnni level's ISA struct: AVX2, whose kernels take 256-bit VNNI
+// (vpdpbusd, vpdpwssd) for their integer dots (*_avxvnni.cpp). A distinct type,
+// so its kernels' names say avxvnni (tests/core/check_isa_leaks.py).
+struct AvxVnni : Avx2 {
+  static constexpr const char* kName = "avxvnni";
+};
+template <class S>
+inline constexpr bool kAvxVnni = std::is_same_v<S, AvxVnni>;
+
+// The VNNI instructions are inline asm, so the *_avxvnni*.cpp files need no
+// flag beyond AVX2's and the compiler emits nothing else of AVX-512:
+// VEX-encoded (AVX-VNNI) where the file defines LLMK_VNNI256_VEX, else EVEX on
+// ymm0-15 (AVX-512 VNNI + VL: the level on Ice Lake and Zen 4). In an unnamed
+// namespace, as dot_u8s8: each file keeps its own encoding.
+#if defined(LLMK_VNNI256_VEX)
+#define LLMK_VNNI256_ENC "%{vex%} "
+#else
+#define LLMK_VNNI256_ENC ""
+#endif
+namespace {
+// acc + per dword lane the sum of the 4 products of u's unsigned and s's signed bytes.
+[[gnu::always_inline]] inline __m256i dpbusd_avxvnni(__m256i acc, __m256i u, __m256i s) {
+  asm(LLMK_VNNI256_ENC "vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+  return acc;
+}
+// acc + per dword lane the sum of the 2 products of a's and b's int16 pairs (no saturation).
+[[gnu::always_inline]] inline __m256i dpwssd_avxvnni(__m256i acc, __m256i a, __m256i b) {
+  asm(LLMK_VNNI256_ENC "vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+  return acc;
+}
+// dot_u8s8 for the kernels of level S: one vpdpbusd for AvxVnni, the same sums.
+template <class S>
+[[gnu::always_inline]] inline __m256i dot_u8s8_at(__m256i u, __m256i s) {
+  if constexpr (kAvxVnni<S>) return dpbusd_avxvnni(_mm256_setzero_si256(), u, s);
+  else return dot_u8s8(u, s);
 }
 }  // namespace
 #endif

@@ -16,7 +16,7 @@ CPU cannot run. This check disassembles a linked binary and fails if
    instruction only AVX-512 has: a zmm register, xmm/ymm 16-31, a mask
    register %k, masking or embedded broadcast ({...}), or an AVX-512-only
    mnemonic. One exception: where the name also says vnni (the avxvnni
-   level's kernels, attn::AvxVnni), vpdpbusd / vpdpwssd on ymm0-15, VEX
+   level's kernels, simd::AvxVnni), vpdpbusd / vpdpwssd on ymm0-15, VEX
    ({vex}: AVX-VNNI) or EVEX (its *_avxvnni_evex.cpp twin for CPUs with
    AVX-512 VNNI + VL);
  - a function that is not local to its translation unit (nm type other than
@@ -108,7 +108,7 @@ def self_test():
     def dis(fn, *insns):
         return f"0000000000001000 <{fn}>:\n" + "".join(f"    1{i:03x}:\t{x}\n" for i, x in enumerate(insns))
     avx2 = "void k<llmk::simd::Avx2>(float*)"
-    vnni = "void k<llmk::attn::(anonymous namespace)::AvxVnni>(float*)"
+    vnni = "void k<llmk::simd::AvxVnni>(float*)"
     cases = [  # (objdump text, local functions, flagged?)
         (dis(avx2, "vaddps %ymm1,%ymm2,%ymm3"), set(), False),
         (dis(avx2, "vaddps %zmm1,%zmm2,%zmm3"), set(), True),
