@@ -1,7 +1,7 @@
 # llmk_add_sources(<file>...): adds a component's sources to the llmk library.
 #  - a name ending in _avx2.cpp is compiled with AVX2+FMA+F16C, and so is one
 #    ending in _avxvnni.cpp or _avxvnni_evex.cpp (its VNNI instructions are
-#    inline asm: src/attention/attn_simd.hpp),
+#    inline asm: src/core/simd.hpp),
 #  - a name ending in _avx512.cpp with AVX-512 F/BW/VL/DQ (+FMA, F16C),
 #  - a name ending in _avx512vnni.cpp with those and AVX-512 VNNI,
 #  - a name ending in _avx512vbmi.cpp with those, VNNI and VBMI (vpermb),

@@ -141,12 +141,6 @@ namespace {
   asm(LLMK_VNNI256_ENC "vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
   return acc;
 }
-// dot_u8s8 for the kernels of level S: one vpdpbusd for AvxVnni, the same sums.
-template <class S>
-[[gnu::always_inline]] inline __m256i dot_u8s8_at(__m256i u, __m256i s) {
-  if constexpr (kAvxVnni<S>) return dpbusd_avxvnni(_mm256_setzero_si256(), u, s);
-  else return dot_u8s8(u, s);
-}
 }  // namespace
 #endif
 

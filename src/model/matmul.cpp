@@ -158,15 +158,8 @@ void rows_scalar(const Args& a, int64_t n0, int64_t n1) { kRowsScalar[int(a.w.ty
 namespace {
 using QuantizeFn = void (*)(const float* x, int64_t nb, ActQ8* out);
 constexpr simd::Paths<QuantizeFn> kQuantize{.scalar = quantize_act_scalar, .avx2 = quantize_act_avx2};
-// The avxvnni level: VEX-encoded where the CPU has AVX-VNNI, else EVEX (the
-// level runs only where the CPU has one of them: llmk/cpu_features.hpp).
-void rows_avxvnni_any(const Args& a, int64_t n0, int64_t n1) {
-  static const RowsFn f = cpu_has_avx_vnni() ? rows_avxvnni : rows_avxvnni_evex;
-  f(a, n0, n1);
-}
 constexpr simd::Paths<RowsFn> kRowsPaths{.scalar = rows_scalar,
                                          .avx2 = rows_avx2,
-                                         .avxvnni = rows_avxvnni_any,
                                          .avx512 = rows_avx512,
                                          .avx512vnni = rows_avx512vnni};
 }  // namespace

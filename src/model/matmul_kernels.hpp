@@ -4,8 +4,7 @@
 //  - quantized weights on 256-bit integer ops (AVX2, also compiled into the
 //    AVX-512 translation units, whose flags imply AVX2: without VNNI the 512-bit
 //    form would only halve the loop count of an already issue-bound loop; with
-//    VNNI, matmul_avx512vnni.cpp, each 32-byte dot is one vpdpbusd, and so at
-//    the avxvnni level, simd::AvxVnni, matmul_avxvnni.cpp).
+//    VNNI, matmul_avx512vnni.cpp, each 32-byte dot is one vpdpbusd).
 // A tile of R <= 4 rows of x is dotted against one weight row at a time, so a
 // weight block is loaded and unpacked once for R activations. Work is split
 // by the caller over output rows [n0, n1).
@@ -171,10 +170,10 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
       const ActQ8& xa = xq[r * nbx + b * C + c];
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.qs));
       if constexpr (D::kMins)
-        acc[r][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(simd::dot_u8s8_at<S>(mins, xv)), _mm256_set1_ps(sc.fm * xa.d),
+        acc[r][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(simd::dot_u8s8(mins, xv)), _mm256_set1_ps(sc.fm * xa.d),
                                     acc[r][u]);
       if constexpr (D::kSigned) xv = _mm256_sign_epi8(xv, w);  // move w's sign onto x
-      const __m256 dot = _mm256_cvtepi32_ps(simd::dot_u8s8_at<S>(wabs, xv));
+      const __m256 dot = _mm256_cvtepi32_ps(simd::dot_u8s8(wabs, xv));
       acc[r][u] = _mm256_fmadd_ps(dot, _mm256_mul_ps(fw, _mm256_set1_ps(xa.d)), acc[r][u]);
       if constexpr (D::kOffset) bias[r] += sc.fo[c] * xa.s;
     }
@@ -252,8 +251,6 @@ void rows(const Args& a, int64_t n0, int64_t n1) {
 
 void rows_scalar(const Args& a, int64_t n0, int64_t n1);
 void rows_avx2(const Args& a, int64_t n0, int64_t n1);
-void rows_avxvnni(const Args& a, int64_t n0, int64_t n1);
-void rows_avxvnni_evex(const Args& a, int64_t n0, int64_t n1);
 void rows_avx512(const Args& a, int64_t n0, int64_t n1);
 void rows_avx512vnni(const Args& a, int64_t n0, int64_t n1);
 
