@@ -58,7 +58,7 @@ def test_arrays_that_cannot_be_viewed_are_named_with_what_they_are(make):
 
 
 def test_a_wrong_dtype_names_the_input_and_the_dtype():
-    # the output allocated like x used to be named ('y' = dtype code 2 bits 64)
+    # the input is named, never the output allocated like it
     with pytest.raises(ValueError, match=r"llmk.rms_norm: argument 'x' = dtype float64"):
         llmk.rms_norm(X.astype(np.float64))
     with pytest.raises(ValueError, match=r"argument 'x' = dtype bool"):
@@ -85,7 +85,7 @@ def test_numbers_are_checked_as_given():
     # beyond float32: named with the value passed, not the inf it would have become
     with pytest.raises(ValueError, match=r"argument 'eps' = 1e\+300: must be within float32's range"):
         llmk.layer_norm(X, None, None, 1e300)
-    with pytest.raises(TypeError, match=r"argument 'k' = 1.5: must be an integer"):  # was truncated to 1
+    with pytest.raises(TypeError, match=r"argument 'k' = 1.5: must be an integer"):  # not truncated to 1
         llmk.softmax_topk(X, 1.5)
 
 
@@ -133,7 +133,7 @@ def test_sample_history_entries_are_named():
 
 
 def test_sample_of_an_empty_batch_is_empty():
-    # was "'params' = 0: must not be null"
+    # a batch of 0 rows needs no params buffer: no "'params' = 0: must not be null"
     t = llmk.sample(np.ones((0, 10), np.float32))
     assert t.shape == (0,) and t.dtype == np.int32
 
@@ -159,7 +159,7 @@ def test_kv_attention_names_heads_and_queries_before_sizing_outputs():
     c, s = cache_with_tokens()
     q = np.ones((1, 2, 16), np.float32)
     with pytest.raises(ValueError, match=r"argument 'n_heads' = -2: must be a multiple of n_kv_heads = 2"):
-        llmk.kv_decode(c, 0, [s], q, -2, 0.25)  # was "'out' = 32: must hold -32 elements"
+        llmk.kv_decode(c, 0, [s], q, -2, 0.25)  # the heads first, not "'out' = 32: must hold -32 elements"
     with pytest.raises(ValueError, match=r"KvCache.decode: argument 'q' = 32 elements: must hold 64 elements"):
         llmk.kv_decode(c, 0, [s], q, 4, 0.25)
     with pytest.raises(ValueError, match=r"argument 'q' = dtype float64"):
@@ -175,7 +175,7 @@ def test_kv_attention_names_heads_and_queries_before_sizing_outputs():
 def test_kv_decode_of_an_empty_sequence_names_it_and_an_empty_batch_is_empty():
     c = small_cache()
     s = c.add_sequence()
-    with pytest.raises(ValueError, match=r"'pages' = sequence 0 empty"):  # was "'pages' = null array"
+    with pytest.raises(ValueError, match=r"'pages' = sequence 0 empty"):  # not "'pages' = null array"
         llmk.kv_decode(c, 0, [s], np.ones((1, 2, 16), np.float32), 2, 0.25)
     out = llmk.kv_decode(c, 0, [], np.ones((0, 2, 16), np.float32), 2, 0.25)
     assert out.shape == (0, 2, 16)

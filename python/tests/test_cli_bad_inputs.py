@@ -32,7 +32,7 @@ def error(*args):
 
 
 def test_thread_counts_are_checked_before_the_cast(model):
-    # 100000 crashed libgomp (SIGSEGV); 4294967297 was truncated to 1 thread
+    # checked as given: 100000 would crash libgomp (SIGSEGV), 4294967297 must not wrap to 1 thread
     for t in ("100000", "4294967297", "0"):
         assert f"argument '--threads' = {t}: must be an integer in [1, 1024]" in error(
             "generate", "--model", model, "-n", "1", "--threads", t, "hi")
@@ -43,22 +43,22 @@ def test_top_k_beyond_int32_is_off_not_greedy(model):
         p = run("generate", "--model", model, "-n", "8", "--temp", "1", "--seed", "5", "--top-k", k, "hi")
         assert p.returncode == 0, p.stderr
         return p.stdout
-    assert text("4294967297") == text("0")  # was int32_t(4294967297) = 1: greedy
+    assert text("4294967297") == text("0")  # no wrap to int32_t(4294967297) = 1 (greedy)
     assert "argument '--top-k' = -1: must be an integer >= 0" in error(
         "generate", "--model", model, "-n", "1", "--top-k", "-1", "hi")
 
 
 def test_integers_out_of_range_are_named_not_saturated(model):
     big = "99999999999999999999"
-    # -n was read as 2^63 - 1 and overflowed into "'kv_tokens' = -9223372036854775776"
+    # named as given, never clamped to 2^63 - 1 (whose KV size would overflow)
     assert f"argument '-n' = {big}: must be a 64-bit integer" in error("generate", "--model", model, "-n", big, "hi")
     assert "argument '-n' = 9223372036854775807: must be in [1, 2^31]" in error(
         "generate", "--model", model, "-n", "9223372036854775807", "hi")
-    assert "argument '-n' = : must be an integer" in error("generate", "--model", model, "-n", "", "hi")  # was 0
+    assert "argument '-n' = : must be an integer" in error("generate", "--model", model, "-n", "", "hi")  # not 0
     assert f"argument '--seed' = {big}" in error("generate", "--model", model, "-n", "1", "--seed", big, "hi")
-    assert "argument '--seed' = -1: must be an integer >= 0" in error(  # was 2^64 - 1
+    assert "argument '--seed' = -1: must be an integer >= 0" in error(  # not 2^64 - 1
         "generate", "--model", model, "-n", "1", "--seed", "-1", "hi")
-    assert "argument '--kv-tokens' = -5: must be an integer >= 0" in error(  # was ignored
+    assert "argument '--kv-tokens' = -5: must be an integer >= 0" in error(  # not ignored
         "generate", "--model", model, "-n", "1", "--kv-tokens", "-5", "hi")
     assert "argument '--temp' = 1e400: is beyond the range of a double" in error(
         "generate", "--model", model, "-n", "1", "--temp", "1e400", "hi")
@@ -80,7 +80,7 @@ def test_files_that_hold_nothing_are_named(model, tmp_path):
         "generate", "--model", model, "-n", "1", "--prompts", tmp_path)
     assert f"argument '--file' = {tmp_path}: is a directory" in error("tokenize", "--model", model, "--file", tmp_path)
     assert f"argument '--file' = {tmp_path}: is a directory" in error("perplexity", "--model", model, "--file", tmp_path)
-    assert "argument '--dump-logits' = \"\": needs a file name" in error(  # was ignored
+    assert "argument '--dump-logits' = \"\": needs a file name" in error(  # not ignored
         "generate", "--model", model, "-n", "1", "--dump-logits", "", "hi")
 
 
@@ -104,7 +104,7 @@ def test_out_of_memory_says_so(model):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
     p = run("generate", "--model", model, "-n", "1", "--kv-tokens", "100000000", "hi", preexec_fn=limit)
-    assert p.returncode == 3 and p.stderr.startswith("error: out of memory"), p.stderr  # was "error: std::bad_alloc"
+    assert p.returncode == 3 and p.stderr.startswith("error: out of memory"), p.stderr  # not "error: std::bad_alloc"
 
 
 def test_passing_a_rope_models_trained_context_warns(model):
@@ -126,7 +126,7 @@ def test_flag_values_are_true_or_false(model):
 
 
 def test_an_option_given_twice_is_an_error(model):
-    # the first one was dropped
+    # neither is silently dropped
     assert "argument '--temp' = 0.7: is given twice (first as --temp 0.5)" in error(
         "generate", "--model", model, "-n", "1", "--temp", "0.5", "--temp", "0.7", "hi")
     assert "argument '-n' = 3: is given twice (first as --n 2)" in error(
@@ -154,8 +154,8 @@ def test_an_option_is_not_the_value_of_the_one_before(model):
 
 
 def test_a_bad_option_is_named_before_the_default_model_is_fetched(tmp_path):
-    # Without --model the default model was fetched (a 90 MB download when missing) before the
-    # options were checked. An unwritable cache makes scripts/fetch-model fail at once.
+    # Options are checked before the default model is fetched (a 90 MB download when missing).
+    # An unwritable cache makes scripts/fetch-model fail at once if it runs.
     env = {k: v for k, v in os.environ.items() if k != "LLMK_MODEL"}
     env["LLMK_CACHE"] = "/proc/llmk-no-cache"
     for args in (["generate", "--bogus", "hi"], ["chat", "--bogus"], ["tokenize", "--bogus", "hi"],
@@ -189,8 +189,8 @@ def test_sampling_values_are_named_as_options(model):
 
 
 def test_bench_options_are_checked_before_any_bench_runs():
-    # --only was ignored by the benches that do not read it (they ran in full), and dropped
-    # without a NAME; a bad second NAME was found after the first bench had run
+    # --only is refused by the benches that do not read it and without a NAME, and every NAME
+    # is checked before the first bench runs
     for args, msg in ((["triad", "--only", "x", "--quick"], "argument '--only' = x: bench triad takes no --only"),
                       (["--only", "x"], "argument '--only' = x: needs a bench NAME"),
                       (["attention", "--only", "a,,b", "--quick"], "argument '--only' = a,,b: holds an empty item"),
@@ -206,15 +206,15 @@ def test_bench_options_are_checked_before_any_bench_runs():
 
 
 def test_analyze_options_are_named(tmp_path):
-    # parse_kv_type named 'kv type' and a part of the value ('f16,f16')
+    # the option's own name and its whole value
     assert "argument '--kv-type' = f16,f16,f16: must be T or K,V" in error("analyze", "--device", "h100",
                                                                            "--kv-type", "f16,f16,f16")
     assert "argument '--weights' = q3: must be one of" in error("analyze", "--device", "h100", "--weights", "q3")
-    # --config "" analysed the default model; a directory was read as an empty JSON text
+    # an empty --config is not the default model, and a directory is not an empty JSON text
     assert "argument '--config' = \"\": needs a file name" in error("analyze", "--device", "h100", "--config", "")
     assert f"argument '--config' = {tmp_path}: is a directory" in error("analyze", "--device", "h100",
                                                                           "--config", tmp_path)
-    # find_device took "CPU", the host checks did not
+    # device names are case-insensitive for the host checks too
     p = run("analyze", "--device", "CPU", "--bandwidth", "10", "--peak-tflops", "1", "--json")
     assert p.returncode == 0 and '"key": "cpu"' in p.stdout, p.stderr
 

@@ -25,7 +25,7 @@ struct Cand {
 };
 // The total order of the op: larger logit first, ties to the lower index. A
 // function object, so std::nth_element / std::sort inline it (a function
-// passed by pointer was called out of line for every comparison).
+// passed by pointer is called out of line for every comparison).
 struct Better {
   bool operator()(const Cand& a, const Cand& b) const { return a.x > b.x || (a.x == b.x && a.i < b.i); }
 };

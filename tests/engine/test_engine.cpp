@@ -206,9 +206,9 @@ TEST(Engine, BadRequestsNameTheField) {
 }
 
 // Sampling parameters are checked at submit, naming the field: a bad request is
-// never queued, so the valid request before it still runs to its end (the bad
-// one used to throw from the sampler mid-step, after the model ran, and leave a
-// sequence with no token behind).
+// never queued, so the valid request before it still runs to its end (it never
+// throws from the sampler mid-step, after the model ran, leaving a sequence with
+// no token behind).
 TEST(Engine, BadSamplingIsRejectedAtSubmit) {
   Model m = Model::random(tiny(), WType::f32, 14);
   Engine e(m, nullptr, EngineConfig{});
@@ -289,9 +289,9 @@ TEST(Engine, RequestThatFillsTheCacheEndsWithItsTokens) {
 }
 
 // EngineConfig fields are checked before any arithmetic uses them, each under
-// its own name: block_tokens = 0 used to divide by zero, a huge kv_tokens
-// wrapped the cache's byte budget (building a tiny cache silently) or failed
-// naming budget_bytes, a field the caller never set.
+// its own name: block_tokens = 0 would divide by zero, and a huge kv_tokens
+// would wrap the cache's byte budget (a tiny cache, silently) or be reported as
+// budget_bytes, a field the caller never set.
 // Logits the model makes undefined (here every row NaN, from a poisoned norm
 // weight) end the requests they hit with Finish::error and token -1, keeping
 // their earlier tokens; the step does not throw, and the engine runs the next

@@ -33,7 +33,7 @@ TEST(KvCache, PoolBufferIsHugePageAligned) {  // so transparent huge pages can b
 
 // Every layer's K and V pool starts 64-byte aligned, also when the blocks of
 // the pool before it (int8 / int4: 34 / 20 bytes a group) sum to 2 mod 4
-// bytes: an f32 pool there was misaligned for its element loads.
+// bytes: an f32 pool there would be misaligned for its element loads.
 TEST(KvCache, EveryPoolIsAligned) {
   KvCacheConfig cfg;
   cfg.n_layers = 3, cfg.n_kv_heads = 1, cfg.head_dim = 96, cfg.block_tokens = 7;

@@ -294,8 +294,8 @@ TEST(Sample, SoftmaxDefined) {
 
 // sample() reads row b at data + b * row_stride, elements contiguous: every
 // view that breaks that is named as 'logits' before any row is read (a
-// negative row stride was a read far outside the buffer, negative rows
-// returned with no token written, null data was reported as 'v').
+// negative row stride would read far outside the buffer; negative rows or null
+// data must not return without a token or be reported under another name).
 TEST(Sample, LogitsViewIsChecked) {
   std::vector<float> x = {0, 9, 1, 9, 2, 9, 3, 9};
   const SamplingParams greedy[2] = {{0.0f}, {0.0f}};
@@ -359,7 +359,7 @@ TEST(Sample, TokensMustNotOverlapInputs) {
 }
 
 // A history's n and tokens are checked where a TokenHistory enters the API:
-// a null tokens with n > 0 was a read of address 0, n < 0 was ignored.
+// a null tokens with n > 0 would read address 0, and n < 0 is not ignored.
 TEST(Sample, HistoryMustBeWellFormed) {
   std::vector<float> x = {1, 2, 3};
   std::vector<float> scratch;
