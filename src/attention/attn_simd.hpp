@@ -10,7 +10,6 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "core/simd.hpp"
 #include "llmk/kv_quant.hpp"
@@ -98,11 +97,10 @@ inline float idot_q4<Scalar>(const int8_t* q, const uint8_t* nib) {
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // The avxvnni level (simd::AvxVnni) takes 256-bit VNNI for the quantized-K
 // scores and the int8-V P.V (attention_kernel.hpp): the same integer sums, so
-// AVX2's bits. Every piece above is AVX2's (Isa<AvxVnni> is simd::Avx2).
+// AVX2's bits. The pieces declared above are AVX2's (Isa<AvxVnni> is simd::Avx2).
 using simd::AvxVnni;
 using simd::dpbusd_avxvnni;
 using simd::dpwssd_avxvnni;
-using simd::kAvxVnni;
 template <class S>
 struct IsaOf {
   using type = S;
@@ -116,10 +114,9 @@ template <class S>
 using Isa = typename IsaOf<S>::type;
 #else
 template <class S>
-inline constexpr bool kAvxVnni = false;
-template <class S>
 using Isa = S;
 #endif
+using simd::kAvxVnni;
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 template <>

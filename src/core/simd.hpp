@@ -142,6 +142,9 @@ namespace {
   return acc;
 }
 }  // namespace
+#else
+template <class S>
+inline constexpr bool kAvxVnni = false;  // no AvxVnni where AVX2 is not compiled
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
