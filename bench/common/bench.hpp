@@ -21,6 +21,7 @@ struct Options {
   int threads = 0;                // 0 = llmk's default
   std::vector<std::string> only;  // --only a,b: restrict shapes/impls where the bench supports it
   std::string model;              // --model NAME|PATH (bench generate): "" = the default model
+  std::string weights;            // --weights MIX (bench generate --model SHAPE): "" = q4_k_m
 };
 
 struct Row {

@@ -9,11 +9,20 @@
 //   speed over f16's);
 //   peak_rss_mb (every row): the process's peak resident set so far (llmk: this process, before
 //   the peer runs; llama.cpp: the peer process).
-// Bytes: the model's weight bytes, read once per forward (so gbps = weight bytes x forwards /
-// time; KV reads are not counted). Default model: scripts/fetch-model; --model NAME|PATH another
-// (gemma-3-270m); without the default a random Llama model of its shape is run by llmk alone
-// (peer skipped). --quick runs a 2-layer random model of that width (vocabulary 4096), llmk only;
-// --quick --model runs that model, and its peer, at the quick sizes (one round, no long row).
+// --model SHAPE (llama3-8b, qwen2.5-7b; synth_model.hpp) with --weights q4_k_m|q4_0|q8_0: a
+// random-weight file of that real model's shapes and tokenizer, written once into the cache;
+// rows prefill 512, decode_b1 (64 steps), decode_b8 (16 steps), decode_b1_long (16 steps
+// after a 4096-token prompt, f16 KV only), one round; --quick: the shape with 1 layer, a
+// 16-token prompt, 2 decode steps, 1 step of batch 8, no long row. --only decode_b8,... keeps
+// those optional rows (prefill and decode_b1 always run).
+// Bytes: the weight bytes a forward streams (every matrix; an untied token embedding, of
+// which a forward reads one row a token, is left out), so gbps = those bytes x forwards /
+// time (KV reads not counted), and bw_frac = gbps over the triad row's (the machine's
+// streaming bandwidth, measured in the same run). Default model: scripts/fetch-model;
+// --model NAME|PATH another (gemma-3-270m); without the default a random Llama model of its
+// shape is run by llmk alone (peer skipped). --quick runs a 2-layer random model of that
+// width (vocabulary 4096), llmk only; --quick --model runs that model, and its peer, at the
+// quick sizes (one round, no long row).
 // The vocabulary's share of a decode step (a real model only, impl "llmk-part"): the output
 // matmul (the final normed activations [B, d] times the output weight, [V, d]) and the
 // engine's per-row sampling (the defined-max check and sample(), greedy as the rows above) of
@@ -35,6 +44,7 @@
 #include <memory>
 
 #include "bench/common/bench.hpp"
+#include "bench/model/synth_model.hpp"
 #include "llmk/cpu_features.hpp"
 #include "llmk/engine.hpp"
 #include "llmk/ggml_quants.hpp"
@@ -123,16 +133,34 @@ void vocab_share(Reporter& rep, const gguf::File& f, const Model& m, const std::
 int run(const Options& opt) {
   Reporter rep(opt, "generate",
                "tok/s = tokens / wall time; gbps = model weight bytes x forwards / time (KV reads not counted); "
-               "median_ms = time per forward; greedy, f16 KV; each row the median of its rounds (llmk and the peer in "
-               "turn)");
+               "bw_frac = gbps / the triad row's GB/s; median_ms = time per forward; greedy, f16 KV; each row the "
+               "median of its rounds (llmk and the peer in turn)");
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
   set_num_threads(threads);
-  const int64_t plen = opt.quick ? 32 : 512, dn = opt.quick ? 4 : 64, bn = opt.quick ? 2 : 32;
-  const int64_t lplen = opt.quick ? 0 : 2048, ln = 32;  // the long-context decode row
-  const std::vector<int64_t> batches = {8, 32};
-  const std::string path = !opt.model.empty() ? gguf::resolve_model(opt.model)
-                           : opt.quick        ? ""
-                                              : gguf::default_model_path();
+  const SynthShape* shape = synth_shape(opt.model);
+  LLMK_CHECK_ARG(opt.weights.empty() || shape, "bench generate", "--weights", opt.weights,
+                 "needs --model SHAPE (" + synth_shape_names() + ")");
+  // A real-scale shape: prefill 512, decode 64 steps, batch 8, batch 1 after 4096 tokens, one
+  // round (an 8B model takes minutes a row on 2 cores); --quick: the shape with 1 layer, 16
+  // prompt tokens, 2 decode steps, 1 step of batch 8, no long row.
+  const int64_t plen = opt.quick ? (shape ? 16 : 32) : 512, dn = opt.quick ? (shape ? 2 : 4) : 64;
+  const int64_t bn = opt.quick ? (shape ? 1 : 2) : (shape ? 16 : 32);
+  const int64_t lplen = opt.quick ? 0 : (shape ? 4096 : 2048), ln = shape ? 16 : 32;  // the long-context decode row
+  const auto wanted = [&](const std::string& op) {  // --only: the optional rows to run
+    return opt.only.empty() || std::find(opt.only.begin(), opt.only.end(), op) != opt.only.end();
+  };
+  for (const std::string& o : opt.only)
+    LLMK_CHECK_ARG(o == "decode_b8" || o == "decode_b32" || o == "decode_b1_long", "bench generate", "--only", o,
+                   "must be decode_b8, decode_b32 or decode_b1_long (prefill and decode_b1 always run)");
+  std::vector<int64_t> batches;
+  for (const int64_t b : shape ? std::vector<int64_t>{8} : std::vector<int64_t>{8, 32})
+    if (wanted("decode_b" + std::to_string(b))) batches.push_back(b);
+  const int64_t long_len = wanted("decode_b1_long") ? lplen : 0;
+  const std::string path = shape                ? synth_model_file(*shape, opt.weights.empty() ? "q4_k_m" : opt.weights,
+                                                    opt.quick ? 1 : 0)
+                           : !opt.model.empty() ? gguf::resolve_model(opt.model)
+                           : opt.quick          ? ""
+                                                : gguf::default_model_path();
   std::unique_ptr<gguf::File> file;
   std::unique_ptr<Model> model;
   std::vector<int32_t> ids;
@@ -154,7 +182,10 @@ int run(const Options& opt) {
     for (int64_t i = 0; i < std::max(16 * 32 + plen, lplen); ++i)
       ids.push_back(int32_t((i * 7919) % model->config().n_vocab));
   }
-  const double wbytes = double(model->weight_bytes());
+  // The bytes a forward streams: every matrix, but an untied embedding, of which a forward reads a row a token.
+  double wbytes = double(model->weight_bytes());
+  if (file && file->find_tensor("output.weight") && file->find_tensor("token_embd.weight"))
+    wbytes -= double(file->tensor("token_embd.weight").n_bytes);
   std::string dtype = "kv f16";
   std::vector<Row> round;  // the rows of the current round
   std::string impl = "llmk";
@@ -201,12 +232,13 @@ int run(const Options& opt) {
       add("decode_b" + std::to_string(b), std::to_string(b) + "x" + std::to_string(bn), st.decode_seconds,
           st.decode_tokens, st.steps - 1);
     }
-    if (lplen > 0)
-      for (const KvType t : {KvType::f16, KvType::int8, KvType::int4}) {
+    if (long_len > 0)
+      for (const KvType t :
+           shape ? std::vector<KvType>{KvType::f16} : std::vector<KvType>{KvType::f16, KvType::int8, KvType::int4}) {
         ec.kv_type = t;
         dtype = std::string("kv ") + kv_type_name(t);
-        const EngineStats st = run_batch(1, lplen, ln + 1);
-        add("decode_b1_long", "1x" + std::to_string(ln) + "@" + std::to_string(lplen), st.decode_seconds,
+        const EngineStats st = run_batch(1, long_len, ln + 1);
+        add("decode_b1_long", "1x" + std::to_string(ln) + "@" + std::to_string(long_len), st.decode_seconds,
             st.decode_tokens, st.steps - 1);
       }
     ec.kv_type = KvType::f16;
@@ -220,10 +252,12 @@ int run(const Options& opt) {
     for (int32_t t : ids) out << t << ' ';
     setenv("WEIGHT_BYTES", std::to_string(int64_t(wbytes)).c_str(), 1);
   }
-  const int rounds = opt.quick ? 1 : 3;
+  const int rounds = opt.quick || shape ? 1 : 3;
   std::vector<std::vector<Row>> all;  // every round's rows, llmk's and the peer's
   std::string why;
   const bool also_avx2 = simd_level() > SimdLevel::avx2;
+  std::string batch_list;
+  for (const int64_t b : batches) batch_list += (batch_list.empty() ? "" : ",") + std::to_string(b);
   for (int r = 0; r < rounds; ++r) {
     impl = "llmk";
     all.push_back(llmk_round());
@@ -235,13 +269,18 @@ int run(const Options& opt) {
     if (file && why.empty()) {
       auto peer = run_python_peer("bench/model/peer_llamacpp.py",
                                   {path, ids_path, std::to_string(threads), std::to_string(plen), std::to_string(dn),
-                                   "8,32", std::to_string(bn), std::to_string(lplen), std::to_string(ln)},
+                                   batch_list, std::to_string(bn), std::to_string(long_len), std::to_string(ln)},
                                   &why);
       if (!peer.empty()) all.push_back(std::move(peer));
     }
   }
-  const std::vector<Row> med = median_rounds(all);
-  for (const Row& m : med) rep.add(m);
+  std::vector<Row> med = median_rounds(all);
+  const Row triad = triad_row("generate", threads, opt.quick);
+  rep.add(triad);
+  for (Row& m : med) {
+    m.extra["bw_frac"] = std::to_string(triad.gbps > 0 ? m.gbps / triad.gbps : 0.0);
+    rep.add(m);
+  }
   for (const std::string who : {"llmk", "llmk-avx2"}) {  // the KV type's effect on a long-context decode
     const auto ms = [&](const std::string& dt) {
       for (const Row& m : med)

@@ -5,12 +5,14 @@ usage: peer_llamacpp.py MODEL IDS_FILE THREADS PROMPT_LEN DECODE_N BATCHES(comma
 Prints JSON lines like llmk's rows: prefill of PROMPT_LEN tokens (one batch), decode at batch 1
 (DECODE_N steps) and at each batch size B (B sequences with a 16-token prompt, BATCH_N steps),
 and, when LONG_LEN > 0, LONG_N decode steps of one sequence after a LONG_LEN-token prompt,
-greedy, f16 KV cache (llama.cpp's default); each row carries the peak RSS so far. Bytes: the model's weight bytes per
+greedy, f16 KV cache (llama.cpp's default); each row carries the peak RSS so far and the weight
+buffers llama.cpp's load log names (CPU_Mapped, CPU_REPACK: repacked for its SIMD kernels, AMX). Bytes: the model's weight bytes per
 forward (WEIGHT_BYTES env), as llmk counts them.
 """
 import ctypes
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -29,6 +31,15 @@ batches = [int(b) for b in batches.split(",") if b]
 ids = [int(t) for t in open(ids_file).read().split()]
 wbytes = float(os.environ.get("WEIGHT_BYTES", "0"))
 
+_log = []
+
+
+@L.llama_log_callback
+def _keep_log(level, text, user_data):
+    _log.append(text.decode(errors="replace") if text else "")
+
+
+L.llama_log_set(_keep_log, None)  # the load log names the weight buffers (CPU_Mapped, CPU_REPACK, AMX)
 L.llama_backend_init()
 mp = L.llama_model_default_params()
 model = L.llama_model_load_from_file(model_path.encode(), mp)
@@ -73,10 +84,14 @@ isa = "+".join(f.split("=")[0].strip() for f in L.llama_print_system_info().deco
                if f.strip().endswith("= 1") and any(x in f for x in ("AVX", "FMA", "F16C"))) or "?"
 
 
+# "CPU_REPACK model buffer size = ..." lines: where llama.cpp put the weights
+buffers = "+".join(sorted({m.group(1) for m in re.finditer(r"(\S+) model buffer size", "".join(_log))})) or "?"
+
+
 def row(op, shape, seconds, tokens, steps):
     print(json.dumps({"kernel": "generate", "impl": "llama.cpp", "op": op, "shape": shape, "dtype": "kv f16",
                       "median_ms": 1e3 * seconds / steps, "gbps": wbytes * steps / seconds / 1e9,
-                      "tok_s": tokens / seconds, "threads": threads, "isa": isa,
+                      "tok_s": tokens / seconds, "threads": threads, "isa": isa, "buffers": buffers,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
 
 

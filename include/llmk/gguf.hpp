@@ -15,6 +15,7 @@
 // outside the storage-type traits table of llmk/ggml_quants.hpp).
 #pragma once
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -225,7 +226,15 @@ class Writer {
   void set(std::string key, Value v);
   // ne in ggml order (ne[0] innermost, 1..4 dims); `data` must be exactly the tensor's bytes.
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne, std::span<const uint8_t> data);
+  // A tensor whose bytes are produced when the file is serialized: fill(offset, out) writes
+  // bytes [offset, offset + out.size()) of the tensor, called in order over pieces of at most
+  // kFillPiece bytes, so a file far larger than memory can be written.
+  using Fill = std::function<void(uint64_t offset, std::span<uint8_t> out)>;
+  static constexpr size_t kFillPiece = size_t(8) << 20;
+  void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne, Fill fill);
   std::vector<uint8_t> bytes() const;
+  // Streams the file to `path` (memory: the header plus one piece); RuntimeError naming the
+  // path when it cannot be created or written.
   void write(const std::string& path) const;
 
  private:
@@ -234,7 +243,12 @@ class Writer {
     GgmlType type;
     std::vector<int64_t> ne;
     std::vector<uint8_t> data;
+    Fill fill;      // set: the bytes come from fill, data is empty
+    uint64_t size;  // bytes
   };
+  std::vector<uint8_t> header() const;  // everything before the data section, padded
+  uint64_t alignment() const;
+  int64_t checked_bytes(const char* fn, GgmlType type, const std::vector<int64_t>& ne) const;
   uint32_t version_;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<Tensor> tensors_;

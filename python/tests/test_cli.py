@@ -32,6 +32,39 @@ def test_every_bench_emits_valid_json_lines():
             assert r["median_ms"] > 0, r
 
 
+def _vocab_cached(name):
+    cache = Path(os.environ.get("LLMK_CACHE", Path.home() / ".cache" / "llmk"))
+    return (cache / "llamacpp-vocab" / f"ggml-vocab-{name}.gguf").is_file()
+
+
+@pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
+def test_generate_bench_of_a_real_shape():
+    """`bench generate --model llama3-8b --quick`: the shape with 1 layer (a ~0.85 GB file
+    written once into the cache), every row with its bandwidth fraction and peak RSS, and
+    llama.cpp's rows beside llmk's when the peer is installed."""
+    for args, msg in ((["--weights", "q5_k"], "argument '--weights' = q5_k: must be q4_k_m, q4_0 or q8_0"),
+                      (["--only", "decode_b9"], "argument '--only' = decode_b9: must be decode_b8,")):
+        p = run("bench", "generate", "--model", "llama3-8b", "--quick", *args, check=False)
+        assert p.returncode == 2 and msg in p.stderr, p.stderr
+    p = run("bench", "generate", "--model", "smollm2-135m", "--weights", "q4_0", check=False)
+    assert p.returncode == 2 and "argument '--weights' = q4_0: needs --model SHAPE" in p.stderr, p.stderr
+    if not _vocab_cached("llama-bpe"):
+        pytest.skip("ggml-vocab-llama-bpe.gguf not cached (scripts/fetch-llamacpp-vocab)")
+    out = run("bench", "generate", "--model", "llama3-8b", "--quick", "--json").stdout
+    rows = [json.loads(l) for l in out.splitlines() if l.startswith("{") and "type" not in json.loads(l)]
+    assert any(r["op"] == "triad" and r["gbps"] > 0 for r in rows), rows
+    gen = [r for r in rows if r["op"] != "triad" and r["impl"] in ("llmk", "llama.cpp")]
+    ops = {(r["impl"], r["op"]) for r in gen}
+    assert {("llmk", "prefill"), ("llmk", "decode_b1"), ("llmk", "decode_b8")} <= ops, ops
+    for r in gen:
+        assert r["median_ms"] > 0 and r["bw_frac"] > 0 and r["peak_rss_mb"] > 0, r
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return
+    assert {("llama.cpp", "prefill"), ("llama.cpp", "decode_b1"), ("llama.cpp", "decode_b8")} <= ops, out
+
+
 @pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
 def test_softmax_topk_only_takes_any_shape_and_names_a_bad_one():
     for bad in ("16x50257", "16x50257x0", "16x8x9", "0x8x2", "4x8x2x", "4x8xtwo"):

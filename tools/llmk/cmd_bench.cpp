@@ -24,22 +24,26 @@ int run_bench(llmk::cli::Args& args) {
     opt.only.push_back(only.substr(a, b - a));
   }
   opt.model = args.get("model");
+  opt.weights = args.get("weights");
   args.finish();
   if (opt.threads > 0) llmk::set_num_threads(opt.threads);
   const auto& names = args.positional();
   // Every name is checked before any bench runs, so a bad name runs nothing.
   // The benches that read --only; the others refuse it.
-  const std::vector<std::string> takes_only = {"softmax-topk", "attention"};
+  const std::vector<std::string> takes_only = {"softmax-topk", "attention", "generate"};
   for (const auto& n : names) {
     const bool known = n == "all" ||
                        std::any_of(benches().begin(), benches().end(), [&](const auto& b) { return n == b.name; });
     LLMK_CHECK_ARG(known, "bench", "NAME", n, "no such bench (run `llmk bench` for the list)");
     LLMK_CHECK_ARG(opt.only.empty() || std::find(takes_only.begin(), takes_only.end(), n) != takes_only.end(), "bench",
-                   "--only", only, "bench " + n + " takes no --only (softmax-topk and attention do)");
+                   "--only", only, "bench " + n + " takes no --only (softmax-topk, attention and generate do)");
   }
   LLMK_CHECK_ARG(opt.only.empty() || !names.empty(), "bench", "--only", only, "needs a bench NAME");
   for (const auto& n : names)
     LLMK_CHECK_ARG(opt.model.empty() || n == "generate", "bench", "--model", opt.model,
+                   "is read by bench generate only (not " + n + ")");
+  for (const auto& n : names)
+    LLMK_CHECK_ARG(opt.weights.empty() || n == "generate", "bench", "--weights", opt.weights,
                    "is read by bench generate only (not " + n + ")");
   if (names.empty()) {
     std::printf("usage: llmk bench NAME... [options] (llmk bench --help lists them)\n\nbenches:\n");
@@ -54,11 +58,13 @@ int run_bench(llmk::cli::Args& args) {
 }
 }  // namespace
 
-LLMK_COMMAND("bench", "run benchmarks side by side with peers (llmk bench for the list)", run_bench,
-             {llmk::cli::flag("json", "print JSON lines"), llmk::cli::flag("quick", "a short run, in seconds"),
-              llmk::cli::integer("threads", "N", "CPU threads (0: all cores)").range(0, llmk::kMaxThreads).def("0"),
-              llmk::cli::text("only", "A,B", "the shapes to run, for softmax-topk and attention"),
-              llmk::cli::path("model", "NAME|PATH", "the model of bench generate")
-                  .shown_default("the default model")
-                  .must("needs a model name or path")},
-             "NAME...\tthe benches to run (all: every one); none: list them");
+LLMK_COMMAND(
+    "bench", "run benchmarks side by side with peers (llmk bench for the list)", run_bench,
+    {llmk::cli::flag("json", "print JSON lines"), llmk::cli::flag("quick", "a short run, in seconds"),
+     llmk::cli::integer("threads", "N", "CPU threads (0: all cores)").range(0, llmk::kMaxThreads).def("0"),
+     llmk::cli::text("only", "A,B", "the shapes to run, for softmax-topk and attention; generate: its optional rows"),
+     llmk::cli::path("model", "NAME|PATH", "the model of bench generate")
+         .shown_default("the default model")
+         .must("needs a model name or path"),
+     llmk::cli::text("weights", "MIX", "bench generate --model SHAPE: q4_k_m, q4_0 or q8_0").shown_default("q4_k_m")},
+    "NAME...\tthe benches to run (all: every one); none: list them");
