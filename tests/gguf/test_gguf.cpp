@@ -5,7 +5,11 @@
 // so every offset in them is known.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 
@@ -236,6 +240,36 @@ TEST(Gguf, WriterRejectsBadTensors) {
   EXPECT_THROW(w.add_tensor("t", GgmlType::Q4_0, {32}, std::vector<uint8_t>(17)), InvalidArgument);
   EXPECT_THROW(w.add_tensor("t", GgmlType::Q4_0, {32, 1, 1, 1, 1}, d), InvalidArgument);
   EXPECT_THROW(w.add_tensor("t", GgmlType(4), {32}, d), InvalidArgument);
+}
+
+// A tensor filled in pieces at write time gives the bytes of the same tensor passed whole,
+// across piece boundaries (3 pieces and a part) and to the file write() streams.
+TEST(Gguf, WriterFillsLazyTensorsInPieces) {
+  const int64_t n = int64_t(3 * Writer::kFillPiece / 18 + 5) * 32;  // Q4_0: 18 bytes per 32 values
+  std::vector<uint8_t> data(size_t(n / 32 * 18));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 2654435761u >> 13);
+  Writer whole, lazy;
+  for (Writer* w : {&whole, &lazy}) {
+    w->set("k", Value::of<uint32_t>(1));
+    w->add_tensor("a", GgmlType::F32, {3}, std::vector<uint8_t>(12, 7));
+  }
+  whole.add_tensor("q", GgmlType::Q4_0, {n}, data);
+  std::vector<uint64_t> offsets;
+  lazy.add_tensor("q", GgmlType::Q4_0, {n}, [&](uint64_t off, std::span<uint8_t> out) {
+    offsets.push_back(off);
+    ASSERT_LE(out.size(), Writer::kFillPiece);
+    std::memcpy(out.data(), data.data() + off, out.size());
+  });
+  const std::vector<uint8_t> want = whole.bytes();
+  EXPECT_EQ(lazy.bytes(), want);
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{0, Writer::kFillPiece, 2 * Writer::kFillPiece, 3 * Writer::kFillPiece}));
+  const std::string path = ::testing::TempDir() + "/llmk_lazy.gguf";
+  lazy.write(path);
+  std::ifstream f(path, std::ios::binary);
+  const std::vector<uint8_t> got((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(got, want);
+  std::remove(path.c_str());
+  EXPECT_THROW(lazy.add_tensor("e", GgmlType::F32, {1}, Writer::Fill{}), InvalidArgument);
 }
 
 TEST(GgufMalformed, HeaderErrors) {
