@@ -142,6 +142,16 @@ inline __m256i codes_of(const B& blk, int c) {
   }
 }
 
+// Software prefetch of the weight stream, kPrefetchAhead bytes ahead of the block in use,
+// every line of `bytes`: a decode step reads each weight once, and the hardware prefetcher
+// alone leaves the load of each new block's scales exposed (the tile's hottest instruction
+// in a profile at 8B). Rows are contiguous, so past a row's end it fetches the next row.
+inline constexpr int64_t kPrefetchAhead = 1024;
+inline void prefetch_ahead(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p) + kPrefetchAhead;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
 // The tile for block types: per 32-value chunk, lane-wise int dots of the codes with the
 // int8 activation (8 int32 lanes: lanes 0..3 the chunk's first 16 values, 4..7 the
 // others), converted to f32 and scaled by [fw0 x4, fw1 x4] * d_x; the offset fo * s_x and
@@ -183,6 +193,7 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
   if constexpr (C == 1) {
     int64_t b = 0;
     for (; b + 2 <= nblk; b += 2) {
+      prefetch_ahead(wb + b, 2 * sizeof(B));
       D::scales(wb[b], sc);
       chunk(b, 0, Z{});
       D::scales(wb[b + 1], sc);
@@ -195,6 +206,7 @@ inline void quant_tile(const Args& a, int64_t m0, int64_t n) {
   } else {
     static_assert(C % 2 == 0, "chunks alternate between two accumulators");
     for (int64_t b = 0; b < nblk; ++b) {
+      prefetch_ahead(wb + b, sizeof(B));
       D::scales(wb[b], sc);
       for (int c = 0; c < C; c += 2) {
         chunk(b, c, Z{});
