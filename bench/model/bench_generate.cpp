@@ -254,7 +254,7 @@ int run(const Options& opt) {
     setenv("WEIGHT_BYTES", std::to_string(int64_t(wbytes)).c_str(), 1);
   }
   const int rounds = opt.quick || shape ? 1 : 3;
-  if (std::getenv("LLMK_SET_GOMP_SPINCOUNT")) {  // the CLI's OpenMP wait (tools/llmk/main.cpp): not the peer's
+  if (file && std::getenv("LLMK_SET_GOMP_SPINCOUNT")) {  // the CLI's OpenMP wait (tools/llmk/main.cpp), not the peer's
     unsetenv("GOMP_SPINCOUNT");
     rep.note("llama.cpp runs with libgomp's default OpenMP wait; llmk with the CLI's GOMP_SPINCOUNT");
   }
