@@ -279,7 +279,10 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
     untied output; d_model 64 (256 for Q4_K), d_ff 2 d_model. With `experts` (E, K) in the
     family: the router ffn_gate_inp [E, d] (F32, as llama.cpp's quantizer leaves it) and the
     3-D ffn_{gate,up,down}_exps [E, F, d], [E, F, d], [E, d, F] in place of the dense FFN
-    (F: d_ff for llama, expert_feed_forward_length = d_model for qwen3moe). `omit`: metadata
+    (F: d_ff for llama, expert_feed_forward_length = d_model for qwen3moe). A mixture of experts
+    in Q4_K gets one layer with F32 attention: its router then sees the same input on both
+    sides to f32 rounding (the Q4_K embeddings are dequantized alike), as a token's experts are
+    a discontinuous function of that input; see test_families_llamacpp.py. `omit`: metadata
     keys left out (tests of a missing key)."""
     import gguf
 
@@ -300,7 +303,6 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
     n_vocab = _copy_tokenizer(w, vf)
     w.add_context_length(ctx)
     w.add_embedding_length(d)
-    w.add_block_count(n_layer)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(nh)
     w.add_head_count_kv(nkv)
@@ -314,6 +316,10 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
         w.add_sliding_window(spec["sliding_window"])
     n_exp, n_used = spec.get("experts", (0, 0))
     n_ff_exp = d if arch == "qwen3moe" else n_ff
+    f32_attn = bool(n_exp) and ggml_type == "Q4_K"
+    if f32_attn:
+        n_layer = 1
+    w.add_block_count(n_layer)
     if n_exp:
         w.add_expert_count(n_exp)
         w.add_expert_used_count(n_used)
@@ -352,7 +358,8 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
             t[b + "ffn_gate.weight"], t[b + "ffn_up.weight"] = rnd(n_ff, d), rnd(n_ff, d)
         t[b + "ffn_down.weight"] = rnd(d, n_ff)
     for name, a in t.items():
-        data, qt = _quantize_any(a, "F32" if a.ndim == 1 or "ffn_gate_inp" in name else ggml_type)
+        f32 = a.ndim == 1 or "ffn_gate_inp" in name or (f32_attn and ".attn_" in name)
+        data, qt = _quantize_any(a, "F32" if f32 else ggml_type)
         if qt is None:
             w.add_tensor(name, data)
         else:

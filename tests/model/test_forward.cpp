@@ -502,8 +502,14 @@ TEST(Moe, RouteTiesAndBatchInvariance) {
 // unless two logits agree to ~1e-6). Bound: the matmul's for block weights (relative L2 under
 // 3%, the int8 rounding of x and of the expert's SwiGLU output), f32 rounding otherwise.
 TEST(Moe, FfnMatchesOracle) {
-  for (const ModelConfig& c : {tiny(Arch::qwen3moe), tiny_mixtral()})
-    for (WType wt : {WType::f32, WType::f16, WType::q8_0, WType::q4_0, WType::q4_1, WType::q5_0, WType::q5_1}) {
+  ModelConfig wide = tiny(Arch::qwen3moe);  // 256-value rows for the K-quants
+  wide.d_model = 256;
+  wide.d_ff_exp = 256;
+  wide.head_dim = 64;
+  for (const ModelConfig& c : {tiny(Arch::qwen3moe), tiny_mixtral(), wide})
+    for (WType wt : {WType::f32, WType::f16, WType::q8_0, WType::q4_0, WType::q4_1, WType::q5_0, WType::q5_1,
+                     WType::q4_k, WType::q6_k}) {
+      if ((wt == WType::q4_k || wt == WType::q6_k) != (c.d_model == 256)) continue;
       const Model m = Model::random(c, wt, 8);
       const LayerWeights& L = m.layer(1);
       const int64_t d = c.d_model;
