@@ -10,7 +10,13 @@
 // - gpt2: LayerNorm, learned positions, fused QKV with biases, GELU MLP;
 // - gemma3: embeddings scaled by sqrt(d), RMSNorm before and after attention and
 //   the FFN, q/k head norms, NEOX RoPE with a local base on the sliding-window
-//   layers and a global one on the others, GeGLU with the tanh GELU, tied output.
+//   layers and a global one on the others, GeGLU with the tanh GELU, tied output;
+// - qwen3moe (Qwen3-30B-A3B, 235B-A22B): qwen3 whose FFN is a mixture of experts;
+//   llama with expert_count > 0 (Mixtral) likewise. Mixture of experts: the router
+//   (ffn_gate_inp) gives n_expert logits l; the token's n_expert_used experts are the
+//   largest l (ties to the lower index, softmax_topk's order), weighted by the softmax
+//   over the selected logits (= the full softmax's top-k renormalised, llama.cpp's
+//   norm_w); each expert is a SwiGLU FFN of width d_ff_expert().
 // Every RoPE family rotates by theta_i = pos * scale * base^(-2i / d_rot) / f_i
 // (f: the file's divisors, 1 without; scale: 1 / rope.scaling.factor for linear
 // scaling) and multiplies cos and sin by rope.scaling.attn_factor.
@@ -43,7 +49,7 @@ class File;
 class Writer;
 }  // namespace gguf
 
-enum class Arch : uint8_t { llama, gpt2, gemma3, qwen2, qwen3, phi3 };
+enum class Arch : uint8_t { llama, gpt2, gemma3, qwen2, qwen3, phi3, qwen3moe };
 const char* arch_name(Arch a);  // general.architecture's value, e.g. "qwen2"
 bool arch_gated_ffn(Arch a);    // the FFN has gate, up and down matrices (not gpt2's 2-matrix MLP)
 std::string known_archs();      // "llama, gpt2, ...": the values from_gguf takes
@@ -66,6 +72,13 @@ struct ModelConfig {
   // phi3 with LongRoPE factors: llmk applies the short ones, which hold below the original
   // context; forward() refuses positions at or past it (0: no limit).
   int64_t rope_short_ctx = 0;
+  // Mixture of experts (qwen3moe; llama when n_expert > 0): experts per layer, experts per
+  // token, and each expert's FFN width d_ff_exp (qwen3moe's expert_feed_forward_length; 0:
+  // llama.cpp's default, d_ff for llama, d_ff / n_expert_used for qwen3moe).
+  int64_t n_expert = 0, n_expert_used = 0, d_ff_exp = 0;
+  int64_t d_ff_expert() const {
+    return d_ff_exp > 0 ? d_ff_exp : arch == Arch::qwen3moe && n_expert_used > 0 ? d_ff / n_expert_used : d_ff;
+  }
   int64_t d_head() const { return head_dim > 0 ? head_dim : d_model / n_head; }
   bool is_local(int64_t l) const { return swa_period > 0 && l % swa_period < swa_period - 1; }
   int64_t d_kv() const { return n_head_kv * d_head(); }  // K (or V) values per token per layer
@@ -88,6 +101,11 @@ struct LayerWeights {
   const float *b_up = nullptr, *b_down = nullptr;           // [d_ff], [d] (gpt2)
   const float *q_norm = nullptr, *k_norm = nullptr;         // [d_head] (gemma3, qwen3)
   const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // [d] (gemma3)
+  // Mixture of experts (n_expert E > 0, expert width F = d_ff_expert()): the router, and the
+  // experts' matrices stacked expert by expert (GGUF's 3-D [E, rows, cols] tensors viewed as
+  // one matrix: expert e's rows start at row e * rows). w_gate / w_up / w_down are then unused.
+  WeightView gate_inp;                       // [E, d]
+  WeightView gate_exps, up_exps, down_exps;  // [E * F, d], [E * F, d], [E * d, F]
 };
 
 struct Batch {
@@ -152,6 +170,9 @@ class Model {
   int64_t forward(const Batch& b, KvStore& kv, float* logits);
   // Bytes of weights read per forward (every matrix once) and stored in total.
   int64_t weight_bytes() const;
+  // Bytes of weights one token reads: weight_bytes() but, in a mixture of experts, only
+  // n_expert_used of each layer's n_expert experts (a decode step of batch 1).
+  int64_t token_weight_bytes() const;
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

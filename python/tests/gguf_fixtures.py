@@ -224,6 +224,12 @@ FAMILIES = {
     "qwen3": dict(arch="qwen3", vocab="qwen2", n_head=4, n_head_kv=2, rope_base=1e6, qk_norm=True, head_scale=2),
     # Phi-3: fused QKV and gate|up, LongRoPE short/long factors and attention factor
     "phi3": dict(arch="phi3", vocab="phi-3", n_head=4, n_head_kv=2, rope_base=10000.0, fused=True, longrope=True),
+    # Qwen3-MoE: qwen3's attention, a mixture of 8 experts (2 a token) d_model wide
+    # (expert_feed_forward_length) for the FFN
+    "qwen3moe": dict(arch="qwen3moe", vocab="qwen2", n_head=4, n_head_kv=2, rope_base=1e6, qk_norm=True, head_scale=2,
+                     experts=(8, 2)),
+    # Mixtral: Mistral's llama arch with 8 experts (2 a token) of width feed_forward_length
+    "mixtral": dict(arch="llama", vocab="llama-spm", n_head=4, n_head_kv=1, rope_base=1e6, experts=(8, 2)),
 }
 # Q4_K needs rows of 256 values: those files get d_model 256.
 WEIGHT_TYPES = ["F32", "F16", "Q8_0", "Q4_K"]
@@ -256,22 +262,28 @@ def _copy_tokenizer(w, vocab_file: Path) -> int:
 
 
 def _quantize_any(a: np.ndarray, ggml_type: str):
-    """(data, raw_dtype) for the gguf writer: the gguf package quantizes what it can; Q4_K goes
-    through llmk's reference quantizer (the gguf package has none)."""
-    if ggml_type == "Q4_K":
+    """(data, raw_dtype) for the gguf writer: the gguf package quantizes what it can; Q4_K and Q6_K
+    go through llmk's reference quantizers (the gguf package has none)."""
+    if ggml_type in ("Q4_K", "Q6_K"):
         import gguf
         import llmk
 
-        q = llmk.quantize("q4_k", a.astype(np.float32).ravel())
-        return q.reshape(a.shape[0], -1), gguf.GGMLQuantizationType.Q4_K
+        q = llmk.quantize(ggml_type.lower(), a.astype(np.float32).ravel())
+        return q.reshape(*a.shape[:-1], -1), getattr(gguf.GGMLQuantizationType, ggml_type)
     return _quantize(a, ggml_type)
 
 
 def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0, ctx=2048, omit=()) -> Path:
     """A random-weight `family` model (FAMILIES) with the family's real tokenizer metadata.
     Weights N(0, 1/sqrt(fan_in)) stored as ggml_type (norms, biases and RoPE factors F32);
-    untied output; d_model 64 (256 for Q4_K), d_ff 2 d_model. `omit`: metadata keys left out
-    (tests of a missing key)."""
+    untied output; d_model 64 (256 for Q4_K), d_ff 2 d_model. With `experts` (E, K) in the
+    family: the router ffn_gate_inp [E, d] (F32, as llama.cpp's quantizer leaves it) and the
+    3-D ffn_{gate,up,down}_exps [E, F, d], [E, F, d], [E, d, F] in place of the dense FFN
+    (F: d_ff for llama, expert_feed_forward_length = d_model for qwen3moe). A mixture of experts
+    in Q4_K gets one layer with F32 attention: its router then sees the same input on both
+    sides to f32 rounding (the Q4_K embeddings are dequantized alike), as a token's experts are
+    a discontinuous function of that input; see test_families_llamacpp.py. `omit`: metadata
+    keys left out (tests of a missing key)."""
     import gguf
 
     spec = FAMILIES[family]
@@ -291,7 +303,6 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
     n_vocab = _copy_tokenizer(w, vf)
     w.add_context_length(ctx)
     w.add_embedding_length(d)
-    w.add_block_count(n_layer)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(nh)
     w.add_head_count_kv(nkv)
@@ -303,6 +314,17 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
         w.add_value_length(hd)
     if spec.get("sliding_window"):
         w.add_sliding_window(spec["sliding_window"])
+    n_exp, n_used = spec.get("experts", (0, 0))
+    n_ff_exp = d if arch == "qwen3moe" else n_ff
+    f32_attn = bool(n_exp) and ggml_type == "Q4_K"
+    if f32_attn:
+        n_layer = 1
+    w.add_block_count(n_layer)
+    if n_exp:
+        w.add_expert_count(n_exp)
+        w.add_expert_used_count(n_used)
+        if arch == "qwen3moe":
+            w.add_expert_feed_forward_length(n_ff_exp)
     t = {"token_embd.weight": rnd(n_vocab, d) * np.sqrt(d) * 0.5, "output_norm.weight": vec(d, 1.0, 0.1),
          "output.weight": rnd(n_vocab, d) * 4}
     if spec.get("rope_freqs"):  # Llama 3.1's scaling (factor 8, low/high freq factors 1 and 4, 8192 original)
@@ -325,13 +347,19 @@ def write_family(path, family: str, ggml_type: str = "F32", *, n_layer=2, seed=0
             t[b + "attn_q_norm.weight"], t[b + "attn_k_norm.weight"] = vec(hd, 1.0, 0.1), vec(hd, 1.0, 0.1)
         t[b + "attn_output.weight"] = rnd(d, dq)
         t[b + "ffn_norm.weight"] = vec(d, 1.0, 0.1)
+        if n_exp:
+            t[b + "ffn_gate_inp.weight"] = rnd(n_exp, d)
+            t[b + "ffn_gate_exps.weight"], t[b + "ffn_up_exps.weight"] = rnd(n_exp, n_ff_exp, d), rnd(n_exp, n_ff_exp, d)
+            t[b + "ffn_down_exps.weight"] = rnd(n_exp, d, n_ff_exp)
+            continue
         if spec.get("fused"):
             t[b + "ffn_up.weight"] = rnd(2 * n_ff, d)
         else:
             t[b + "ffn_gate.weight"], t[b + "ffn_up.weight"] = rnd(n_ff, d), rnd(n_ff, d)
         t[b + "ffn_down.weight"] = rnd(d, n_ff)
     for name, a in t.items():
-        data, qt = _quantize_any(a, "F32" if a.ndim == 1 else ggml_type)
+        f32 = a.ndim == 1 or "ffn_gate_inp" in name or (f32_attn and ".attn_" in name)
+        data, qt = _quantize_any(a, "F32" if f32 else ggml_type)
         if qt is None:
             w.add_tensor(name, data)
         else:
@@ -361,3 +389,78 @@ def llama3_rope_freqs(head_dim: int, base: float, factor=8.0, low=1.0, high=4.0,
             smooth = (orig_ctx / wl - low) / (high - low)
             out.append(1 / ((1 - smooth) / factor + smooth))
     return np.array(out, dtype=np.float32)
+
+
+# Qwen3-30B-A3B's shape (its config.json / GGUF metadata): 48 layers, d_model 2048, 32 query
+# heads and 4 KV heads of 128, 128 experts of width 768, 8 a token, vocabulary 151,936.
+QWEN3_30B_A3B = dict(n_layer=48, d=2048, n_head=32, n_head_kv=4, head_dim=128, n_expert=128, n_expert_used=8,
+                     n_ff_exp=768, n_ff=6144, ctx=40960, rope_base=1e6)
+
+
+def write_qwen3moe(path, ggml_type: str = "Q4_K", *, n_expert: int | None = None, seed=0, **shape) -> Path:
+    """A random-weight qwen3moe GGUF of QWEN3_30B_A3B's shape (any field overridden by `shape`),
+    `n_expert` experts a layer (fewer than 128 keeps the bytes a token reads, attention, router and
+    its n_expert_used experts, and shrinks the file), the qwen2 tokenizer of llama.cpp's vocab
+    file. Matrices N(0, 1/fan_in) in ggml_type; with "Q4_K", llama.cpp's Q4_K_M choice for the
+    output (Q6_K); router and norms F32. Tensors are quantized one at a time (peak memory about
+    the file's size)."""
+    import gguf
+
+    s = dict(QWEN3_30B_A3B, **shape)
+    if n_expert is not None:
+        s["n_expert"] = n_expert
+    vf = vocab_path("qwen2")
+    if vf is None:
+        raise FileNotFoundError("ggml-vocab-qwen2.gguf not cached (scripts/fetch-llamacpp-vocab)")
+    d, nh, nkv, hd, E, F = s["d"], s["n_head"], s["n_head_kv"], s["head_dim"], s["n_expert"], s["n_ff_exp"]
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(str(path), "qwen3moe")
+    w.add_name(f"random qwen3moe {E} experts {ggml_type}")
+    n_vocab = _copy_tokenizer(w, vf)
+    w.add_context_length(s["ctx"])
+    w.add_embedding_length(d)
+    w.add_block_count(s["n_layer"])
+    w.add_feed_forward_length(s["n_ff"])
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(s["rope_base"])
+    w.add_expert_count(E)
+    w.add_expert_used_count(s["n_expert_used"])
+    w.add_expert_feed_forward_length(F)
+
+    def add(name, shape, qtype, sd=None, mean=0.0):
+        a = rng.standard_normal(shape, dtype=np.float32)
+        a *= np.float32(sd if sd is not None else 1 / np.sqrt(shape[-1]))
+        a += np.float32(mean)
+        data, qt = _quantize_any(a, qtype)
+        if qt is None:
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, data, raw_dtype=qt)
+
+    out_type = "Q6_K" if ggml_type == "Q4_K" else ggml_type
+    add("token_embd.weight", (n_vocab, d), ggml_type, sd=0.5)
+    add("output_norm.weight", (d,), "F32", sd=0.1, mean=1.0)
+    add("output.weight", (n_vocab, d), out_type, sd=4 / np.sqrt(d))
+    for i in range(s["n_layer"]):
+        b = f"blk.{i}."
+        add(b + "attn_norm.weight", (d,), "F32", sd=0.1, mean=1.0)
+        add(b + "attn_q.weight", (nh * hd, d), ggml_type)
+        add(b + "attn_k.weight", (nkv * hd, d), ggml_type)
+        add(b + "attn_v.weight", (nkv * hd, d), ggml_type)
+        add(b + "attn_q_norm.weight", (hd,), "F32", sd=0.1, mean=1.0)
+        add(b + "attn_k_norm.weight", (hd,), "F32", sd=0.1, mean=1.0)
+        add(b + "attn_output.weight", (d, nh * hd), ggml_type)
+        add(b + "ffn_norm.weight", (d,), "F32", sd=0.1, mean=1.0)
+        add(b + "ffn_gate_inp.weight", (E, d), "F32")
+        add(b + "ffn_gate_exps.weight", (E, F, d), ggml_type)
+        add(b + "ffn_up_exps.weight", (E, F, d), ggml_type)
+        add(b + "ffn_down_exps.weight", (E, d, F), ggml_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)

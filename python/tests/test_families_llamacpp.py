@@ -1,5 +1,6 @@
 """llmk's decoder against llama.cpp (llama-cpp-python) on random-weight models of each family
-llmk runs (gguf_fixtures.FAMILIES: Llama 3, Mistral, Qwen2, Qwen3, Phi-3), each file carrying
+llmk runs (gguf_fixtures.FAMILIES: Llama 3, Mistral, Qwen2, Qwen3, Phi-3, and the mixtures of
+experts Qwen3-MoE and Mixtral, 8 experts, 2 a token), each file carrying
 its family's real tokenizer metadata (llama.cpp's ggml-vocab-*.gguf, scripts/fetch-llamacpp-vocab),
 in F32, F16, Q8_0 and Q4_K (Q4_K written by llmk's reference quantizer, the gguf package has none).
 
@@ -32,6 +33,13 @@ The model chains S = 9 matmuls (2 layers x (qkv, o, gate/up, down) + output); in
 relative errors grow as sqrt(S), and the max over 80 x n_vocab entries of a Gaussian
 error sits within 6 standard deviations: max |dlogit| <= 6 sqrt(S) r L. KL of a small
 logit perturbation d is about Var_p(d) / 2 <= max |d|^2 / 2, which bounds the KL.
+Mixtures of experts: a token's experts are the top K of its router logits, a discontinuous
+function of the router's input, so two roundings that differ move a token whose K-th and
+(K+1)-th logits nearly tie to another expert set and change its row by O(1) (seen: max |dlogit|
+15 with 2 Q4_K layers). F32, F16 and Q8_0 keep the router's input within f32 rounding of
+llama.cpp's (Q8_0: the same int8 blocks on both sides); in Q4_K the file has one layer with
+F32 attention (gguf_fixtures.write_family), so the router sees the embedding and an F32
+attention on both sides, and the Q4_K experts, embeddings and output are held to the Q4_K bound.
 Skips, saying why, without llama_cpp, the CLI, the Python module or the vocab files.
 """
 import json

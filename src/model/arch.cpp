@@ -28,9 +28,18 @@ constexpr bool kOpt = false;
       KeySpec{"rope.dimension_count", &C::rope_dim, nullptr, kOpt, 0}
 // clang-format on
 
+// llama.cpp reads expert_count and expert_used_count for every architecture (llama-model.cpp);
+// llama's experts are d_ff wide, qwen3moe's expert_feed_forward_length (absent: d_ff / used).
 constexpr KeySpec kLlamaKeys[] = {LLMK_ROPE_KEYS(10000.0),
                                   KeySpec{"attention.key_length", &C::head_dim, nullptr, kOpt, 0},
-                                  KeySpec{"attention.sliding_window", &C::sliding_window, nullptr, kOpt, 0}};
+                                  KeySpec{"attention.sliding_window", &C::sliding_window, nullptr, kOpt, 0},
+                                  KeySpec{"expert_count", &C::n_expert, nullptr, kOpt, 0},
+                                  KeySpec{"expert_used_count", &C::n_expert_used, nullptr, kOpt, 0}};
+constexpr KeySpec kQwen3MoeKeys[] = {LLMK_ROPE_KEYS(10000.0),
+                                     KeySpec{"attention.key_length", &C::head_dim, nullptr, kOpt, 0},
+                                     KeySpec{"expert_count", &C::n_expert},
+                                     KeySpec{"expert_used_count", &C::n_expert_used},
+                                     KeySpec{"expert_feed_forward_length", &C::d_ff_exp, nullptr, kOpt, 0}};
 constexpr KeySpec kQwenKeys[] = {LLMK_ROPE_KEYS(10000.0),
                                  KeySpec{"attention.key_length", &C::head_dim, nullptr, kOpt, 0}};
 constexpr KeySpec kGpt2Keys[] = {LLMK_BASE_KEYS, KeySpec{"attention.layer_norm_epsilon", nullptr, &C::norm_eps}};
@@ -42,7 +51,7 @@ constexpr KeySpec kGemma3Keys[] = {LLMK_ROPE_KEYS(1e6), KeySpec{"attention.key_l
 #undef LLMK_ROPE_KEYS
 #undef LLMK_BASE_KEYS
 
-constexpr auto R = Need::required, O = Need::optional, U = Need::unfused;
+constexpr auto R = Need::required, O = Need::optional, U = Need::unfused, F = Need::dense, X = Need::experts;
 using D = Dim;
 using S = Slot;
 
@@ -54,6 +63,12 @@ using S = Slot;
       TensorSpec{"output_norm.weight", false, D::d, D::none, R, S::out_norm}
 
 #define LLMK_LAYER(name, rows, cols, need, slot) TensorSpec{name, true, D::rows, D::cols, need, S::slot}
+// The mixture of experts: the router and the experts' 3-D [n_expert, rows, cols] tensors.
+#define LLMK_EXPERTS                                                                                     \
+  LLMK_LAYER("ffn_gate_inp.weight", expert, d, X, gate_inp),                                              \
+      TensorSpec{"ffn_gate_exps.weight", true, D::ffe, D::d, X, S::gate_exps, D::expert},                 \
+      TensorSpec{"ffn_up_exps.weight", true, D::ffe, D::d, X, S::up_exps, D::expert},                     \
+      TensorSpec{"ffn_down_exps.weight", true, D::d, D::ffe, X, S::down_exps, D::expert}
 
 // Llama and the families that differ from it only in flags.
 #define LLMK_LLAMA_LAYER(bias)                                                                          \
@@ -61,13 +76,13 @@ using S = Slot;
       LLMK_LAYER("attn_k.weight", dkv, d, R, wk), LLMK_LAYER("attn_v.weight", dkv, d, R, wv),           \
       LLMK_LAYER("attn_q.bias", dq, none, bias, bq), LLMK_LAYER("attn_k.bias", dkv, none, bias, bk),    \
       LLMK_LAYER("attn_v.bias", dkv, none, bias, bv), LLMK_LAYER("attn_output.weight", d, dq, R, wo),   \
-      LLMK_LAYER("ffn_norm.weight", d, none, R, ffn_norm), LLMK_LAYER("ffn_gate.weight", ff, d, R, w_gate), \
-      LLMK_LAYER("ffn_up.weight", ff, d, R, w_up), LLMK_LAYER("ffn_down.weight", d, ff, R, w_down)
+      LLMK_LAYER("ffn_norm.weight", d, none, R, ffn_norm), LLMK_LAYER("ffn_gate.weight", ff, d, F, w_gate), \
+      LLMK_LAYER("ffn_up.weight", ff, d, F, w_up), LLMK_LAYER("ffn_down.weight", d, ff, F, w_down)
 // clang-format on
 
 constexpr TensorSpec kLlamaTensors[] = {LLMK_EMBD_OUT,
                                         TensorSpec{"rope_freqs.weight", false, D::rope_half, D::none, O, S::rope_div},
-                                        LLMK_LLAMA_LAYER(O)};
+                                        LLMK_LLAMA_LAYER(O), LLMK_EXPERTS};
 constexpr TensorSpec kQwen2Tensors[] = {LLMK_EMBD_OUT, LLMK_LLAMA_LAYER(O)};
 constexpr TensorSpec kQwen3Tensors[] = {
     LLMK_EMBD_OUT,
@@ -82,6 +97,19 @@ constexpr TensorSpec kQwen3Tensors[] = {
     LLMK_LAYER("ffn_gate.weight", ff, d, R, w_gate),
     LLMK_LAYER("ffn_up.weight", ff, d, R, w_up),
     LLMK_LAYER("ffn_down.weight", d, ff, R, w_down),
+};
+// qwen3's attention; the FFN is always a mixture of experts (llama.cpp's qwen3moe.cpp).
+constexpr TensorSpec kQwen3MoeTensors[] = {
+    LLMK_EMBD_OUT,
+    LLMK_LAYER("attn_norm.weight", d, none, R, attn_norm),
+    LLMK_LAYER("attn_q.weight", dq, d, R, wq),
+    LLMK_LAYER("attn_k.weight", dkv, d, R, wk),
+    LLMK_LAYER("attn_v.weight", dkv, d, R, wv),
+    LLMK_LAYER("attn_q_norm.weight", dh, none, R, q_norm),
+    LLMK_LAYER("attn_k_norm.weight", dh, none, R, k_norm),
+    LLMK_LAYER("attn_output.weight", d, dq, R, wo),
+    LLMK_LAYER("ffn_norm.weight", d, none, R, ffn_norm),
+    LLMK_EXPERTS,
 };
 // rope_factors_short is the divisor set llmk applies; rope_factors_long (read by
 // llama.cpp when its context exceeds the original one) is checked for shape only.
@@ -132,16 +160,19 @@ constexpr TensorSpec kGemma3Tensors[] = {
     LLMK_LAYER("post_ffw_norm.weight", d, none, R, post_ffn_norm),
 };
 #undef LLMK_LLAMA_LAYER
+#undef LLMK_EXPERTS
 #undef LLMK_LAYER
 #undef LLMK_EMBD_OUT
 
-const std::array<ArchInfo, 6> kArchs = {{
+const std::array<ArchInfo, 7> kArchs = {{
     {Arch::llama, "llama", Family::decoder, Norm::rms, Rope::adjacent, Ffn::swiglu, false, kLlamaKeys, kLlamaTensors},
     {Arch::gpt2, "gpt2", Family::decoder, Norm::layer, Rope::none, Ffn::gelu, false, kGpt2Keys, kGpt2Tensors},
     {Arch::gemma3, "gemma3", Family::gemma3, Norm::rms, Rope::neox, Ffn::geglu_tanh, true, kGemma3Keys, kGemma3Tensors},
     {Arch::qwen2, "qwen2", Family::decoder, Norm::rms, Rope::neox, Ffn::swiglu, false, kQwenKeys, kQwen2Tensors},
     {Arch::qwen3, "qwen3", Family::decoder, Norm::rms, Rope::neox, Ffn::swiglu, true, kQwenKeys, kQwen3Tensors},
     {Arch::phi3, "phi3", Family::decoder, Norm::rms, Rope::neox, Ffn::swiglu, false, kQwenKeys, kPhi3Tensors},
+    {Arch::qwen3moe, "qwen3moe", Family::decoder, Norm::rms, Rope::neox, Ffn::swiglu, true, kQwen3MoeKeys,
+     kQwen3MoeTensors},
 }};
 }  // namespace
 
@@ -159,6 +190,8 @@ int64_t dim(const ModelConfig& c, Dim x) {
     case Dim::rope_half: return c.rope_dim / 2;
     case Dim::vocab: return c.n_vocab;
     case Dim::ctx: return c.n_ctx;
+    case Dim::ffe: return c.d_ff_expert();
+    case Dim::expert: return c.n_expert;
   }
   return 0;
 }

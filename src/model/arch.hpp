@@ -24,6 +24,8 @@ enum class Dim : uint8_t {
   rope_half,  // rope_dim / 2
   vocab,      // n_vocab
   ctx,        // n_ctx (learned positions)
+  ffe,        // d_ff_expert()
+  expert,     // n_expert
 };
 int64_t dim(const ModelConfig& c, Dim x);
 
@@ -58,12 +60,18 @@ enum class Slot : uint8_t {
   k_norm,
   post_attn_norm,
   post_ffn_norm,
+  gate_inp,
+  gate_exps,
+  up_exps,
+  down_exps,
 };
 
 enum class Need : uint8_t {
   required,
   optional,
   unfused,  // required unless the layer has the fused attn_qkv (phi3 takes either)
+  dense,    // required unless the model has experts (n_expert > 0), else not read
+  experts,  // required when the model has experts, else not read
 };
 
 struct TensorSpec {
@@ -72,6 +80,7 @@ struct TensorSpec {
   Dim rows, cols;  // PyTorch order [out, in] (ggml ne = {cols, rows}); cols none: a vector [rows]
   Need need;
   Slot slot;
+  Dim depth = Dim::none;  // expert: a 3-D [n_expert, rows, cols] tensor (ggml ne = {cols, rows, n_expert})
 };
 
 // A metadata key after "<arch>.", read into an int64_t or a float field of ModelConfig.

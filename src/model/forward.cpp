@@ -123,7 +123,9 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
                   "): llmk applies the short LongRoPE factors only");
   const bool layer_norm = a.norm == arch::Norm::layer;
   const int64_t d = c.d_model, dh = c.d_head(), nh = c.n_head, nkv = c.n_head_kv, dq = nh * dh, dkv = c.d_kv();
-  const int64_t ff = c.d_ff, ffw = a.ffn == arch::Ffn::swiglu && layers_[0].w_gate.data == nullptr ? 2 * ff : ff;
+  const bool moe = c.n_expert > 0;
+  const int64_t ff = c.d_ff,
+                ffw = a.ffn == arch::Ffn::swiglu && !moe && layers_[0].w_gate.data == nullptr ? 2 * ff : ff;
   Owned& s = *owned_;
   s.x.resize(size_t(T * d));
   s.h.resize(size_t(T * d));
@@ -204,6 +206,12 @@ int64_t Model::forward(const Batch& b, KvStore& kv, float* logits) {
     for (int64_t i = 0; i < T * d; ++i) x[i] += h[i];
 
     normalize(layer_norm, x, L.ffn_norm, L.ffn_norm_b, c.norm_eps, T, d, h, s.stats);
+    if (moe) {
+      s.tmp.resize(size_t(T * d));
+      moe::ffn(c, L, h, s.tmp.data(), T, s.moe);
+      for (int64_t i = 0; i < T * d; ++i) x[i] += s.tmp[size_t(i)];
+      continue;
+    }
     float *u = s.ff.data(), *g = s.ff2.data();
     matmul(h, d, L.w_up, u, ffw, T);
     if (a.ffn == arch::Ffn::gelu) {

@@ -44,6 +44,14 @@ void ModelConfig::validate() const {
   LLMK_CHECK_ARG(rope_short_ctx >= 0, fn, "rope_short_ctx", rope_short_ctx, "must be >= 0");
   LLMK_CHECK_ARG(sliding_window == 0 || arch == Arch::gemma3 || arch == Arch::llama, fn, "sliding_window",
                  sliding_window, "must be 0 but for gemma3 and llama");
+  LLMK_CHECK_ARG(n_expert >= 0 && (n_expert == 0 || arch == Arch::llama || arch == Arch::qwen3moe) &&
+                     (n_expert > 0 || arch != Arch::qwen3moe),
+                 fn, "n_expert", n_expert, "must be > 0 for qwen3moe, >= 0 for llama, 0 for the others");
+  LLMK_CHECK_ARG(n_expert == 0 ? n_expert_used == 0 : n_expert_used >= 1 && n_expert_used <= n_expert, fn,
+                 "n_expert_used", n_expert_used, "must be in [1, n_expert] with experts, else 0");
+  LLMK_CHECK_ARG(d_ff_exp >= 0 && (d_ff_exp == 0 || n_expert > 0) && d_ff_expert() > 0 && d_ff_expert() % 32 == 0, fn,
+                 "d_ff_exp", d_ff_exp,
+                 "must be >= 0 (0 without experts) with an expert width a positive multiple of 32");
 }
 
 Model::Model() : owned_(std::make_unique<Owned>()) {}
@@ -137,7 +145,7 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
     } else if (c.arch == Arch::phi3) {  // fused q | k | v and gate | up
       L.wqkv = random_weight(B, t, dq + 2 * dkv, d, sd_in, g);
     } else {
-      if (c.arch == Arch::gemma3 || c.arch == Arch::qwen3) {
+      if (c.arch == Arch::gemma3 || c.arch == Arch::qwen3 || c.arch == Arch::qwen3moe) {
         L.q_norm = random_vec(V, dh, 1.0f, 0.1f, g);
         L.k_norm = random_vec(V, dh, 1.0f, 0.1f, g);
       }
@@ -153,11 +161,19 @@ Model Model::random(const ModelConfig& c, WType t, uint64_t seed) {
       L.wq = random_weight(B, t, dq, d, sd_in, g);
       L.wk = random_weight(B, t, dkv, d, sd_in, g);
       L.wv = random_weight(B, t, dkv, d, sd_in, g);
-      L.w_gate = random_weight(B, t, c.d_ff, d, sd_in, g);
+      if (c.n_expert == 0) L.w_gate = random_weight(B, t, c.d_ff, d, sd_in, g);
     }
     L.wo = random_weight(B, t, d, dq, 1.0 / std::sqrt(double(dq)), g);
-    L.w_up = random_weight(B, t, c.arch == Arch::phi3 ? 2 * c.d_ff : c.d_ff, d, sd_in, g);
-    L.w_down = random_weight(B, t, d, c.d_ff, sd_ff, g);
+    if (c.n_expert > 0) {  // the router in f32 (llama.cpp's quantizer leaves ffn_gate_inp unquantized)
+      const int64_t E = c.n_expert, F = c.d_ff_expert();
+      L.gate_inp = random_weight(B, WType::f32, E, d, sd_in, g);
+      L.gate_exps = random_weight(B, t, E * F, d, sd_in, g);
+      L.up_exps = random_weight(B, t, E * F, d, sd_in, g);
+      L.down_exps = random_weight(B, t, E * d, F, 1.0 / std::sqrt(double(F)), g);
+    } else {
+      L.w_up = random_weight(B, t, c.arch == Arch::phi3 ? 2 * c.d_ff : c.d_ff, d, sd_in, g);
+      L.w_down = random_weight(B, t, d, c.d_ff, sd_ff, g);
+    }
     m.layers_.push_back(L);
   }
   if (c.arch == Arch::phi3) {  // LongRoPE-like frequency divisors in [1, 4)
@@ -179,8 +195,18 @@ int64_t Model::weight_bytes() const {
   int64_t n = tok_embd_.rows * tok_embd_.row_bytes;
   if (output_.data != tok_embd_.data) n += output_.rows * output_.row_bytes;
   for (const auto& L : layers_)
-    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.gate_inp,
+                                &L.gate_exps, &L.up_exps, &L.down_exps})
       n += w->rows * w->row_bytes;
+  return n;
+}
+
+int64_t Model::token_weight_bytes() const {
+  int64_t n = weight_bytes();
+  if (cfg_.n_expert == 0) return n;
+  for (const auto& L : layers_)
+    for (const WeightView* w : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      n -= w->rows * w->row_bytes / cfg_.n_expert * (cfg_.n_expert - cfg_.n_expert_used);
   return n;
 }
 

@@ -25,13 +25,14 @@ std::string dims(const gguf::TensorInfo& t) {
   return s + "]";
 }
 
-// Matrix `name` with ne = {K, N}.
-WeightView matrix(const gguf::File& f, const std::string& name, int64_t K, int64_t N) {
+// Matrix `name` with ne = {K, N}, or with E > 0 the 3-D ne = {K, N, E} viewed as E * N rows
+// (GGUF tensors are packed: expert e's rows follow expert e - 1's).
+WeightView matrix(const gguf::File& f, const std::string& name, int64_t K, int64_t N, int64_t E = 0) {
   const gguf::TensorInfo& t = f.tensor(name);
-  if (t.n_dims != 2 || t.ne[0] != K || t.ne[1] != N)
+  if (t.n_dims != (E > 0 ? 3 : 2) || t.ne[0] != K || t.ne[1] != N || (E > 0 && t.ne[2] != E))
     throw FormatError(f.path() + ": tensor '" + name + "' has shape " + dims(t) + ", expected [" + std::to_string(K) +
-                      ", " + std::to_string(N) + "]");
-  return WeightView{t.data, wtype_of(t, f.path()), N, K, t.row_bytes};
+                      ", " + std::to_string(N) + (E > 0 ? ", " + std::to_string(E) : "") + "]");
+  return WeightView{t.data, wtype_of(t, f.path()), E > 0 ? E * N : N, K, t.row_bytes};
 }
 
 // Vector `name` of n values as f32 (converted into `owned` unless stored as f32).
@@ -64,6 +65,10 @@ WeightView* Model::Slots::mat(Model& m, LayerWeights& L, arch::Slot s) {
     case S::w_gate: return &L.w_gate;
     case S::w_up: return &L.w_up;
     case S::w_down: return &L.w_down;
+    case S::gate_inp: return &L.gate_inp;
+    case S::gate_exps: return &L.gate_exps;
+    case S::up_exps: return &L.up_exps;
+    case S::down_exps: return &L.down_exps;
     default: return nullptr;
   }
 }
@@ -156,13 +161,17 @@ Model Model::from_gguf(const gguf::File& f) {
     for (const arch::TensorSpec& t : a->tensors) {
       if (t.per_layer != (l >= 0)) continue;
       const std::string tn = t.per_layer ? b + t.name : t.name;
-      const bool need = t.need == arch::Need::required || (t.need == arch::Need::unfused && !fused);
+      const bool moe = c.n_expert > 0;
+      if ((t.need == arch::Need::dense && moe) || (t.need == arch::Need::experts && !moe)) continue;
+      const bool need = t.need == arch::Need::required || (t.need == arch::Need::unfused && !fused) ||
+                        t.need == arch::Need::dense || t.need == arch::Need::experts;
       if (!need && !f.find_tensor(tn)) continue;
       const int64_t rows = arch::dim(c, t.rows);
       if (t.cols == arch::Dim::none) {
         *Slots::vec(m, L, t.slot) = vec(f, tn, rows, V);
       } else {
-        *Slots::mat(m, L, t.slot) = matrix(f, tn, arch::dim(c, t.cols), rows);
+        const int64_t E = t.depth == arch::Dim::none ? 0 : arch::dim(c, t.depth);
+        *Slots::mat(m, L, t.slot) = matrix(f, tn, arch::dim(c, t.cols), rows, E);
       }
     }
   }
@@ -212,7 +221,9 @@ void Model::add_to_gguf(gguf::Writer& w) const {
       if (!v.data || (t.slot == arch::Slot::output && c.tied)) continue;
       LLMK_CHECK_ARG(v.row_bytes == wtype_row_bytes(v.type, v.cols), "Model::add_to_gguf", name, v.row_bytes,
                      "rows must be packed");
-      w.add_tensor(name, ggml_of(v.type), {v.cols, v.rows},
+      const int64_t E = t.depth == arch::Dim::none ? 0 : arch::dim(c, t.depth);
+      w.add_tensor(name, ggml_of(v.type),
+                   E > 0 ? std::vector<int64_t>{v.cols, v.rows / E, E} : std::vector<int64_t>{v.cols, v.rows},
                    {static_cast<const uint8_t*>(v.data), size_t(v.rows * v.row_bytes)});
     }
   }

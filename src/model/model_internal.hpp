@@ -6,6 +6,7 @@
 
 #include "llmk/model.hpp"
 #include "model/arch.hpp"
+#include "model/moe.hpp"
 
 namespace llmk {
 
@@ -16,6 +17,7 @@ struct Model::Owned {
   std::vector<float> x, h, q, k, v, att, ff, ff2, stats;
   std::vector<float> rope;             // [T, rope_dim] cos / sin pairs of each token's position
   std::vector<float> rope_local, tmp;  // gemma3: the local base's table; a [T, width] scratch
+  moe::Scratch moe;                    // the mixture of experts' routing and expert buffers
 };
 
 // Where each arch::Slot lives: matrices (tok_embd, pos_embd, output, layer matrices) as

@@ -7,6 +7,7 @@
 #include "llmk/error.hpp"
 #include "llmk/model.hpp"
 #include "model/arch.hpp"
+#include "model/moe.hpp"
 
 namespace llmk {
 namespace {
@@ -65,7 +66,36 @@ void head_norm(Vec& x, int64_t dh, const float* w, double eps) {
 
 double silu(double g) { return g / (1.0 + std::exp(-g)); }
 double gelu_tanh(double e) { return 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (e + 0.044715 * e * e * e))); }
+
+// Rows [r0, r0 + n) of a stacked expert matrix.
+WeightView rows_of(const WeightView& w, int64_t r0, int64_t n) {
+  return WeightView{static_cast<const uint8_t*>(w.data) + r0 * w.row_bytes, w.type, n, w.cols, w.row_bytes};
+}
+
 }  // namespace
+
+// The mixture of experts of h (model.hpp): the K largest router logits (ties to the lower
+// index), weights softmax over them, each expert's SwiGLU FFN.
+std::vector<double> moe::ffn_ref(const ModelConfig& c, const LayerWeights& L, const std::vector<double>& h) {
+  const int64_t E = c.n_expert, K = c.n_expert_used, F = c.d_ff_expert(), d = c.d_model;
+  const Vec l = matvec(L.gate_inp, h, nullptr);
+  std::vector<int64_t> order(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) order[size_t(e)] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return l[size_t(a)] > l[size_t(b)]; });
+  double sum = 0;
+  for (int64_t j = 0; j < K; ++j) sum += std::exp(l[size_t(order[size_t(j)])] - l[size_t(order[0])]);
+  Vec out(static_cast<size_t>(d), 0.0);
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t e = order[size_t(j)];
+    const double w = std::exp(l[size_t(e)] - l[size_t(order[0])]) / sum;
+    Vec u = matvec(rows_of(L.up_exps, e * F, F), h, nullptr);
+    const Vec g = matvec(rows_of(L.gate_exps, e * F, F), h, nullptr);
+    for (int64_t i = 0; i < F; ++i) u[size_t(i)] *= silu(g[size_t(i)]);
+    const Vec y = matvec(rows_of(L.down_exps, e * d, d), u, nullptr);
+    for (int64_t i = 0; i < d; ++i) out[size_t(i)] += w * y[size_t(i)];
+  }
+  return out;
+}
 
 std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens) {
   const ModelConfig& c = m.cfg_;
@@ -142,6 +172,11 @@ std::vector<double> forward_ref(const Model& m, std::span<const int32_t> tokens)
       if (gemma3) o = norm(o, L.post_attn_norm, nullptr, false, c.norm_eps);
       for (int64_t i = 0; i < d; ++i) x[size_t(i)] += o[size_t(i)];
       const Vec h2 = norm(x, L.ffn_norm, L.ffn_norm_b, layer_norm, c.norm_eps);
+      if (c.n_expert > 0) {
+        const Vec y = moe::ffn_ref(c, L, h2);
+        for (int64_t i = 0; i < d; ++i) x[size_t(i)] += y[size_t(i)];
+        continue;
+      }
       Vec u = matvec(L.w_up, h2, L.b_up);
       if (a.ffn == arch::Ffn::gelu) {
         for (auto& e : u) e = gelu_tanh(e);

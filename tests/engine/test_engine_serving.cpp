@@ -151,6 +151,28 @@ TEST(EnginePrefixCache, SameBitsWithAndWithoutReuseThroughASlidingWindow) {
   }
 }
 
+// The same for mixtures of experts (qwen3moe, 8 experts of 64, 2 a token): a token routed in
+// a cold prefill, in a batch with other requests' tokens or after a reused prefix meets the
+// same experts with the same sums.
+TEST(EnginePrefixCache, SameBitsWithAndWithoutReuseForExperts) {
+  ModelConfig mc = tiny();
+  mc.arch = Arch::qwen3moe;
+  mc.head_dim = 32;
+  mc.n_expert = 8;
+  mc.n_expert_used = 2;
+  mc.d_ff_exp = 64;
+  Model m = Model::random(mc, WType::q8_0, 32);
+  const auto rs = shared_prefix_requests(0.0f, 2);
+  EngineConfig c;
+  c.kv_type = KvType::f32;
+  c.prefix_cache = false;
+  const Waves cold = run_waves(m, c, rs);
+  c.prefix_cache = true;
+  const Waves warm = run_waves(m, c, rs);
+  expect_same_bits(cold, warm, "qwen3moe");
+  EXPECT_GE(warm.stats.cached_tokens, 32 * 7);
+}
+
 // Preemption re-admits a sequence with its generated tokens: with the prefix
 // cache it re-attaches the blocks it left cached, and the tokens do not change.
 TEST(EnginePrefixCache, PreemptionWithReuseKeepsTheTokens) {

@@ -12,6 +12,7 @@
 #include "llmk/gguf.hpp"
 #include "llmk/model.hpp"
 #include "llmk/parallel.hpp"
+#include "model/moe.hpp"
 #include "tests/common/testutil.hpp"
 
 namespace {
@@ -38,13 +39,39 @@ ModelConfig tiny(Arch a) {
     c.sliding_window = 64;
     c.swa_period = 2;
   }
-  if (a == Arch::qwen3) c.head_dim = 32;  // n_head * head_dim = 128 != d_model, as Qwen3's files have
-  if (a == Arch::phi3) {                  // LongRoPE-like attention factor, partial rotation
+  if (a == Arch::qwen3 || a == Arch::qwen3moe) c.head_dim = 32;  // n_head * head_dim = 128 != d_model, as Qwen3's
+  if (a == Arch::qwen3moe) {                                     // 8 experts of width 64, 2 a token
+    c.n_expert = 8;
+    c.n_expert_used = 2;
+    c.d_ff_exp = 64;
+  }
+  if (a == Arch::phi3) {  // LongRoPE-like attention factor, partial rotation
     c.rope_attn_factor = 1.19f;
     c.rope_dim = 8;
   }
   if (a == Arch::llama) c.rope_freq_scale = 0.5f;  // linear RoPE scaling, factor 2
   return c;
+}
+
+// Mixtral-style: llama with 8 experts of width d_ff, 3 a token.
+ModelConfig tiny_mixtral() {
+  ModelConfig c = tiny(Arch::llama);
+  c.n_expert = 8;
+  c.n_expert_used = 3;
+  return c;
+}
+
+// Every architecture's tiny config, and Mixtral's.
+std::vector<ModelConfig> all_tiny() {
+  std::vector<ModelConfig> v;
+  for (Arch a : {Arch::llama, Arch::gpt2, Arch::gemma3, Arch::qwen2, Arch::qwen3, Arch::phi3, Arch::qwen3moe})
+    v.push_back(tiny(a));
+  v.push_back(tiny_mixtral());
+  return v;
+}
+
+std::string name_of(const ModelConfig& c) {
+  return std::string(arch_name(c.arch)) + (c.n_expert > 0 && c.arch == Arch::llama ? "-moe" : "");
 }
 
 std::vector<int32_t> tokens_of(int64_t n, uint32_t seed, int64_t vocab) {
@@ -76,26 +103,29 @@ class ForwardTypes : public ::testing::TestWithParam<std::tuple<Arch, WType>> {}
 // matmuls in sequence, independent errors grow to ~ sqrt(8) * 0.5% ~ 1.5%), so
 // the logits are compared by relative L2 error under 3% (about 1% is seen);
 // layout or formula errors give O(1).
+void expect_matches_oracle(const std::vector<float>& got, const std::vector<double>& ref, WType wt,
+                           const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size());
+  double scale = 0, err2 = 0, ref2 = 0;
+  for (double r : ref) scale = std::max(scale, std::fabs(r));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err2 += (got[i] - ref[i]) * (got[i] - ref[i]);
+    ref2 += ref[i] * ref[i];
+  }
+  if (wtype_is_quantized(wt)) {
+    EXPECT_LT(std::sqrt(err2 / ref2), 0.03) << what;
+  } else {
+    EXPECT_TRUE(test::all_close(got.data(), ref.data(), ref.size(), 3e-4 * scale, 0.0, what));
+  }
+}
+
 TEST_P(ForwardTypes, MatchesDoubleOracle) {
   const auto [arch, wt] = GetParam();
   Model m = Model::random(tiny(arch), wt, 42);
   const auto toks = tokens_of(11, 7, m.config().n_vocab);
   for (SimdLevel level : test::simd_levels()) {
     ScopedSimdLimit lim(level);
-    const auto got = prefill(m, toks);
-    const auto ref = forward_ref(m, toks);
-    ASSERT_EQ(got.size(), ref.size());
-    double scale = 0, err2 = 0, ref2 = 0;
-    for (double r : ref) scale = std::max(scale, std::fabs(r));
-    for (size_t i = 0; i < ref.size(); ++i) {
-      err2 += (got[i] - ref[i]) * (got[i] - ref[i]);
-      ref2 += ref[i] * ref[i];
-    }
-    if (wtype_is_quantized(wt)) {
-      EXPECT_LT(std::sqrt(err2 / ref2), 0.03) << simd_name(level);
-    } else {
-      EXPECT_TRUE(test::all_close(got.data(), ref.data(), ref.size(), 3e-4 * scale, 0.0, simd_name(level)));
-    }
+    expect_matches_oracle(prefill(m, toks), forward_ref(m, toks), wt, simd_name(level));
   }
 }
 
@@ -104,6 +134,19 @@ INSTANTIATE_TEST_SUITE_P(All, ForwardTypes,
                                                               Arch::qwen3, Arch::phi3),
                                             ::testing::Values(WType::f32, WType::f16, WType::bf16, WType::q8_0,
                                                               WType::q4_0, WType::q4_1, WType::q5_0, WType::q5_1)),
+                         [](const auto& info) {
+                           const Arch a = std::get<0>(info.param);
+                           return std::string(arch_name(a)) + "_" + wtype_name(std::get<1>(info.param));
+                         });
+
+// Mixtures of experts against the oracle with float weights only: a token's experts are a
+// discontinuous function of its router logits, and the int8 rounding of every matmul input
+// (block weights, ~1% over a layer) moves a near-tied K-th and (K+1)-th logit across each
+// other for some tokens, which changes that token's row by O(1). Block weights are held to
+// the oracle through the FFN alone (Moe.FfnMatchesOracle: one input, so one routing).
+INSTANTIATE_TEST_SUITE_P(Moe, ForwardTypes,
+                         ::testing::Combine(::testing::Values(Arch::qwen3moe),
+                                            ::testing::Values(WType::f32, WType::f16, WType::bf16)),
                          [](const auto& info) {
                            const Arch a = std::get<0>(info.param);
                            return std::string(arch_name(a)) + "_" + wtype_name(std::get<1>(info.param));
@@ -136,8 +179,10 @@ TEST(Forward, Gemma3SlidingWindowMatchesOracle) {
 // Cached vs uncached: token-by-token decoding through the cache gives the same
 // bits as recomputing the whole prefix in one batch.
 TEST(Forward, CachedEqualsUncached) {
-  for (Arch a : {Arch::llama, Arch::gpt2, Arch::qwen2, Arch::qwen3, Arch::phi3}) {
-    Model m = Model::random(tiny(a), WType::q4_1, 3);
+  for (const ModelConfig& c : all_tiny()) {
+    if (c.arch == Arch::gemma3) continue;
+    const Arch a = c.arch;
+    Model m = Model::random(c, WType::q4_1, 3);
     const int64_t V = m.config().n_vocab;
     const auto toks = tokens_of(9, 11, V);
     const auto full = prefill(m, toks);
@@ -146,16 +191,15 @@ TEST(Forward, CachedEqualsUncached) {
     for (int64_t t = 0; t < int64_t(toks.size()); ++t) {
       const int32_t tok = toks[size_t(t)], seq = 0;
       m.forward({{&tok, 1}, {&t, 1}, {&seq, 1}, {}}, kv, lg.data());
-      ASSERT_TRUE(std::equal(lg.begin(), lg.end(), full.begin() + t * V)) << arch_name(a) << " position " << t;
+      ASSERT_TRUE(std::equal(lg.begin(), lg.end(), full.begin() + t * V)) << name_of(c) << " position " << t;
+      (void)a;
     }
   }
 }
 
-// Batched vs one by one: three sequences of lengths 7, 3, 5 prefilled in one
-// batch (interleaved, only last-token logits wanted), then two decode steps
-// together; each equals its sequence run alone.
-TEST(Forward, BatchedEqualsOneByOne) {
-  Model m = Model::random(tiny(Arch::llama), WType::q8_0, 5);
+void batched_equals_one_by_one(const ModelConfig& c, WType wt) {
+  SCOPED_TRACE(name_of(c) + " " + wtype_name(wt));
+  Model m = Model::random(c, wt, 5);
   const int64_t V = m.config().n_vocab;
   const std::vector<std::vector<int32_t>> prompts = {tokens_of(9, 1, V), tokens_of(5, 2, V), tokens_of(7, 3, V)};
   DenseKv kv(m.config(), 3, 64);
@@ -190,6 +234,25 @@ TEST(Forward, BatchedEqualsOneByOne) {
     const auto alone = prefill(m, p);
     const int64_t n = int64_t(p.size());
     EXPECT_TRUE(std::equal(got[size_t(s)].begin(), got[size_t(s)].end(), alone.begin() + (n - 2) * V)) << "seq " << s;
+  }
+}
+
+// Batched vs one by one: three sequences of lengths 7, 3, 5 prefilled in one
+// batch (interleaved, only last-token logits wanted), then two decode steps
+// together; each equals its sequence run alone.
+TEST(Forward, BatchedEqualsOneByOne) {
+  for (const ModelConfig& c : {tiny(Arch::llama), tiny(Arch::qwen3moe), tiny_mixtral()})
+    for (WType wt : {WType::q8_0, WType::f32}) batched_equals_one_by_one(c, wt);
+}
+
+TEST(Forward, MixtralMatchesDoubleOracle) {
+  for (WType wt : {WType::f32, WType::f16, WType::bf16}) {  // float weights: see Moe above
+    Model m = Model::random(tiny_mixtral(), wt, 42);
+    const auto toks = tokens_of(11, 7, m.config().n_vocab);
+    for (SimdLevel level : test::simd_levels()) {
+      ScopedSimdLimit lim(level);
+      expect_matches_oracle(prefill(m, toks), forward_ref(m, toks), wt, simd_name(level));
+    }
   }
 }
 
@@ -293,9 +356,10 @@ using namespace llmk;
 // A random model written to GGUF and read back computes the same bits; the
 // loader rejects a wrong shape by naming the tensor.
 TEST(ModelGguf, RoundTripComputesTheSameLogits) {
-  for (Arch a : {Arch::llama, Arch::gpt2, Arch::gemma3, Arch::qwen2, Arch::qwen3, Arch::phi3})
+  for (const ModelConfig& c : all_tiny())
     for (WType t : {WType::q4_1, WType::f16}) {
-      Model m = Model::random(tiny(a), t, 9);
+      const Arch a = c.arch;
+      Model m = Model::random(c, t, 9);
       gguf::Writer w;
       m.add_to_gguf(w);
       const auto bytes = w.bytes();
@@ -306,6 +370,8 @@ TEST(ModelGguf, RoundTripComputesTheSameLogits) {
       const auto toks = tokens_of(6, 4, m.config().n_vocab);
       EXPECT_EQ(back.config().head_dim, m.config().head_dim);
       EXPECT_EQ(back.config().rope_dim, m.config().rope_dim);
+      EXPECT_EQ(back.config().n_expert, m.config().n_expert);
+      EXPECT_EQ(back.config().d_ff_expert(), m.config().d_ff_expert());
       EXPECT_EQ(prefill(back, toks), prefill(m, toks)) << arch_name(a) << " " << wtype_name(t);
     }
 }
@@ -339,7 +405,7 @@ TEST(ModelGguf, UnknownArchitectureListsTheKnownOnes) {
     Model::from_gguf(f);
     FAIL() << "no error";
   } catch (const gguf::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("'mamba' (supported: llama, gpt2, gemma3, qwen2, qwen3, phi3)"),
+    EXPECT_NE(std::string(e.what()).find("'mamba' (supported: llama, gpt2, gemma3, qwen2, qwen3, phi3, qwen3moe)"),
               std::string::npos)
         << e.what();
   }
@@ -347,15 +413,16 @@ TEST(ModelGguf, UnknownArchitectureListsTheKnownOnes) {
 
 // Every required key of each architecture's table, left out, is named by the error.
 TEST(ModelGguf, MissingRequiredKeyIsNamed) {
-  for (Arch a : {Arch::llama, Arch::gpt2, Arch::gemma3, Arch::qwen2, Arch::qwen3, Arch::phi3}) {
+  for (Arch a : {Arch::llama, Arch::gpt2, Arch::gemma3, Arch::qwen2, Arch::qwen3, Arch::phi3, Arch::qwen3moe}) {
     Model m = Model::random(tiny(a), WType::f32, 9);
     gguf::Writer full;
     m.add_to_gguf(full);
     const auto ok = full.bytes();
     const gguf::File g = gguf::File::parse(ok, "ok.gguf");
     const std::string p = std::string(arch_name(a)) + ".";
-    for (const char* key :
-         {"context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count"}) {
+    for (const char* key : {"context_length", "embedding_length", "block_count", "feed_forward_length",
+                            "attention.head_count", "expert_count", "expert_used_count"}) {
+      if (a != Arch::qwen3moe && std::string(key).starts_with("expert")) continue;
       gguf::Writer w;
       for (const auto& [k, v] : g.metadata())
         if (k != p + key) w.set(k, v);
@@ -390,5 +457,137 @@ TEST(Forward, PositionsPastUnappliedLimitsAreRefused) {
     EXPECT_NE(msg.find("'batch.pos[1]' = 8"), std::string::npos) << msg;
     EXPECT_NE(msg.find(window ? "sliding window (8)" : "original_context_length (8)"), std::string::npos) << msg;
   }
+}
+}  // namespace
+
+namespace {
+using namespace llmk;
+
+// Routing: the K largest logits, ties to the lower index, weights the softmax over the
+// selected logits; a row's experts and weights are the same bits alone and among many rows
+// (softmax_topk takes other paths for other batch sizes).
+TEST(Moe, RouteTiesAndBatchInvariance) {
+  moe::Scratch s;
+  const float tie[8] = {0.5f, 2.0f, -1.0f, 2.0f, 2.0f, 0.0f, 1.0f, -3.0f};
+  int32_t idx[3];
+  float w[3];
+  moe::route(tie, 1, 8, 3, idx, w, s);
+  EXPECT_EQ(std::vector<int32_t>(idx, idx + 3), (std::vector<int32_t>{1, 3, 4}));
+  EXPECT_FLOAT_EQ(w[0], 1.0f / 3.0f);
+  const float two[4] = {1.0f, 0.0f, 3.0f, -2.0f};
+  moe::route(two, 1, 4, 2, idx, w, s);
+  EXPECT_EQ(idx[0], 2);
+  EXPECT_EQ(idx[1], 0);
+  EXPECT_NEAR(w[0], 1.0 / (1.0 + std::exp(-2.0)), 1e-7);  // softmax over {3, 1}, not over all four
+  EXPECT_NEAR(w[0] + w[1], 1.0, 1e-7);
+  for (const int64_t E : {8, 60, 128})
+    for (const int64_t K : {1, 2, 8}) {
+      const int64_t T = 37;
+      std::vector<float> l(size_t(T * E));
+      for (size_t i = 0; i < l.size(); ++i) l[i] = float(int64_t(i * 2654435761u % 1000u) - 500) / 64.0f;
+      std::vector<int32_t> all(size_t(T * K)), one(static_cast<size_t>(K));
+      std::vector<float> wall(size_t(T * K)), wone(static_cast<size_t>(K));
+      moe::route(l.data(), T, E, K, all.data(), wall.data(), s);
+      for (int64_t t = 0; t < T; ++t) {
+        moe::route(l.data() + t * E, 1, E, K, one.data(), wone.data(), s);
+        ASSERT_TRUE(std::equal(one.begin(), one.end(), all.begin() + t * K)) << E << " " << K << " row " << t;
+        ASSERT_TRUE(std::equal(wone.begin(), wone.end(), wall.begin() + t * K)) << E << " " << K << " row " << t;
+      }
+    }
+}
+
+// The FFN of one layer on the same inputs as the oracle's moe_ffn_ref, every weight type and
+// SIMD level, T = 1 (decode: each token's K experts) and 37 (grouped by expert). The router
+// is f32 on exact inputs (its logits within f32 rounding of the oracle's, so the same experts
+// unless two logits agree to ~1e-6). Bound: the matmul's for block weights (relative L2 under
+// 3%, the int8 rounding of x and of the expert's SwiGLU output), f32 rounding otherwise.
+TEST(Moe, FfnMatchesOracle) {
+  ModelConfig wide = tiny(Arch::qwen3moe);  // 256-value rows for the K-quants
+  wide.d_model = 256;
+  wide.d_ff_exp = 256;
+  wide.head_dim = 64;
+  for (const ModelConfig& c : {tiny(Arch::qwen3moe), tiny_mixtral(), wide})
+    for (WType wt : {WType::f32, WType::f16, WType::q8_0, WType::q4_0, WType::q4_1, WType::q5_0, WType::q5_1,
+                     WType::q4_k, WType::q6_k}) {
+      if ((wt == WType::q4_k || wt == WType::q6_k) != (c.d_model == 256)) continue;
+      const Model m = Model::random(c, wt, 8);
+      const LayerWeights& L = m.layer(1);
+      const int64_t d = c.d_model;
+      for (const int64_t T : {1, 37}) {
+        std::vector<float> h(size_t(T * d));
+        for (size_t i = 0; i < h.size(); ++i) h[i] = float(int64_t(i * 2654435761u % 2001u) - 1000) / 500.0f;
+        std::vector<double> ref;
+        for (int64_t t = 0; t < T; ++t) {
+          const std::vector<double> ht(h.begin() + t * d, h.begin() + (t + 1) * d);
+          const auto r = moe::ffn_ref(c, L, ht);
+          ref.insert(ref.end(), r.begin(), r.end());
+        }
+        for (SimdLevel level : test::simd_levels()) {
+          ScopedSimdLimit lim(level);
+          moe::Scratch s;
+          std::vector<float> got(size_t(T * d) + 1, 0.0f);
+          got.back() = 12345.0f;  // sentinel
+          moe::ffn(c, L, h.data(), got.data(), T, s);
+          EXPECT_EQ(got.back(), 12345.0f);
+          got.pop_back();
+          expect_matches_oracle(got, ref, wt,
+                                name_of(c) + " " + wtype_name(wt) + " T=" + std::to_string(T) + " " + simd_name(level));
+        }
+      }
+    }
+}
+
+// Only the selected experts are read: with one expert's layer-1 weights NaN, a token's
+// logits are NaN exactly when the oracle routes it there (an expert multiplied by a zero
+// weight, or read for another token, would spread the NaN).
+TEST(Moe, ReadsOnlyTheSelectedExperts) {
+  for (const ModelConfig& c : {tiny(Arch::qwen3moe), tiny_mixtral()}) {
+    const auto toks = tokens_of(12, 5, c.n_vocab);
+    int hit = 0;
+    for (int64_t e = 0; e < c.n_expert; ++e) {
+      Model m = Model::random(c, WType::f32, 21);
+      const LayerWeights& L = m.layer(1);
+      const int64_t F = c.d_ff_expert();
+      // the test owns the random model's buffers: poison expert e's gate rows in place
+      float* g = const_cast<float*>(static_cast<const float*>(L.gate_exps.data)) + e * F * c.d_model;
+      std::fill_n(g, F * c.d_model, std::nanf(""));
+      const auto got = prefill(m, toks);
+      const auto ref = forward_ref(m, toks);
+      for (size_t t = 0; t < toks.size(); ++t) {
+        const bool nan_ref = std::isnan(ref[t * size_t(c.n_vocab)]), nan_got = std::isnan(got[t * size_t(c.n_vocab)]);
+        EXPECT_EQ(nan_got, nan_ref) << name_of(c) << " expert " << e << " token " << t;
+        hit += nan_ref;
+      }
+    }
+    EXPECT_EQ(hit, int(toks.size()) * int(c.n_expert_used)) << name_of(c);  // each token meets K experts
+  }
+}
+
+// A Mixtral-style model writes and reads expert_count; bad expert counts are named.
+TEST(Moe, BadExpertConfigIsNamed) {
+  ModelConfig c = tiny(Arch::qwen3moe);
+  c.n_expert_used = 9;
+  EXPECT_NE(test::invalid_argument_message([&] { c.validate(); }).find("'n_expert_used' = 9"), std::string::npos);
+  c = tiny(Arch::qwen3moe);
+  c.n_expert = 0;
+  c.n_expert_used = 0;
+  EXPECT_NE(test::invalid_argument_message([&] { c.validate(); }).find("'n_expert' = 0"), std::string::npos);
+  c = tiny(Arch::qwen2);
+  c.n_expert = 4;
+  c.n_expert_used = 1;
+  EXPECT_NE(test::invalid_argument_message([&] { c.validate(); }).find("'n_expert' = 4"), std::string::npos);
+  c = tiny(Arch::qwen3moe);
+  c.d_ff_exp = 40;
+  EXPECT_NE(test::invalid_argument_message([&] { c.validate(); }).find("'d_ff_exp' = 40"), std::string::npos);
+}
+
+// Bytes a token reads: every dense matrix, the router, K of E experts.
+TEST(Moe, TokenWeightBytesCountsTheUsedExperts) {
+  const ModelConfig c = tiny(Arch::qwen3moe);
+  const Model m = Model::random(c, WType::q8_0, 1);
+  const int64_t F = c.d_ff_expert(), d = c.d_model, L = c.n_layer;
+  const int64_t experts = L * 3 * c.n_expert * F *
+                          wtype_row_bytes(WType::q8_0, d);  // gate, up: F rows of d; down: d of F
+  EXPECT_EQ(m.weight_bytes() - m.token_weight_bytes(), experts / c.n_expert * (c.n_expert - c.n_expert_used));
 }
 }  // namespace

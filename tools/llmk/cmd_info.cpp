@@ -33,6 +33,10 @@ void model_info(const std::string& path) {
                   double(c.rope_base), double(c.rope_freq_scale), double(c.rope_attn_factor));
     if (c.sliding_window > 0) std::printf(", sliding window %lld", (long long)c.sliding_window);
     std::printf("\nweights: %.1f MiB read per forward\n", double(m.weight_bytes()) / (1 << 20));
+    if (c.n_expert > 0)
+      std::printf("experts: %lld a layer, %lld a token, width %lld; %.1f MiB of weights read per token\n",
+                  (long long)c.n_expert, (long long)c.n_expert_used, (long long)c.d_ff_expert(),
+                  double(m.token_weight_bytes()) / (1 << 20));
   } catch (const std::exception& e) {
     std::printf("model: llmk cannot run it: %s\n", e.what());
   }
