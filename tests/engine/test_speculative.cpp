@@ -75,15 +75,14 @@ TEST(NgramDrafter, KAdaptsAndLowAcceptancePauses) {
   NgramDrafter d(c);
   d.push(std::vector<int32_t>{1, 2, 1, 2, 1, 2});
   EXPECT_EQ(d.k(), 8);
-  d.feedback(8, 2);  // rejected at the third: k = accepted + 1
-  EXPECT_EQ(d.k(), 3);
-  d.feedback(3, 3);  // all kept: k doubles, up to k_max
+  d.feedback(8, 5);  // rejected at the sixth: k = accepted + 1
   EXPECT_EQ(d.k(), 6);
-  d.feedback(6, 6);
+  d.feedback(6, 6);  // all kept: k doubles, up to k_max
   EXPECT_EQ(d.k(), 8);
+  d.feedback(2, 1);  // the last 8 drafted tokens: 7 kept
+  EXPECT_EQ(d.k(), 2);
   EXPECT_FALSE(d.paused());
-  // The last 8 drafted tokens: 6 kept, then 8 drafted, 0 kept -> 0 of 8 < 0.5: pause for 3 steps.
-  d.feedback(8, 0);
+  d.feedback(8, 0);  // the last 8: none kept, below 0.5: pause for 3 steps, then k_max again
   EXPECT_TRUE(d.paused());
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(d.draft(8).empty()) << "paused step " << i;
   EXPECT_FALSE(d.paused());
@@ -226,7 +225,7 @@ TEST(Speculative, SameBitsAsPlainDecodingForEveryKvTypeGreedyAndSampled) {
 // Speculation on for some requests (Request::spec) and off for others in one batch; a small
 // cache forces preemptions (a draft is dropped before a sequence is preempted for it).
 TEST(Speculative, MixedBatchWithPreemptionIsTheSameBits) {
-  Model m = Model::random(tiny(), WType::q8_0, 12);
+  Model m = Model::random(tiny(), WType::q4_1, 11);
   for (float temp : {0.0f, 0.7f}) {
     auto rs = requests(temp, 2);
     for (size_t i = 0; i < rs.size(); ++i) rs[i].spec = i % 2 ? SpecMode::off : SpecMode::ngram;
