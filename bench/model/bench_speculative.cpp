@@ -114,7 +114,7 @@ int run(const Options& opt) {
       }
     }
   }
-  const int64_t n = opt.quick ? 24 : 192;
+  const int64_t n = opt.quick ? 24 : 128;
   auto add = [&](const std::string& impl, const std::string& op, const std::string& model, double wbytes, double tok_s,
                  const std::map<std::string, std::string>& extra) {
     Row r{"speculative", impl, op, model, "kv f16", tok_s > 0 ? 1e3 / tok_s : 0, wbytes * tok_s / 1e9, extra};

@@ -39,8 +39,8 @@ int run_bench(llmk::cli::Args& args) {
   }
   LLMK_CHECK_ARG(opt.only.empty() || !names.empty(), "bench", "--only", only, "needs a bench NAME");
   for (const auto& n : names)
-    LLMK_CHECK_ARG(opt.model.empty() || n == "generate", "bench", "--model", opt.model,
-                   "is read by bench generate only (not " + n + ")");
+    LLMK_CHECK_ARG(opt.model.empty() || n == "generate" || n == "speculative", "bench", "--model", opt.model,
+                   "is read by bench generate and speculative only (not " + n + ")");
   if (names.empty()) {
     std::printf("usage: llmk bench NAME... [options] (llmk bench --help lists them)\n\nbenches:\n");
     for (const auto& b : benches()) std::printf("  %-14s %s\n", b.name, b.summary);
@@ -58,7 +58,7 @@ LLMK_COMMAND("bench", "run benchmarks side by side with peers (llmk bench for th
              {llmk::cli::flag("json", "print JSON lines"), llmk::cli::flag("quick", "a short run, in seconds"),
               llmk::cli::integer("threads", "N", "CPU threads (0: all cores)").range(0, llmk::kMaxThreads).def("0"),
               llmk::cli::text("only", "A,B", "the shapes to run, for softmax-topk and attention"),
-              llmk::cli::path("model", "NAME|PATH", "the model of bench generate")
+              llmk::cli::path("model", "NAME|PATH", "the model of bench generate and speculative")
                   .shown_default("the default model")
                   .must("needs a model name or path")},
              "NAME...\tthe benches to run (all: every one); none: list them");
