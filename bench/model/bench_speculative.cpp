@@ -2,14 +2,13 @@
 // against the same requests without it, on input-grounded workloads (texts in
 // bench/model/speculative/: summarise or rewrite an article, edit a code file, extract JSON
 // from an order) and one open-ended chat prompt; each prompt rendered with the model's chat
-// template. Beside it llama.cpp (llama-cpp-python) plain and with its prompt-lookup drafts
-// (LlamaPromptLookupDecoding as draft_model), the same prompt ids, max tokens and threads.
-// tok/s = generated tokens after the first / the time after the first (the prefill step's);
-// median_ms = ms per generated token; gbps = weight bytes x tok/s (effective weight bytes a
-// generated token reads are weight bytes / tokens per forward). bw_limit_tok_s = triad GB/s /
-// weight bytes: the decode rate of one token per read of the weights; x_bw_limit = tok/s over
-// it. Each model (SmolLM2 and Gemma-3-270M where fetched; --model one of them) runs its
-// workloads once, llmk plain, llmk-ngram, then the peer, so the ratios are of one run.
+// template (its family's when the file has none). Beside it llama.cpp (llama-cpp-python) plain and with its
+// prompt-lookup drafts (LlamaPromptLookupDecoding as draft_model), the same prompt ids, max tokens and threads. tok/s =
+// generated tokens after the first / the time after the first (the prefill step's); median_ms = ms per generated token;
+// gbps = weight bytes x tok/s (effective weight bytes a generated token reads are weight bytes / tokens per forward).
+// bw_limit_tok_s = triad GB/s / weight bytes: the decode rate of one token per read of the weights; x_bw_limit = tok/s
+// over it. Each model (SmolLM2 and Gemma-3-270M where fetched; --model one of them) runs its workloads once, llmk
+// plain, llmk-ngram, then the peer, so the ratios are of one run.
 // --quick: a 2-layer random model on a repeating synthetic prompt, llmk only.
 #include <chrono>
 #include <cstdio>
@@ -38,7 +37,16 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::vector<Workload> workloads(const Tokenizer& tok) {
+// The model's chat template; a file without one (Gemma-3-270M's) gets its family's.
+ChatTemplate template_for(const Tokenizer& tok, const Model& m) {
+  try {
+    return chat_template_of(tok);
+  } catch (const InvalidArgument&) {
+    return ChatTemplate::from_name(m.config().arch == Arch::gemma3 ? "gemma" : "chatml");
+  }
+}
+
+std::vector<Workload> workloads(const Tokenizer& tok, const Model& m) {
   const std::string dir = source_dir() + "/bench/model/speculative/";
   const std::string article = read_file(dir + "article.txt"), code = read_file(dir + "inventory.py"),
                     order = read_file(dir + "order.txt");
@@ -58,7 +66,7 @@ std::vector<Workload> workloads(const Tokenizer& tok) {
            order},
       {"chat", "Write a short story about a lighthouse keeper who finds a message in a bottle."},
   };
-  const ChatTemplate tpl = chat_template_of(tok);
+  const ChatTemplate tpl = template_for(tok, m);
   const ChatRenderOptions ro = chat_render_options(tok);
   std::vector<Workload> out;
   for (const auto& [name, text] : asks) {
@@ -158,7 +166,7 @@ int run(const Options& opt) {
     const Tokenizer tok = Tokenizer::from_gguf(file);
     std::string mname = path.substr(path.find_last_of('/') + 1);
     mname = mname.substr(0, mname.find('.'));
-    const std::vector<Workload> ws = workloads(tok);
+    const std::vector<Workload> ws = workloads(tok, m);
     decode(m, &tok, SpecMode::off, ws[0].ids, 2);  // warm-up: pages in the weights
     for (const Workload& w : ws) run_llmk(m, &tok, mname, w);
     if (why.empty()) {
