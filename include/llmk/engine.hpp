@@ -26,6 +26,12 @@
 // only. A cached token's K/V are the bits a cold prefill would store (the
 // kernels are batch-invariant), so a request's tokens are the same bits with
 // or without reuse, for every KV type and with rotation.
+// Speculative decoding (EngineConfig::spec, Request::spec; llmk/speculative.hpp):
+// a decoding sequence may append up to k drafted tokens after its newest one;
+// the step runs them as its rows and keeps the longest run of them the sampler
+// draws itself, plus the sampler's next token, so a step emits 1..k+1 tokens.
+// The rejected drafts' KV slots are rolled back (KvCache::rollback). Output is
+// the same bits as with speculation off, so it only changes speed.
 // Thread-safety: an Engine is used from one thread at a time, except
 // check(), which only reads the configuration. AsyncEngine (below) runs one
 // on its own thread for callers on other threads.
@@ -46,6 +52,7 @@
 #include "llmk/kv_quant.hpp"
 #include "llmk/model.hpp"
 #include "llmk/sample.hpp"
+#include "llmk/speculative.hpp"
 
 namespace llmk {
 
@@ -67,6 +74,8 @@ struct Request {
   // not depend on the sampling parameters.
   int32_t logprobs = -1;
   bool ignore_eos = false;  // an end-of-generation token does not end the request (benchmarks)
+  // Speculative decoding for this request (off or ngram); unset: EngineConfig::spec.mode.
+  std::optional<SpecMode> spec;
 };
 inline constexpr int32_t kMaxLogprobs = 20;
 
@@ -114,6 +123,7 @@ struct EngineConfig {
   int64_t max_seqs = 64;            // sequences running at once
   int64_t max_batch_tokens = 1024;  // prefill tokens a step may admit (a longer prompt runs alone)
   bool prefix_cache = true;         // reuse cached full KV blocks of a new sequence's prefix (above)
+  SpecConfig spec;                  // speculative decoding (above); mode off by default
 };
 
 // A step's tokens and its time go to the same side, so tokens / seconds is a
@@ -125,10 +135,14 @@ struct EngineConfig {
 // those of them taken from the prefix cache (cached_tokens / prompt_tokens is the
 // hit rate); reused_tokens: tokens taken from the prefix cache at any admission,
 // re-admissions after a preemption included. generated_tokens: tokens sampled.
+// Speculation: verifies counts the sequences' steps that ran a draft, drafted_tokens
+// their drafted tokens (counted among the tokens run too), accepted_tokens those kept;
+// decode_generated: tokens sampled in decode steps (decode_tokens less rejected drafts).
 struct EngineStats {
   int64_t prefill_tokens = 0, decode_tokens = 0, preemptions = 0, steps = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t prompt_tokens = 0, cached_tokens = 0, reused_tokens = 0, generated_tokens = 0;
+  int64_t verifies = 0, drafted_tokens = 0, accepted_tokens = 0, decode_generated = 0;
   int64_t finished = 0, cancelled = 0;
 };
 

@@ -109,6 +109,10 @@ class KvBlockManager {
                   std::vector<KvBlockCopy>* copies);
   int64_t fork(int64_t seq);                   // a new sequence sharing every block
   void truncate(int64_t seq, int64_t length);  // keep the first `length` tokens
+  // truncate() for tokens appended on trial (speculative drafts) and now rejected: besides,
+  // every block holding a cut token that only this sequence holds leaves the prefix cache,
+  // so cached blocks never hold rejected tokens. length >= the tokens reuse_prefix() attached.
+  void rollback(int64_t seq, int64_t length);
   void free_sequence(int64_t seq);
 
   int64_t length(int64_t seq) const;
@@ -198,6 +202,7 @@ class KvCache {
   KvStatus append(int64_t seq, std::span<const int32_t> tokens, std::vector<int64_t>* slots);
   int64_t fork(int64_t seq) { return mgr_.fork(seq); }
   void truncate(int64_t seq, int64_t length) { mgr_.truncate(seq, length); }
+  void rollback(int64_t seq, int64_t length) { mgr_.rollback(seq, length); }
   void free_sequence(int64_t seq) { mgr_.free_sequence(seq); }
   PageTable page_table(std::span<const int64_t> seqs) const { return mgr_.page_table(seqs); }
 

@@ -121,6 +121,13 @@ def _kv_type(fn, name, v):
     return _KV_NAMES[v]
 
 
+def _spec(fn, name, v):
+    _str(fn, name, v)
+    if v not in ("off", "ngram"):
+        _fail(fn, name, v, "must be 'off' or 'ngram'")
+    return v
+
+
 def _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, seed, stop,
               logprobs=None):
     """The engine's request fields, each checked and named."""
@@ -195,6 +202,11 @@ class LLM:
         ``llmk._llmk.chat_template_names()``). None: the model's own template,
         recognised from the file (an error at ``chat`` when the file has none or
         llmk does not know it).
+    spec : {"ngram", "off"}, default "ngram"
+        Speculative decoding: each step may also run tokens drafted from the
+        request's own prompt and output (n-gram lookup) and keep those the
+        sampler itself draws, so the tokens and logprobs are the same bits as
+        with ``"off"``; only the speed differs. ``generate(spec=...)`` overrides it.
 
     Notes
     -----
@@ -224,8 +236,9 @@ class LLM:
     """
 
     def __init__(self, model=None, *, kv_type="f16", kv_v_type=None, kv_rotate=False, threads=None, max_seqs=64,
-                 kv_tokens=8192, chat_template=None):
+                 kv_tokens=8192, chat_template=None, spec="ngram"):
         kt = _kv_type(None, "kv_type", kv_type)
+        spec = _spec(None, "spec", spec)
         if chat_template is not None:
             _str(None, "chat_template", chat_template)
             names = _llmk.chat_template_names()
@@ -241,7 +254,7 @@ class LLM:
         path = self._resolve(model)
         if threads is not None:
             _llmk.set_num_threads(threads)
-        self._llm = _llmk._LLM(path, kt, kvt, bool(kv_rotate), max_seqs, self._kv_tokens)
+        self._llm = _llmk._LLM(path, kt, kvt, bool(kv_rotate), max_seqs, self._kv_tokens, spec)
         self._path = path
         self._n_vocab = self._llm.config()["n_vocab"]
         self.last_stats = None
@@ -402,13 +415,13 @@ class LLM:
             ids.append(toks)
         return single, ids
 
-    def _submit(self, ids, params):
+    def _submit(self, ids, params, spec=""):
         """One stream per prompt, in order; on any error the ones submitted are cancelled."""
         max_tokens, t, k, p, mp, rp, pp, seed, stops, lp = params
         streams = []
         try:
             for prompt in ids:
-                streams.append(self._llm.submit(prompt, max_tokens, t, k, p, mp, rp, pp, seed, stops, lp))
+                streams.append(self._llm.submit(prompt, max_tokens, t, k, p, mp, rp, pp, seed, stops, lp, spec))
         except BaseException:
             self._cancel(streams)
             raise
@@ -449,9 +462,9 @@ class LLM:
             outs.append(Completion(text.decode("utf-8", "replace"), list(toks), finish, prompt_tokens, cached, lp))
         return outs
 
-    def _run(self, ids, params):
+    def _run(self, ids, params, spec=""):
         before = self._llm.stats()
-        streams = self._submit(ids, params)
+        streams = self._submit(ids, params, spec)
         try:
             for _ in self._events(streams):
                 pass
@@ -461,7 +474,7 @@ class LLM:
         return self._outputs(streams, before, params[-1] >= 0)
 
     def generate(self, prompts, max_tokens=128, *, temperature=0.0, top_k=None, top_p=1.0, min_p=0.0,
-                 repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None, logprobs=None):
+                 repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None, logprobs=None, spec=None):
         """Generates from one prompt or a batch of prompts.
 
         A list runs batched through the engine (continuous batching, up to
@@ -495,6 +508,9 @@ class LLM:
         logprobs : int, optional
             In [0, 20]: each generated token's log-probability and the
             `logprobs` most likely tokens with theirs (``Completion.logprobs``).
+        spec : {"off", "ngram"}, optional
+            Speculative decoding for these prompts; None: the LLM's ``spec``.
+            The output is the same either way.
 
         Returns
         -------
@@ -525,7 +541,8 @@ class LLM:
         single, ids = self._encode_prompts(fn, prompts)
         params = _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
                            seed, stop, logprobs)
-        outs = self._run(ids, params)
+        spec = "" if spec is None else _spec(fn, "spec", spec)
+        outs = self._run(ids, params, spec)
         return outs[0] if single else outs
 
     def stream(self, prompt, max_tokens=128, *, temperature=0.0, top_k=None, top_p=1.0, min_p=0.0,

@@ -138,8 +138,9 @@ LLMK_PY_BINDINGS(llm) {
       .def(
           "__init__",
           [](PyLLM* self, const std::string& path, const std::string& kv_type, std::optional<std::string> kv_v_type,
-             bool kv_rotate, int64_t max_seqs, int64_t kv_tokens) {
+             bool kv_rotate, int64_t max_seqs, int64_t kv_tokens, const std::string& spec) {
             EngineConfig ec;
+            ec.spec.mode = parse_spec_mode(spec, "spec");
             ec.kv_type = parse_kv_type(kv_type, "kv_type");
             if (kv_v_type) ec.kv_v_type = parse_kv_type(*kv_v_type, "kv_v_type");
             ec.kv_rotate = kv_rotate;
@@ -159,7 +160,7 @@ LLMK_PY_BINDINGS(llm) {
             }
           },
           nb::arg("path"), nb::arg("kv_type"), nb::arg("kv_v_type").none(), nb::arg("kv_rotate"), nb::arg("max_seqs"),
-          nb::arg("kv_tokens"))
+          nb::arg("kv_tokens"), nb::arg("spec") = "off")
       .def(
           "encode",
           [](const PyLLM& l, const std::string& text, bool parse_special, bool add_bos) {
@@ -188,8 +189,9 @@ LLMK_PY_BINDINGS(llm) {
           "submit",
           [](PyLLM& l, const std::vector<int32_t>& prompt, int64_t max_tokens, float temperature, int32_t top_k,
              float top_p, float min_p, float repetition_penalty, float presence_penalty, uint64_t seed,
-             const std::vector<std::string>& stop, int32_t logprobs) {
+             const std::vector<std::string>& stop, int32_t logprobs, const std::string& spec) {
             Request r;
+            if (!spec.empty()) r.spec = parse_spec_mode(spec, "spec");  // "": the LLM's
             r.prompt = prompt;
             r.max_tokens = max_tokens;
             r.sampling = SamplingParams{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty};
@@ -200,7 +202,7 @@ LLMK_PY_BINDINGS(llm) {
           },
           nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"),
           nb::arg("min_p"), nb::arg("repetition_penalty"), nb::arg("presence_penalty"), nb::arg("seed"),
-          nb::arg("stop"), nb::arg("logprobs"))
+          nb::arg("stop"), nb::arg("logprobs"), nb::arg("spec") = "")
       // Ends request `id` with finish "cancelled" at the engine's next step (a finished one: nothing).
       .def("cancel",
            [](PyLLM& l, int64_t id) {
@@ -224,6 +226,8 @@ LLMK_PY_BINDINGS(llm) {
              d["prompt_tokens"] = s.prompt_tokens;
              d["cached_tokens"] = s.cached_tokens;
              d["generated_tokens"] = s.generated_tokens;
+             d["drafted_tokens"] = s.drafted_tokens;
+             d["accepted_tokens"] = s.accepted_tokens;
              d["finished"] = s.finished;
              d["cancelled"] = s.cancelled;
              return d;

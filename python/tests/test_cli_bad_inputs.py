@@ -196,7 +196,7 @@ def test_bench_options_are_checked_before_any_bench_runs():
                       (["attention", "--only", "a,,b", "--quick"], "argument '--only' = a,,b: holds an empty item"),
                       (["triad", "nonexistent", "--quick"], "argument 'NAME' = nonexistent: no such bench"),
                       (["triad", "--model", "gemma-3-270m", "--quick"],
-                       "argument '--model' = gemma-3-270m: is read by bench generate only (not triad)"),
+                       "argument '--model' = gemma-3-270m: is read by bench generate and speculative only (not triad)"),
                       # ran nothing and exited 0
                       (["attention", "--only", "llama4", "--quick"], "argument '--only' = llama4: matches no shape"),
                       (["attention", "--only", "int8,B32", "--quick"], "argument '--only' = int8,B32: matches no shape")):

@@ -16,6 +16,7 @@
 #include "llmk/error.hpp"
 #include "llmk/kv_cache.hpp"
 #include "llmk/sample.hpp"
+#include "llmk/speculative.hpp"
 #include "llmk/tokenizer.hpp"
 #include "llmk/topk.hpp"
 
@@ -102,6 +103,8 @@ struct Seq {
   bool admitted = false;  // admitted at least once (its prompt counted in the stats)
   bool cancel_requested = false;
   Output out;
+  std::unique_ptr<NgramDrafter> drafter;  // while speculation is on for it (engine.hpp)
+  std::vector<int32_t> draft;             // this step's drafted tokens, after generated.back()
 };
 
 }  // namespace
@@ -135,6 +138,7 @@ struct Engine::Impl {
     kv.cache.free_sequence(s->kv);
     s->kv = -1;
     s->cached = 0;
+    s->draft.clear();
     ++s->out.preemptions;
     ++stats.preemptions;
     running.erase(std::find(running.begin(), running.end(), s));
@@ -214,6 +218,19 @@ struct Engine::Impl {
     for (int32_t j = 0; j < n; ++j) ev.top.push_back({lp_index[size_t(j)], row[lp_index[size_t(j)]] - lse});
   }
 
+  // Fills s->draft for this step when speculation is on for s. The
+  // draft leaves room for the sampler's token after it (max_tokens) and fits the cache.
+  void draft_for(Seq* s) {
+    if (s->req.spec.value_or(cfg.spec.mode) != SpecMode::ngram) return;
+    if (!s->drafter) s->drafter = std::make_unique<NgramDrafter>(cfg.spec);
+    NgramDrafter& d = *s->drafter;
+    const size_t np = s->req.prompt.size();
+    for (size_t i = d.tokens().size(); i < np + s->generated.size(); ++i)
+      d.push(i < np ? s->req.prompt[i] : s->generated[i - np]);
+    const int64_t limit = std::min(s->req.max_tokens - int64_t(s->generated.size()) - 1, capacity - s->cached - 1);
+    s->draft = d.draft(limit);
+  }
+
   bool step(const std::function<void(const Event&)>& on_event) {
     if (running.empty() && waiting.empty() && cancels.empty()) return false;
     apply_cancels(on_event);
@@ -222,9 +239,21 @@ struct Engine::Impl {
     // 1. one slot per decoding sequence, preempting the newest on a shortage
     std::vector<Seq*> groups;
     std::vector<std::vector<int64_t>> slots;
+    for (Seq* s : running) draft_for(s);
     for (size_t i = 0; i < running.size();) {
       Seq* s = running[i];
       std::vector<int64_t> sl;
+      if (!s->draft.empty()) {  // a draft is dropped rather than preempt for it
+        std::vector<int32_t> feed{s->generated.back()};
+        feed.insert(feed.end(), s->draft.begin(), s->draft.end());
+        if (reserve(s, feed, sl)) {
+          groups.push_back(s);
+          slots.push_back(std::move(sl));
+          ++i;
+          continue;
+        }
+        s->draft.clear();
+      }
       if (reserve(s, {&s->generated.back(), 1}, sl)) {
         groups.push_back(s);
         slots.push_back(std::move(sl));
@@ -283,10 +312,13 @@ struct Engine::Impl {
       for (int64_t j = 0; j < n; ++j) {
         const int64_t p = s->cached + j;
         const int64_t np = int64_t(s->req.prompt.size());
-        toks.push_back(p < np ? s->req.prompt[size_t(p)] : s->generated[size_t(p - np)]);
+        const int64_t ng = int64_t(s->generated.size());
+        toks.push_back(p < np        ? s->req.prompt[size_t(p)]
+                       : p - np < ng ? s->generated[size_t(p - np)]
+                                     : s->draft[size_t(p - np - ng)]);
         pos.push_back(p);
         seq.push_back(int32_t(g));
-        want.push_back(j == n - 1);
+        want.push_back(j >= n - 1 - int64_t(s->draft.size()));  // the newest token's and the drafts' rows
       }
       kv.slots.insert(kv.slots.end(), slots[g].begin(), slots[g].end());
       kv.qo_indptr.push_back(int64_t(toks.size()));
@@ -294,48 +326,64 @@ struct Engine::Impl {
     }
     kv.pages = kv.cache.page_table(kvseqs);
     const int64_t V = model.config().n_vocab;
-    logits.resize(size_t(int64_t(groups.size()) * V));
+    logits.resize(size_t(std::count(want.begin(), want.end(), uint8_t(1)) * V));
     model.forward({toks, pos, seq, want}, kv, logits.data());
-    // 4. sample, stream, retire
+    // 4. sample, stream, retire; a draft's rows in order while the sampler draws the drafted token
+    int64_t rows = 0;
+    const int64_t generated_before = stats.generated_tokens;
     for (size_t g = 0; g < groups.size(); ++g) {
       Seq* s = groups[g];
-      s->cached += int64_t(slots[g].size());
-      const float* row = logits.data() + int64_t(g) * V;
-      int32_t t = -1;
-      Event ev{s->id, -1, {}, Finish::running};
-      // An undefined row (a NaN / +inf / all -inf logit) would make sample() throw mid-step, after other
-      // sequences took their tokens: s ends with Finish::error instead, and the step goes on (engine.hpp).
-      if (softmax_defined(row, V)) {
-        const SamplingParams& sp = s->req.sampling;
-        TokenHistory h;  // the tokens the penalties see (engine.hpp, Request::sampling)
-        if (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f) {
-          history.clear();
-          if (sp.repetition_penalty != 1.0f) history.assign(s->req.prompt.begin(), s->req.prompt.end());
-          history.insert(history.end(), s->generated.begin(), s->generated.end());
-          h = {history.data(), int64_t(history.size())};
+      const int64_t c0 = s->cached, nd = int64_t(s->draft.size()), run = int64_t(slots[g].size()) - nd;
+      int64_t j = 0;
+      for (;; ++j) {
+        s->cached = c0 + run + j;
+        const float* row = logits.data() + (rows + j) * V;
+        int32_t t = -1;
+        Event ev{s->id, -1, {}, Finish::running};
+        // An undefined row (a NaN / +inf / all -inf logit) would make sample() throw mid-step, after other
+        // sequences took their tokens: s ends with Finish::error instead, and the step goes on (engine.hpp).
+        if (softmax_defined(row, V)) {
+          const SamplingParams& sp = s->req.sampling;
+          TokenHistory h;  // the tokens the penalties see (engine.hpp, Request::sampling)
+          if (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f) {
+            history.clear();
+            if (sp.repetition_penalty != 1.0f) history.assign(s->req.prompt.begin(), s->req.prompt.end());
+            history.insert(history.end(), s->generated.begin(), s->generated.end());
+            h = {history.data(), int64_t(history.size())};
+          }
+          sample(TensorView::matrix(row, DType::f32, 1, V), &sp, &h, s->req.seed, uint64_t(s->generated.size()), &t);
+          if (s->req.logprobs >= 0) {
+            logprobs_of(row, V, t, s->req.logprobs, ev);
+            s->out.logprobs.push_back(ev.logprob);
+            s->out.top.push_back(ev.top);
+          }
+          s->generated.push_back(t);
+          s->out.tokens.push_back(t);
+          ++stats.generated_tokens;
+          if (tok && tok->is_eog(t) && !s->req.ignore_eos) s->out.finish = Finish::eos;
+        } else {
+          s->out.finish = Finish::error;
         }
-        sample(TensorView::matrix(row, DType::f32, 1, V), &sp, &h, s->req.seed, uint64_t(s->generated.size()), &t);
-        if (s->req.logprobs >= 0) {
-          logprobs_of(row, V, t, s->req.logprobs, ev);
-          s->out.logprobs.push_back(ev.logprob);
-          s->out.top.push_back(ev.top);
-        }
-        s->generated.push_back(t);
-        s->out.tokens.push_back(t);
-        ++stats.generated_tokens;
-        if (tok && tok->is_eog(t) && !s->req.ignore_eos) s->out.finish = Finish::eos;
-      } else {
-        s->out.finish = Finish::error;
+        // A full cache has no slot for t even with s alone in it: t is s's last token (engine.hpp).
+        const bool at_max = int64_t(s->generated.size()) >= s->req.max_tokens || s->cached >= capacity;
+        std::string piece = text_of(s, t, s->out.finish != Finish::running || at_max);
+        if (s->out.finish == Finish::running && at_max) s->out.finish = Finish::length;
+        s->out.text += piece;
+        ev.token = t;
+        ev.text = std::move(piece);
+        ev.finish = s->out.finish;
+        if (on_event) on_event(ev);
+        if (s->out.finish != Finish::running || j == nd || t != s->draft[size_t(j)]) break;
       }
-      // A full cache has no slot for t even with s alone in it: t is s's last token (engine.hpp).
-      const bool at_max = int64_t(s->generated.size()) >= s->req.max_tokens || s->cached >= capacity;
-      std::string piece = text_of(s, t, s->out.finish != Finish::running || at_max);
-      if (s->out.finish == Finish::running && at_max) s->out.finish = Finish::length;
-      s->out.text += piece;
-      ev.token = t;
-      ev.text = std::move(piece);
-      ev.finish = s->out.finish;
-      if (on_event) on_event(ev);
+      rows += nd + 1;
+      if (nd > 0) {  // j of the nd drafted tokens kept; the cache drops the rest
+        ++stats.verifies;
+        stats.drafted_tokens += nd;
+        stats.accepted_tokens += j;
+        s->drafter->feedback(nd, j);
+        if (s->out.finish == Finish::running && j < nd) kv.cache.rollback(s->kv, s->cached);
+        s->draft.clear();
+      }
       if (s->out.finish != Finish::running) {
         kv.cache.free_sequence(s->kv);
         s->kv = -1;
@@ -348,6 +396,7 @@ struct Engine::Impl {
     // A mixed step's decode tokens go with its time, to prefill (engine.hpp).
     (prefill > 0 ? stats.prefill_tokens : stats.decode_tokens) += int64_t(toks.size());
     (prefill > 0 ? stats.prefill_seconds : stats.decode_seconds) += dt;
+    if (prefill == 0) stats.decode_generated += stats.generated_tokens - generated_before;
     return true;
   }
 };
@@ -371,6 +420,7 @@ void forward_sequence(Model& model, const EngineConfig& kv_cfg, std::span<const 
 Engine::Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& cfg) {
   LLMK_CHECK_ARG(cfg.max_seqs > 0, "Engine", "max_seqs", cfg.max_seqs, "must be > 0");
   LLMK_CHECK_ARG(cfg.max_batch_tokens > 0, "Engine", "max_batch_tokens", cfg.max_batch_tokens, "must be > 0");
+  validate(cfg.spec, "Engine");
   p_ = std::make_unique<Impl>(model, tokenizer, cfg);
 }
 Engine::~Engine() = default;
@@ -388,6 +438,9 @@ void Engine::check(const Request& r) const {
   // The sampler's own check, here so a bad request is never queued (sample() would throw mid-step, after the
   // model ran).
   validate(r.sampling, "Engine::submit", " (request.sampling)");
+  if (r.spec)
+    LLMK_CHECK_ARG(*r.spec == SpecMode::off || *r.spec == SpecMode::ngram, "Engine::submit", "spec", int(*r.spec),
+                   "must be SpecMode::off or SpecMode::ngram");
   const int64_t np = int64_t(r.prompt.size()), n_ctx = p_->model.config().n_ctx;
   LLMK_CHECK_ARG(np <= p_->capacity, "Engine::submit", "prompt", std::to_string(np) + " tokens",
                  "does not fit in the KV cache (kv_tokens = " + std::to_string(p_->cfg.kv_tokens) + ": " +

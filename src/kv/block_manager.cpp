@@ -179,6 +179,15 @@ void KvBlockManager::truncate(int64_t seq, int64_t length) {
   if (length % block_tokens_ != 0 && blocks_[size_t(s.blocks.back())].ref == 1) unhash(s.blocks.back());
 }
 
+void KvBlockManager::rollback(int64_t seq, int64_t length) {
+  Seq& s = seq_ref(seq, "KvBlockManager::rollback");
+  LLMK_CHECK_ARG(length >= 0 && length <= int64_t(s.tokens.size()), "KvBlockManager::rollback", "length", length,
+                 "must be in [0, " + std::to_string(s.tokens.size()) + "]");
+  for (size_t i = size_t(length / block_tokens_); i < s.blocks.size(); ++i)
+    if (blocks_[size_t(s.blocks[i])].ref == 1) unhash(s.blocks[i]);
+  truncate(seq, length);
+}
+
 void KvBlockManager::free_sequence(int64_t seq) {
   Seq& s = seq_ref(seq, "KvBlockManager::free_sequence");
   // Tail first, so the LRU evicts a finished sequence's tail before its prefix.

@@ -40,8 +40,8 @@ int run_bench(llmk::cli::Args& args) {
   }
   LLMK_CHECK_ARG(opt.only.empty() || !names.empty(), "bench", "--only", only, "needs a bench NAME");
   for (const auto& n : names)
-    LLMK_CHECK_ARG(opt.model.empty() || n == "generate", "bench", "--model", opt.model,
-                   "is read by bench generate only (not " + n + ")");
+    LLMK_CHECK_ARG(opt.model.empty() || n == "generate" || n == "speculative", "bench", "--model", opt.model,
+                   "is read by bench generate and speculative only (not " + n + ")");
   for (const auto& n : names)
     LLMK_CHECK_ARG(opt.weights.empty() || n == "generate", "bench", "--weights", opt.weights,
                    "is read by bench generate only (not " + n + ")");
@@ -63,7 +63,7 @@ LLMK_COMMAND(
     {llmk::cli::flag("json", "print JSON lines"), llmk::cli::flag("quick", "a short run, in seconds"),
      llmk::cli::integer("threads", "N", "CPU threads (0: all cores)").range(0, llmk::kMaxThreads).def("0"),
      llmk::cli::text("only", "A,B", "the shapes to run, for softmax-topk and attention; generate: its optional rows"),
-     llmk::cli::path("model", "NAME|PATH", "the model of bench generate")
+     llmk::cli::path("model", "NAME|PATH", "the model of bench generate and speculative")
          .shown_default("the default model")
          .must("needs a model name or path"),
      llmk::cli::text("weights", "MIX", "bench generate --model SHAPE: q4_k_m, q4_0 or q8_0").shown_default("q4_k_m")},

@@ -45,6 +45,7 @@ int run_generate(Args& args) {
   EngineConfig ec;
   kv_args(args, kKvType, ec);
   ec.max_seqs = args.get_int("max-seqs");
+  ec.spec.mode = parse_spec_mode(args.get("spec"), "--spec");
   const int64_t kv_tokens = args.get_int("kv-tokens");  // 0: sized from the prompts and -n
   const std::string dump = args.get("dump-logits");
   threads_arg(args);
@@ -111,18 +112,20 @@ int run_generate(Args& args) {
   if (stream) std::printf("\n");
   std::fflush(stdout);
   const double pf = st.prefill_seconds > 0 ? st.prefill_tokens / st.prefill_seconds : 0;
-  const double dc = st.decode_seconds > 0 ? st.decode_tokens / st.decode_seconds : 0;
+  const double dc = st.decode_seconds > 0 ? st.decode_generated / st.decode_seconds : 0;
   if (json)
     std::printf(
         "{\"type\": \"stats\", \"prefill_tokens\": %lld, \"prefill_tok_s\": %.2f, \"decode_tokens\": %lld, "
-        "\"decode_tok_s\": %.2f, \"preemptions\": %lld, \"kv_type\": \"%s\", \"threads\": %d}\n",
-        (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, (long long)st.preemptions,
-        kv_cli_name(ec, false).c_str(), num_threads());
+        "\"decode_tok_s\": %.2f, \"preemptions\": %lld, \"kv_type\": \"%s\", \"threads\": %d, \"spec\": \"%s\", "
+        "\"drafted_tokens\": %lld, \"accepted_tokens\": %lld}\n",
+        (long long)st.prefill_tokens, pf, (long long)st.decode_generated, dc, (long long)st.preemptions,
+        kv_cli_name(ec, false).c_str(), num_threads(), spec_mode_name(ec.spec.mode), (long long)st.drafted_tokens,
+        (long long)st.accepted_tokens);
   std::fprintf(stderr,
                "prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | %zu sequences, kv %s, %d "
                "threads\n",
-               (long long)st.prefill_tokens, pf, (long long)st.decode_tokens, dc, outs.size(), kv_cli_name(ec).c_str(),
-               num_threads());
+               (long long)st.prefill_tokens, pf, (long long)st.decode_generated, dc, outs.size(),
+               kv_cli_name(ec).c_str(), num_threads());
   return 0;
 }
 
@@ -138,5 +141,8 @@ LLMK_COMMAND("generate", "generate text with a GGUF model", run_generate,
                          .def("0"),
                      integer("max-seqs", "N", "sequences decoded together at most").def("64"),
                      path("dump-logits", "FILE", "write each prompt's next-token logits (f32) to FILE first"),
+                     text("spec", "MODE",
+                          "speculative decoding, off or ngram (drafts from the prompt and output; the same output)")
+                         .def("ngram"),
                      threads_option()),
              "TEXT...\tthe prompt (its words joined by spaces), as --prompt TEXT");

@@ -388,6 +388,11 @@ class Server {
     }
     base.logprobs = job.logprobs;
     base.ignore_eos = boolean(body, "ignore_eos", false);  // vLLM's extension
+    if (const json* sp = field(body, "spec")) {            // llmk's extension: speculative decoding for this request
+      if (!sp->is_string() || (*sp != "off" && *sp != "ngram"))
+        throw bad("spec", "must be \"off\" or \"ngram\", got " + shown(*sp));
+      base.spec = parse_spec_mode(sp->get<std::string>());
+    }
     const char* mt = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const bool has_max = field(body, mt) != nullptr;
     const int64_t max_tokens = integer(body, mt, chat ? 0 : 16, 1, INT64_MAX);
@@ -660,6 +665,10 @@ class Server {
            s.stats.cached_tokens);
     metric("llmk_generation_tokens_total", "counter", "Tokens generated.", s.stats.generated_tokens);
     metric("llmk_preemptions_total", "counter", "Sequences preempted for KV blocks.", s.stats.preemptions);
+    metric("llmk_spec_drafted_tokens_total", "counter", "Speculative tokens drafted (n-gram lookup) and verified.",
+           s.stats.drafted_tokens);
+    metric("llmk_spec_accepted_tokens_total", "counter", "Drafted tokens kept (the sampler drew them).",
+           s.stats.accepted_tokens);
     metric("llmk_queue_depth", "gauge", "Accepted requests not yet running.", s.queued);
     metric("llmk_running_sequences", "gauge", "Sequences holding KV blocks.", s.running);
     o += "# HELP llmk_kv_blocks KV cache blocks by state (used: held by a sequence; cached: free, kept for prefix "
@@ -716,6 +725,7 @@ int run_serve(Args& args) {
   ec.max_seqs = args.get_int("max-seqs");
   ec.kv_tokens = args.get_int("kv-tokens");
   ec.prefix_cache = !args.flag("no-prefix-cache");
+  ec.spec.mode = parse_spec_mode(args.get("spec"), "--spec");
   const int64_t max_queue = args.get_int("max-queue");
   const std::string api_key = args.get("api-key");
   const std::string chat_template = args.get("chat-template");
@@ -768,4 +778,9 @@ LLMK_COMMAND(
             integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
             text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
             text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
-            flag("no-prefix-cache", "run every prompt in full"), threads_option()));
+            flag("no-prefix-cache", "run every prompt in full"),
+            text("spec", "MODE",
+                 "speculative decoding, off or ngram (drafts from the request's own text; the output is the same "
+                 "bits either way; a request's \"spec\" field overrides it)")
+                .def("ngram"),
+            threads_option()));
