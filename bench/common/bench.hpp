@@ -21,6 +21,9 @@ struct Options {
   int threads = 0;                // 0 = llmk's default
   std::vector<std::string> only;  // --only a,b: restrict shapes/impls where the bench supports it
   std::string model;              // --model NAME|PATH (bench generate): "" = the default model
+  int replicas = 0;               // bench serve: > 0 runs N replicas behind --router (bench_replicas.py)
+  std::string router;             // bench serve --replicas: vllm-router or haproxy
+  bool fault = false;             // bench serve --replicas: the fault test
 };
 
 struct Row {

@@ -24,6 +24,9 @@ int run_bench(llmk::cli::Args& args) {
     opt.only.push_back(only.substr(a, b - a));
   }
   opt.model = args.get("model");
+  opt.replicas = static_cast<int>(args.get_int("replicas"));
+  opt.router = args.get("router");
+  opt.fault = args.flag("fault");
   args.finish();
   if (opt.threads > 0) llmk::set_num_threads(opt.threads);
   const auto& names = args.positional();
@@ -38,9 +41,14 @@ int run_bench(llmk::cli::Args& args) {
                    "--only", only, "bench " + n + " takes no --only (softmax-topk and attention do)");
   }
   LLMK_CHECK_ARG(opt.only.empty() || !names.empty(), "bench", "--only", only, "needs a bench NAME");
-  for (const auto& n : names)
+  for (const auto& n : names) {
     LLMK_CHECK_ARG(opt.model.empty() || n == "generate", "bench", "--model", opt.model,
                    "is read by bench generate only (not " + n + ")");
+    LLMK_CHECK_ARG(opt.replicas == 0 || n == "serve", "bench", "--replicas", opt.replicas,
+                   "is read by bench serve only (not " + n + ")");
+  }
+  LLMK_CHECK_ARG(opt.replicas > 0 || (!args.has("router") && !opt.fault), "bench", "--router/--fault", opt.router,
+                 "need --replicas N");
   if (names.empty()) {
     std::printf("usage: llmk bench NAME... [options] (llmk bench --help lists them)\n\nbenches:\n");
     for (const auto& b : benches()) std::printf("  %-14s %s\n", b.name, b.summary);
@@ -54,11 +62,21 @@ int run_bench(llmk::cli::Args& args) {
 }
 }  // namespace
 
-LLMK_COMMAND("bench", "run benchmarks side by side with peers (llmk bench for the list)", run_bench,
-             {llmk::cli::flag("json", "print JSON lines"), llmk::cli::flag("quick", "a short run, in seconds"),
-              llmk::cli::integer("threads", "N", "CPU threads (0: all cores)").range(0, llmk::kMaxThreads).def("0"),
-              llmk::cli::text("only", "A,B", "the shapes to run, for softmax-topk and attention"),
-              llmk::cli::path("model", "NAME|PATH", "the model of bench generate")
-                  .shown_default("the default model")
-                  .must("needs a model name or path")},
-             "NAME...\tthe benches to run (all: every one); none: list them");
+LLMK_COMMAND(
+    "bench", "run benchmarks side by side with peers (llmk bench for the list)", run_bench,
+    {llmk::cli::flag("json", "print JSON lines"), llmk::cli::flag("quick", "a short run, in seconds"),
+     llmk::cli::integer("threads", "N", "CPU threads (0: all cores)").range(0, llmk::kMaxThreads).def("0"),
+     llmk::cli::text("only", "A,B", "the shapes to run, for softmax-topk and attention"),
+     llmk::cli::path("model", "NAME|PATH", "the model of bench generate")
+         .shown_default("the default model")
+         .must("needs a model name or path"),
+     llmk::cli::integer("replicas", "N", "bench serve: N llmk serve replicas behind --router").range(0, 16).def("0"),
+     llmk::cli::choice(
+         "router",
+         [] {
+           return std::vector<std::string>{"vllm-router", "haproxy"};
+         },
+         "bench serve --replicas: the router in front")
+         .def("vllm-router"),
+     llmk::cli::flag("fault", "bench serve --replicas: kill / SIGTERM replicas under load, count outcomes")},
+    "NAME...\tthe benches to run (all: every one); none: list them");
