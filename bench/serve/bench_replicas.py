@@ -160,14 +160,14 @@ backend be
             if self.kind == "haproxy":
                 st, body = http_get(self.metrics_port, "/stats;csv")
                 rows = [ln.split(",") for ln in body.decode().splitlines()]
-                head = rows[0][0].lstrip("# ").split(",") if rows else []
                 head = [h.lstrip("# ") for h in rows[0]]
                 i, j = head.index("wretr"), head.index("wredis")
                 return sum(int(r[i] or 0) + int(r[j] or 0) for r in rows[1:] if len(r) > j and r[1] == "BACKEND")
             st, body = http_get(self.metrics_port, "/metrics")
             n = 0.0
             for ln in body.decode().splitlines():
-                if not ln.startswith("#") and "retr" in ln.split(" ")[0].split("{")[0]:
+                name = ln.split(" ")[0].split("{")[0]
+                if not ln.startswith("#") and "retr" in name and name.endswith("_total"):
                     n += float(ln.rsplit(" ", 1)[1])
             return n
         except (OSError, ValueError, IndexError):

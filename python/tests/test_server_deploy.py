@@ -188,3 +188,73 @@ def test_ipv6_loopback_and_no_warning_on_loopback():
     finally:
         assert s.stop() == 0
     assert "warning" not in s.proc.stderr.read()
+
+
+# --- API additions through the official client ---
+
+@pytest.fixture(scope="module")
+def client(server):
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+def test_n_choices_use_seed_plus_i(client):
+    kw = dict(model="llmk", prompt="Once upon a time", max_tokens=8, temperature=1.0)
+    r = client.completions.create(n=3, seed=5, **kw)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    alone = [client.completions.create(seed=5 + i, **kw) for i in range(3)]
+    assert [c.text for c in r.choices] == [a.choices[0].text for a in alone]
+    assert len({a.choices[0].text for a in alone}) > 1  # independent draws
+    assert r.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone)
+    assert r.usage.prompt_tokens == alone[0].usage.prompt_tokens  # counted once
+    # two prompts x n = 2: prompt p's choice j is index 2 p + j
+    r2 = client.completions.create(model="llmk", prompt=["Hello", "The sky is"], n=2, seed=9, max_tokens=4,
+                                   temperature=1.0)
+    assert [c.index for c in r2.choices] == [0, 1, 2, 3]
+    assert r2.choices[3].text == client.completions.create(model="llmk", prompt="The sky is", seed=10, max_tokens=4,
+                                                           temperature=1.0).choices[0].text
+    # chat, streamed: each index's deltas make the non-streamed choice
+    msgs = [{"role": "user", "content": "Name a color."}]
+    full = client.chat.completions.create(model="llmk", messages=msgs, n=2, seed=3, max_tokens=6, temperature=1.0)
+    got = {0: "", 1: ""}
+    for ch in client.chat.completions.create(model="llmk", messages=msgs, n=2, seed=3, max_tokens=6,
+                                             temperature=1.0, stream=True):
+        for c in ch.choices:
+            got[c.index] += c.delta.content or ""
+    assert [got[0], got[1]] == [c.message.content for c in full.choices]
+
+
+def test_n_is_validated(client):
+    openai = pytest.importorskip("openai")
+    for n, prompts in ((0, "hi"), (65, "hi"), (33, ["a", "b"])):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="llmk", prompt=prompts, n=n, max_tokens=1)
+        assert e.value.body["param"] == "n" and str(n) in e.value.body["message"], e.value.body
+
+
+def test_echo_puts_the_prompt_before_the_completion(client):
+    openai = pytest.importorskip("openai")
+    prompt = "The capital of France is"
+    plain = client.completions.create(model="llmk", prompt=prompt, max_tokens=6, temperature=0).choices[0].text
+    echoed = client.completions.create(model="llmk", prompt=prompt, max_tokens=6, temperature=0, echo=True)
+    assert echoed.choices[0].text == prompt + plain
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model="llmk", prompt=prompt, max_tokens=6, temperature=0, echo=True, stream=True))
+    assert streamed == prompt + plain
+    ids = client.completions.create(model="llmk", prompt=[504, 3575, 282], max_tokens=2, temperature=0, echo=True)
+    assert ids.choices[0].text.startswith("The")  # token ids echo as their text
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="llmk", prompt=prompt, max_tokens=2, echo=True, logprobs=1)
+    assert e.value.body["param"] == "echo"
+
+
+def test_continuous_usage_stats_on_every_chunk(client):
+    chunks = list(client.completions.create(
+        model="llmk", prompt="Once upon a time", max_tokens=6, temperature=0, stream=True, extra_body={
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}))
+    with_text = [c for c in chunks if c.choices and c.choices[0].text]
+    assert with_text and all(c.usage is not None for c in chunks)
+    done = [c.usage.completion_tokens for c in with_text]
+    assert done == sorted(done) and done[-1] <= 6
+    assert chunks[-1].usage.completion_tokens == 6 and not chunks[-1].choices  # the final usage chunk
+    assert all(c.usage.total_tokens == c.usage.prompt_tokens + c.usage.completion_tokens for c in chunks)

@@ -115,6 +115,7 @@ json model_meta(const LoadedModel& lm, const EngineConfig& ec, int64_t context) 
 struct Job {
   bool chat = false, stream = false, include_usage = false;
   bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage on every chunk
+  size_t n = 1;                   // choices per prompt
   int32_t logprobs = -1;          // engine logprobs (-1 off)
   std::vector<Request> reqs;      // the choices: prompt p's choice j is reqs[p * n + j]
   std::vector<std::string> echo;  // [reqs] the prompt's text, put before the choice's (completions' echo)
@@ -379,6 +380,7 @@ class Server {
       job.continuous_usage = boolean(*so, "continuous_usage_stats", false);
     }
     const int64_t n = integer(body, "n", 1, 1, kMaxChoices);
+    job.n = size_t(n);
     bool echo = false;
     if (chat) {
       if (boolean(body, "logprobs", false)) job.logprobs = int32_t(integer(body, "top_logprobs", 0, 0, kMaxLogprobs));
@@ -611,8 +613,10 @@ class Server {
         if (c.st->finished()) finished(c);
       }
       const Output& o = *c.out;
-      prompt += o.prompt_tokens;
-      cached += o.cached_tokens;
+      if (i % live->job.n == 0) {  // a prompt counts once, however many choices it has (OpenAI's rule)
+        prompt += o.prompt_tokens;
+        cached += o.cached_tokens;
+      }
       completion += int64_t(o.tokens.size());
       json ch = {{"index", i}, {"finish_reason", finish_reason(o.finish)}};
       json lp = live->job.logprobs >= 0 ? logprobs_json(chat, o.tokens, o.logprobs, o.top, 0) : json(nullptr);
@@ -644,7 +648,7 @@ class Server {
       if (l.job.continuous_usage) {
         int64_t prompt = 0, completion = 0;
         for (size_t i = 0; i < l.choices.size(); ++i) {
-          prompt += int64_t(l.job.reqs[i].prompt.size());
+          prompt += i % l.job.n == 0 ? int64_t(l.job.reqs[i].prompt.size()) : 0;
           completion += l.choices[i].generated;
         }
         c["usage"] = {{"prompt_tokens", prompt},
@@ -705,9 +709,10 @@ class Server {
     }
     if (l.job.include_usage) {
       int64_t prompt = 0, cached = 0, completion = 0;
-      for (const Choice& c : l.choices) {
-        prompt += c.out ? c.out->prompt_tokens : 0;
-        cached += c.out ? c.out->cached_tokens : 0;
+      for (size_t i = 0; i < l.choices.size(); ++i) {
+        const Choice& c = l.choices[i];
+        prompt += c.out && i % l.job.n == 0 ? c.out->prompt_tokens : 0;
+        cached += c.out && i % l.job.n == 0 ? c.out->cached_tokens : 0;
         completion += c.out ? int64_t(c.out->tokens.size()) : 0;
       }
       json u = chunk(json::array());
