@@ -258,3 +258,9 @@ def test_continuous_usage_stats_on_every_chunk(client):
     assert done == sorted(done) and done[-1] <= 6
     assert chunks[-1].usage.completion_tokens == 6 and not chunks[-1].choices  # the final usage chunk
     assert all(c.usage.total_tokens == c.usage.prompt_tokens + c.usage.completion_tokens for c in chunks)
+
+
+def test_a_second_server_cannot_take_a_used_port(server):
+    p = subprocess.run([str(LLMK), "serve", "--port", str(server.port), "--threads", "1"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and f"cannot listen on 127.0.0.1:{server.port}" in p.stderr, p.stderr

@@ -793,6 +793,12 @@ int run_serve(Args& args) {
   http.set_read_timeout(10);
   http.set_write_timeout(10);
   srv.routes(http);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server take the same port
+  // silently and splits the connections between the two.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, int(port)) ? int(port) : -1);
   if (bound <= 0) throw RuntimeError("serve: cannot listen on " + host + ":" + std::to_string(port));
   const std::string url = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
