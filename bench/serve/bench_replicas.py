@@ -8,9 +8,10 @@ with consistent hashing, L7 retries on connection failures and 503). The baselin
 replica with all T threads, no router.
 
 Workloads (streamed, 128 output tokens, ignore_eos, as bench_serve.py):
-  shared  chat requests in G = 2N conversations, each with its own ~700-word system prompt and
-          session id (header X-Session-Id), interleaved: cache-aware routing keeps a
-          conversation's requests on the replica that holds its prefix;
+  shared  completions in G = 2N conversations, each with its own ~700-word (~1000-token) prefix
+          and session id (header X-Session-Id), in a shuffled order: cache-aware routing keeps
+          a conversation's requests on the replica that holds its prefix (completions, not chat:
+          the router matches the prompt text);
   random  completions with random prompts of 32..512 tokens (no reuse to find).
 How counted: tok/s, TTFT and ITL as bench_serve.py; hit rate = cached / prompt tokens from each
 replica's /metrics (per replica and over all); "spread" = each replica's share of the prompt tokens.
@@ -193,13 +194,13 @@ def workload(kind, n, groups, out_tokens, rng, short=False):
         grng = random.Random(100 + g)
         words = 60 if short else 700
         systems.append(f"You are assistant {g}. " + " ".join(grng.choice(bs.WORDS) for _ in range(words)))
+    order = [i % groups for i in range(n)]
+    rng.shuffle(order)  # not in turn: round robin must not land each conversation on one replica by chance
     out = []
-    for i in range(n):
-        g = i % groups
-        q = f"Question {i}: tell me about the " + " ".join(rng.choice(bs.WORDS) for _ in range(8)) + "."
-        out.append(("/v1/chat/completions",
-                    {"messages": [{"role": "system", "content": systems[g]}, {"role": "user", "content": q}],
-                     "max_tokens": out_tokens, "temperature": 0, "ignore_eos": True, "stream": True}, f"s{g}"))
+    for i, g in enumerate(order):
+        q = f"\n\nQuestion {i}: tell me about the " + " ".join(rng.choice(bs.WORDS) for _ in range(8)) + ".\nAnswer:"
+        out.append(("/v1/completions", {"prompt": systems[g] + q, "max_tokens": out_tokens, "temperature": 0,
+                                        "ignore_eos": True, "stream": True}, f"s{g}"))
     return out
 
 
