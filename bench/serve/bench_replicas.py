@@ -212,7 +212,7 @@ def one(port, path, body, session, stall_s):
         c.request("POST", path, json.dumps(body), {"Content-Type": "application/json", "X-Session-Id": session})
         r = c.getresponse()
         if r.status != 200:
-            return ("error", f"HTTP {r.status}")
+            return ("error", f"HTTP {r.status}: {r.read()[:120].decode(errors='replace')}")
         ttft, last, gaps, n, done, finish = None, None, [], 0, False, None
         for raw in r:
             line = raw.strip()
