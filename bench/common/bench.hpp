@@ -22,6 +22,9 @@ struct Options {
   std::vector<std::string> only;  // --only a,b: restrict shapes/impls where the bench supports it
   std::string model;              // --model NAME|PATH (bench generate): "" = the default model
   std::string weights;            // --weights MIX (bench generate --model SHAPE): "" = q4_k_m
+  int replicas = 0;               // bench serve: > 0 runs N replicas behind --router (bench_replicas.py)
+  std::string router;             // bench serve --replicas: vllm-router or haproxy
+  bool fault = false;             // bench serve --replicas: the fault test
 };
 
 struct Row {

@@ -1,6 +1,7 @@
 // `llmk bench serve`: the serving load generator, bench/serve/bench_serve.py, run against this
-// llmk binary and the peers it finds (its header says what it runs and how it counts). --quick,
-// --json and --threads are passed on; the script's other flags are for running it directly.
+// llmk binary and the peers it finds (its header says what it runs and how it counts); with
+// --replicas N, bench/serve/bench_replicas.py (N replicas behind --router; --fault: the fault test).
+// --quick, --json and --threads are passed on; the scripts' other flags are for running them directly.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,9 +24,11 @@ int run_serve_bench(const llmk::bench::Options& opt) {
   }
   std::string dir(exe, size_t(n));
   dir.resize(dir.rfind('/'));
-  std::string cmd = "LLMK_BUILD_DIR='" + dir + "' '" + python_executable() + "' '" + source_dir() +
-                    "/bench/serve/bench_serve.py' --threads " +
-                    std::to_string(opt.threads > 0 ? opt.threads : llmk::num_threads());
+  const std::string script = opt.replicas > 0 ? "bench_replicas.py" : "bench_serve.py";
+  std::string cmd = "LLMK_BUILD_DIR='" + dir + "' '" + python_executable() + "' '" + source_dir() + "/bench/serve/" +
+                    script + "' --threads " + std::to_string(opt.threads > 0 ? opt.threads : llmk::num_threads());
+  if (opt.replicas > 0) cmd += " --replicas " + std::to_string(opt.replicas) + " --router '" + opt.router + "'";
+  if (opt.fault) cmd += " --fault";
   if (opt.quick) cmd += " --quick";
   if (opt.json) cmd += " --json";
   std::fflush(stdout);

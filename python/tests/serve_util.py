@@ -24,12 +24,12 @@ class Server:
         self.proc = subprocess.Popen([str(LLMK), "serve", "--port", "0", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        m = re.search(r"http://(127\.0\.0\.\d+|\[::1\]|localhost):(\d+)", line)
         if not m:
             self.proc.kill()
             raise RuntimeError(f"llmk serve did not start: {line!r} {self.proc.stderr.read()}")
-        self.port = int(m.group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = int(m.group(2))
+        self.url = f"http://{m.group(1)}:{self.port}"
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
         if self.proc.poll() is None:

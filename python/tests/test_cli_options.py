@@ -22,7 +22,7 @@ SAMPLING = {"-n", "--temp", "--top-k", "--top-p", "--seed"}
 DECLARED = {
     "analyze": {"--model", "--config", "--device", "--kv-type", "--weights", "--batch", "--context", "--block",
                 "--reserve", "--act-bytes", "--bandwidth", "--peak-tflops", "--threads", "--json", "--list"},
-    "bench": {"--json", "--quick", "--threads", "--only", "--model"},
+    "bench": {"--json", "--quick", "--threads", "--only", "--model", "--replicas", "--router", "--fault"},
     "chat": {"--model", "--system", "--prompt", "--chat-template", "--kv-tokens", "--no-prefix-cache",
              "--threads"} | SAMPLING | KV,
     "generate": {"--model", "--prompt", "--prompts", "--stop", "--json", "--kv-tokens", "--max-seqs",
@@ -31,7 +31,7 @@ DECLARED = {
     "logits": {"--model", "--ids", "--out", "--threads"} | KV,
     "perplexity": {"--file", "--model", "--ctx", "--chunks", "--json", "--threads"} | KV,
     "serve": {"--model", "--host", "--port", "--kv-tokens", "--max-seqs", "--max-queue", "--api-key",
-              "--chat-template", "--no-prefix-cache", "--threads"} | KV,
+              "--chat-template", "--no-prefix-cache", "--threads", "--drain-timeout"} | KV,
     "tokenize": {"--model", "--file", "--lines", "--null", "--json", "--no-special", "--bos", "--chat",
                  "--chat-template", "--vocab"},
 }

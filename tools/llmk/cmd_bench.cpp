@@ -25,6 +25,9 @@ int run_bench(llmk::cli::Args& args) {
   }
   opt.model = args.get("model");
   opt.weights = args.get("weights");
+  opt.replicas = static_cast<int>(args.get_int("replicas"));
+  opt.router = args.get("router");
+  opt.fault = args.flag("fault");
   args.finish();
   if (opt.threads > 0) llmk::set_num_threads(opt.threads);
   const auto& names = args.positional();
@@ -39,12 +42,16 @@ int run_bench(llmk::cli::Args& args) {
                    "--only", only, "bench " + n + " takes no --only (softmax-topk, attention and generate do)");
   }
   LLMK_CHECK_ARG(opt.only.empty() || !names.empty(), "bench", "--only", only, "needs a bench NAME");
-  for (const auto& n : names)
+  for (const auto& n : names) {
     LLMK_CHECK_ARG(opt.model.empty() || n == "generate" || n == "speculative", "bench", "--model", opt.model,
                    "is read by bench generate and speculative only (not " + n + ")");
-  for (const auto& n : names)
     LLMK_CHECK_ARG(opt.weights.empty() || n == "generate", "bench", "--weights", opt.weights,
                    "is read by bench generate only (not " + n + ")");
+    LLMK_CHECK_ARG(opt.replicas == 0 || n == "serve", "bench", "--replicas", opt.replicas,
+                   "is read by bench serve only (not " + n + ")");
+  }
+  LLMK_CHECK_ARG(opt.replicas > 0 || (!args.has("router") && !opt.fault), "bench", "--router/--fault", opt.router,
+                 "need --replicas N");
   if (names.empty()) {
     std::printf("usage: llmk bench NAME... [options] (llmk bench --help lists them)\n\nbenches:\n");
     for (const auto& b : benches()) std::printf("  %-14s %s\n", b.name, b.summary);
@@ -66,5 +73,14 @@ LLMK_COMMAND(
      llmk::cli::path("model", "NAME|PATH", "the model of bench generate and speculative")
          .shown_default("the default model")
          .must("needs a model name or path"),
-     llmk::cli::text("weights", "MIX", "bench generate --model SHAPE: q4_k_m, q4_0 or q8_0").shown_default("q4_k_m")},
+     llmk::cli::text("weights", "MIX", "bench generate --model SHAPE: q4_k_m, q4_0 or q8_0").shown_default("q4_k_m"),
+     llmk::cli::integer("replicas", "N", "bench serve: N llmk serve replicas behind --router").range(0, 16).def("0"),
+     llmk::cli::choice(
+         "router",
+         [] {
+           return std::vector<std::string>{"vllm-router", "haproxy"};
+         },
+         "bench serve --replicas: the router in front")
+         .def("vllm-router"),
+     llmk::cli::flag("fault", "bench serve --replicas: kill / SIGTERM replicas under load, count outcomes")},
     "NAME...\tthe benches to run (all: every one); none: list them");

@@ -1,9 +1,10 @@
-// `llmk serve`: an OpenAI-compatible HTTP server (cpp-httplib, nlohmann-json) on the engine, bound to a
-// loopback address only. The API, errors, metrics and thread model are in docs/serving.md.
+// `llmk serve`: an OpenAI-compatible HTTP server (cpp-httplib, nlohmann-json) on the engine. The API,
+// errors, metrics, health states and thread model are in docs/serving.md.
 // HTTP threads parse and check a request, submit it to the AsyncEngine (whose one thread
 // steps the engine) and turn its events into a JSON body or server-sent events; a client
-// that goes away mid-stream cancels its request. SIGINT / SIGTERM: new requests get 503,
-// the in-flight ones end with a final event (finish_reason "abort"), and the process exits 0.
+// that goes away mid-stream cancels its request. It listens while the model loads (every route 503).
+// SIGTERM drains: /health and new requests get 503, in-flight ones run up to --drain-timeout; then (or on
+// SIGINT, or a second signal) the rest end with a final event (finish_reason "abort"), and it exits 0.
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,12 +25,15 @@
 
 #include "llmk/chat_template.hpp"
 #include "model_cli.hpp"
+#include "serve_metrics.hpp"
 
 namespace {
 using namespace llmk;
 using namespace llmk::cli;
 using json = nlohmann::json;
 
+// Choices of one request at most (prompts x n).
+constexpr int64_t kMaxChoices = 64;
 // Bodies larger than this get 413 before they are read.
 constexpr size_t kMaxBodyBytes = size_t(4) << 20;
 // While a stream waits for tokens, a comment line is sent this often, so a client
@@ -63,44 +67,6 @@ std::string shown(const json& v) {
   return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
 
-// Prometheus histogram with fixed buckets (seconds).
-struct Histogram {
-  static constexpr double kBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
-  int64_t counts[std::size(kBounds) + 1] = {};
-  double sum = 0;
-  int64_t n = 0;
-  void observe(double s) {
-    size_t i = 0;
-    while (i < std::size(kBounds) && s > kBounds[i]) ++i;
-    ++counts[i];
-    sum += s;
-    ++n;
-  }
-  void print(std::string& out, const std::string& name, const std::string& help) const {
-    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
-    int64_t cum = 0;
-    char b[64];
-    for (size_t i = 0; i < std::size(kBounds); ++i) {
-      cum += counts[i];
-      std::snprintf(b, sizeof b, "%g", kBounds[i]);
-      out += name + "_bucket{le=\"" + b + "\"} " + std::to_string(cum) + "\n";
-    }
-    out += name + "_bucket{le=\"+Inf\"} " + std::to_string(n) + "\n";
-    std::snprintf(b, sizeof b, "%.9g", sum);
-    out += name + "_sum " + b + "\n" + name + "_count " + std::to_string(n) + "\n";
-  }
-};
-
-struct Metrics {
-  std::mutex m;
-  std::map<std::string, int64_t> outcomes;  // requests by outcome
-  Histogram ttft, tbt;
-  void count(const std::string& outcome) {
-    std::lock_guard<std::mutex> lk(m);
-    ++outcomes[outcome];
-  }
-};
-
 const char* finish_reason(Finish f) {
   switch (f) {
     case Finish::eos:
@@ -113,39 +79,92 @@ const char* finish_reason(Finish f) {
   return "error";
 }
 
+constexpr const char* kKvType = "f16";
+
+// /v1/models' "meta": the served model as a router or a user sees it. "quantization" is the storage
+// type holding the most weight elements.
+json model_meta(const LoadedModel& lm, const EngineConfig& ec, int64_t context) {
+  std::map<std::string, int64_t> elems;
+  int64_t params = 0, bytes = 0;
+  for (const gguf::TensorInfo& t : lm.file.tensors()) {
+    elems[gguf::ggml_type_name(t.type)] += t.n_elements;
+    params += t.n_elements;
+    bytes += t.n_bytes;
+  }
+  std::string quant = "none";
+  int64_t most = -1;
+  for (const auto& [name, n] : elems)
+    if (n > most) most = n, quant = name;
+  const ModelConfig& c = lm.model.config();
+  return {{"architecture", arch_name(c.arch)},
+          {"quantization", quant},
+          {"context_length", context},
+          {"n_ctx_train", c.n_ctx},
+          {"n_vocab", c.n_vocab},
+          {"n_embd", c.d_model},
+          {"n_layer", c.n_layer},
+          {"n_params", params},
+          {"size_bytes", bytes},
+          {"kv_type", kv_cli_name(ec)},
+          {"kv_tokens", ec.kv_tokens},
+          {"block_size", ec.block_tokens},
+          {"max_seqs", ec.max_seqs}};
+}
+
 // What one HTTP request asks for, after every field was checked.
 struct Job {
   bool chat = false, stream = false, include_usage = false;
-  int32_t logprobs = -1;      // engine logprobs (-1 off)
-  std::vector<Request> reqs;  // one per prompt (choices)
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage on every chunk
+  size_t n = 1;                   // choices per prompt
+  int32_t logprobs = -1;          // engine logprobs (-1 off)
+  std::vector<Request> reqs;      // the choices: prompt p's choice j is reqs[p * n + j]
+  std::vector<std::string> echo;  // [reqs] the prompt's text, put before the choice's (completions' echo)
 };
 
 class Server {
  public:
-  Server(LoadedModel& lm, const EngineConfig& ec, int64_t max_queue, std::string api_key, std::string name,
-         const std::string& chat_template)
-      : lm_(lm),
-        ae_(lm.model, &lm.tok, ec, max_queue),
-        api_key_(std::move(api_key)),
-        name_(std::move(name)),
-        context_(std::min<int64_t>(lm.model.config().n_ctx, ec.kv_tokens / ec.block_tokens * ec.block_tokens)),
-        created_(int64_t(std::time(nullptr))) {
+  Server(std::string api_key, std::string name)
+      : api_key_(std::move(api_key)), name_(std::move(name)), created_(int64_t(std::time(nullptr))) {}
+
+  // Loads the model and starts the engine (the routes answer 503 meanwhile), then opens the routes,
+  // unless a signal came first.
+  void load(const std::string& path, const EngineConfig& ec, int64_t max_queue, const std::string& chat_template) {
+    auto lm = std::make_unique<LoadedModel>(path);
     try {  // a model without a known template still serves completions; its chat requests get the reason
-      chat_ = chat_template_of(lm.tok, chat_template);
+      chat_ = chat_template_of(lm->tok, chat_template);
     } catch (const InvalidArgument& e) {
       if (!chat_template.empty()) throw;
       no_chat_ = e.what();
     }
+    context_ = std::min<int64_t>(lm->model.config().n_ctx, ec.kv_tokens / ec.block_tokens * ec.block_tokens);
+    model_meta_ = model_meta(*lm, ec, context_);
+    auto ae = std::make_unique<AsyncEngine>(lm->model, &lm->tok, ec, max_queue);
+    std::lock_guard<std::mutex> lk(phase_m_);
+    if (phase_.load() != Phase::loading) return;  // a signal came first: nothing to serve
+    lm_ = std::move(lm);
+    ae_ = std::move(ae);
+    loaded_.store(true);
+    phase_.store(Phase::ready);
   }
 
   void routes(httplib::Server& http) {
     http.set_payload_max_length(kMaxBodyBytes);
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (stopping_.load()) {
-        res.set_header("Retry-After", "1");
-        send_error(res, {503, "the server is shutting down", "server_error", "", "shutting_down"});
-        metrics_.count("shutting_down");
-        return httplib::Server::HandlerResponse::Handled;
+      if (const Phase ph = phase_.load(); ph != Phase::ready) {
+        const bool loading = ph == Phase::loading;
+        if (req.path == "/health") {
+          res.status = 503;
+          res.set_content(dump({{"status", loading ? "loading" : "draining"}}), "application/json");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (!loaded_.load() ||
+            (req.path != "/metrics" && req.path != "/get_load")) {  // a draining server still reports
+          res.set_header("Retry-After", "1");
+          send_error(res, {503, loading ? "the model is loading" : "the server is shutting down", "server_error", "",
+                           loading ? "loading" : "shutting_down"});
+          metrics_.count(loading ? "loading" : "shutting_down");
+          return httplib::Server::HandlerResponse::Handled;
+        }
       }
       if (!api_key_.empty() && req.path.rfind("/v1/", 0) == 0 &&
           req.get_header_value("Authorization") != "Bearer " + api_key_) {
@@ -185,11 +204,15 @@ class Server {
       res.set_content(dump({{"status", "ok"}}), "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      json m = {{"id", name_}, {"object", "model"}, {"created", created_}, {"owned_by", "llmk"}};
+      json m = {{"id", name_},        {"object", "model"},         {"created", created_},
+                {"owned_by", "llmk"}, {"max_model_len", context_}, {"meta", model_meta_}};
       res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_text(), "text/plain; version=0.0.4");
+      res.set_content(metrics_text(metrics_, ae_->status(), ae_->config(), name_), "text/plain; version=0.0.4");
+    });
+    http.Get("/get_load", [this](const httplib::Request&, httplib::Response& res) {  // for power-of-two routing
+      res.set_content(dump({{"load", ae_->status().in_flight}}), "application/json");
     });
     http.Post("/v1/completions",
               [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
@@ -197,16 +220,30 @@ class Server {
               [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
   }
 
-  bool stopping() const { return stopping_.load(); }
-  // SIGINT / SIGTERM: refuse new requests, end the in-flight ones, wait for them.
-  // Returns once every response, streams included, has been written out (or its client dropped
-  // it), so that stopping the listener afterwards cuts no stream short of its final event.
-  void shut_down() {
-    stopping_.store(true);
-    ae_.stop();
-    ae_.wait_idle();
+  bool stopping() const { return phase_.load() == Phase::draining; }
+  // The listener ended by itself, or the model failed to load: the signal thread is woken to clean up.
+  void fail_listener() { listener_failed_.store(true); }
+  bool stopping_for_listener_failure() const { return listener_failed_.load(); }
+  // The first signal: /health and new requests get 503 from now on.
+  void drain() {
+    std::lock_guard<std::mutex> lk(phase_m_);
+    phase_.store(Phase::draining);
+  }
+  // True once every accepted response has been written out (or `wait` passed).
+  bool drained(std::chrono::milliseconds wait) {
     std::unique_lock<std::mutex> lk(open_m_);
-    open_cv_.wait_for(lk, kShutdownWait, [this] { return open_ == 0; });
+    return open_cv_.wait_for(lk, wait, [this] { return open_ == 0; });
+  }
+  // Ends the in-flight requests and waits for them. Returns once every response, streams included,
+  // has been written out (or its client dropped it), so that stopping the listener afterwards cuts
+  // no stream short of its final event.
+  void shut_down() {
+    drain();
+    std::lock_guard<std::mutex> lk(phase_m_);  // load() publishes ae_ under it
+    if (!ae_) return;
+    ae_->stop();
+    ae_->wait_idle();
+    drained(kShutdownWait);
   }
 
  private:
@@ -249,7 +286,7 @@ class Server {
   }
 
   std::vector<int32_t> encode(const std::string& text, const std::string& param) const {
-    std::vector<int32_t> ids = lm_.tok.encode(text, true, lm_.tok.add_bos());
+    std::vector<int32_t> ids = lm_->tok.encode(text, true, lm_->tok.add_bos());
     if (ids.empty()) throw bad(param, "encodes to no tokens");
     return ids;
   }
@@ -261,8 +298,8 @@ class Server {
     auto ids = [&](const json& a, const std::string& param) {
       std::vector<int32_t> t;
       for (const json& x : a) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= lm_.model.config().n_vocab)
-          throw bad(param, "token ids must be integers in [0, " + std::to_string(lm_.model.config().n_vocab) +
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= lm_->model.config().n_vocab)
+          throw bad(param, "token ids must be integers in [0, " + std::to_string(lm_->model.config().n_vocab) +
                                "), got " + shown(x));
         t.push_back(int32_t(x.get<int64_t>()));
       }
@@ -320,7 +357,7 @@ class Server {
     }
     if (!chat_) throw bad("messages", no_chat_);
     try {
-      return encode_chat_prompt(lm_.tok, chat_->render(msgs, chat_render_options(lm_.tok)));
+      return encode_chat_prompt(lm_->tok, chat_->render(msgs, chat_render_options(lm_->tok)));
     } catch (const InvalidArgument& e) {  // the template refuses the conversation
       throw bad("messages", e.what());
     }
@@ -340,14 +377,18 @@ class Server {
     if (const json* so = field(body, "stream_options")) {
       if (!so->is_object()) throw bad("stream_options", "must be an object, got " + shown(*so));
       job.include_usage = boolean(*so, "include_usage", false);
+      job.continuous_usage = boolean(*so, "continuous_usage_stats", false);
     }
-    if (integer(body, "n", 1, 1, 1) != 1) throw bad("n", "only 1 is supported");
+    const int64_t n = integer(body, "n", 1, 1, kMaxChoices);
+    job.n = size_t(n);
+    bool echo = false;
     if (chat) {
       if (boolean(body, "logprobs", false)) job.logprobs = int32_t(integer(body, "top_logprobs", 0, 0, kMaxLogprobs));
       else if (field(body, "top_logprobs")) throw bad("top_logprobs", "needs \"logprobs\": true");
     } else {
       job.logprobs = int32_t(integer(body, "logprobs", -1, 0, kMaxLogprobs));
-      if (boolean(body, "echo", false)) throw bad("echo", "true is not supported");
+      echo = boolean(body, "echo", false);
+      if (echo && job.logprobs >= 0) throw bad("echo", "with logprobs is not supported (no prompt log-probabilities)");
       if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
         throw bad("suffix", "is not supported");
       if (integer(body, "best_of", 1, 1, 1) != 1) throw bad("best_of", "only 1 is supported");
@@ -399,7 +440,18 @@ class Server {
     std::vector<std::vector<int32_t>> ps;
     if (chat) ps.push_back(chat_prompt(body));
     else ps = prompts(body);
-    for (auto& p : ps) {
+    if (int64_t(ps.size()) * n > kMaxChoices)
+      throw bad("n", "prompts x n must be at most " + std::to_string(kMaxChoices) + ", got " +
+                         std::to_string(ps.size()) + " x " + std::to_string(n));
+    // echo: a prompt given as text comes back as sent; token ids as their decoded text
+    const json* pj = chat ? nullptr : field(body, "prompt");
+    auto echo_text = [&](size_t i) -> std::string {
+      if (!echo) return {};
+      const json& e = pj->is_array() && !(*pj)[0].is_number() ? (*pj)[i] : *pj;
+      return e.is_string() ? e.get<std::string>() : lm_->tok.decode(ps[i]);
+    };
+    for (size_t pi = 0; pi < ps.size(); ++pi) {
+      std::vector<int32_t>& p = ps[pi];
       const int64_t np = int64_t(p.size());
       if (np >= context_)
         throw bad(chat ? "messages" : "prompt", "the prompt has " + std::to_string(np) + " tokens; the context holds " +
@@ -409,8 +461,14 @@ class Server {
       if (r.max_tokens > context_ - np)
         throw bad(mt, "the prompt (" + std::to_string(np) + " tokens) + " + mt + " (" + std::to_string(r.max_tokens) +
                           ") exceed the context of " + std::to_string(context_) + " tokens");
+      const std::string text = echo_text(pi);
       r.prompt = std::move(p);
-      job.reqs.push_back(std::move(r));
+      for (int64_t j = 0; j < n; ++j) {  // choice j draws with seed + j: choice 0 is the n = 1 result
+        Request rj = r;
+        rj.seed = r.seed + uint64_t(j);
+        job.reqs.push_back(std::move(rj));
+        job.echo.push_back(text);
+      }
     }
     return job;
   }
@@ -426,10 +484,10 @@ class Server {
     if (chat) {
       json content = json::array();
       for (size_t i = 0; i < toks.size(); ++i) {
-        const std::string s = lm_.tok.token_bytes(toks[i]);
+        const std::string s = lm_->tok.token_bytes(toks[i]);
         json alts = json::array();
         for (const TokenLogprob& a : top[i]) {
-          const std::string as = lm_.tok.token_bytes(a.token);
+          const std::string as = lm_->tok.token_bytes(a.token);
           alts.push_back({{"token", as}, {"logprob", a.logprob}, {"bytes", bytes_of(as)}});
         }
         content.push_back({{"token", s}, {"logprob", lps[i]}, {"bytes", bytes_of(s)}, {"top_logprobs", alts}});
@@ -438,11 +496,11 @@ class Server {
     }
     json tokens = json::array(), token_lps = json::array(), tops = json::array(), offs = json::array();
     for (size_t i = 0; i < toks.size(); ++i) {
-      const std::string s = lm_.tok.token_bytes(toks[i]);
+      const std::string s = lm_->tok.token_bytes(toks[i]);
       tokens.push_back(s);
       token_lps.push_back(lps[i]);
       json alt = json::object();
-      for (const TokenLogprob& a : top[i]) alt[lm_.tok.token_bytes(a.token)] = a.logprob;
+      for (const TokenLogprob& a : top[i]) alt[lm_->tok.token_bytes(a.token)] = a.logprob;
       tops.push_back(alt);
       offs.push_back(text_offset);
       text_offset += s.size();
@@ -460,7 +518,8 @@ class Server {
   // Per choice: the stream, its token counts, and the timing the histograms take.
   struct Choice {
     std::shared_ptr<RequestStream> st;
-    std::chrono::steady_clock::time_point last;
+    std::chrono::steady_clock::time_point last;  // submission, then the latest token
+    std::chrono::steady_clock::time_point start = last;
     bool first = true, done = false;
     int64_t generated = 0;
     size_t text_bytes = 0;
@@ -483,7 +542,7 @@ class Server {
     ~Live() {
       for (Choice& c : choices)
         if (!c.done) {  // the client went away: free its blocks
-          srv->ae_.cancel(c.st->id());
+          srv->ae_->cancel(c.st->id());
           srv->metrics_.count("cancelled");
         }
       std::lock_guard<std::mutex> lk(srv->open_m_);
@@ -496,6 +555,7 @@ class Server {
     std::lock_guard<std::mutex> lk(metrics_.m);
     for (const Event& e : evs) {
       if (e.token < 0) continue;
+      ++c.generated;
       const double dt = std::chrono::duration<double>(now - c.last).count();
       (c.first ? metrics_.ttft : metrics_.tbt).observe(dt);
       c.first = false;
@@ -505,6 +565,10 @@ class Server {
 
   void finished(Choice& c) {
     c.done = true;
+    {
+      std::lock_guard<std::mutex> lk(metrics_.m);
+      metrics_.e2e.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count());
+    }
     c.out = c.st->output();
     metrics_.count(c.out ? (c.out->finish == Finish::cancelled ? "cancelled" : finish_reason(c.out->finish)) : "error");
   }
@@ -515,7 +579,7 @@ class Server {
       live->job = parse(req.body, chat);
       for (Request& r : live->job.reqs) {
         AsyncEngine::Refused why;
-        std::shared_ptr<RequestStream> st = ae_.submit(r, &why);
+        std::shared_ptr<RequestStream> st = ae_->submit(r, &why);
         if (!st) {
           res.set_header("Retry-After", "1");
           throw HttpError{503,
@@ -554,13 +618,15 @@ class Server {
         if (c.st->finished()) finished(c);
       }
       const Output& o = *c.out;
-      prompt += o.prompt_tokens;
-      cached += o.cached_tokens;
+      if (i % live->job.n == 0) {  // a prompt counts once, however many choices it has (OpenAI's rule)
+        prompt += o.prompt_tokens;
+        cached += o.cached_tokens;
+      }
       completion += int64_t(o.tokens.size());
       json ch = {{"index", i}, {"finish_reason", finish_reason(o.finish)}};
       json lp = live->job.logprobs >= 0 ? logprobs_json(chat, o.tokens, o.logprobs, o.top, 0) : json(nullptr);
       if (chat) ch["message"] = {{"role", "assistant"}, {"content", o.text}};
-      else ch["text"] = o.text;
+      else ch["text"] = live->job.echo[i] + o.text;
       ch["logprobs"] = lp;
       choices.push_back(ch);
     }
@@ -584,9 +650,28 @@ class Server {
                 {"created", l.created},
                 {"model", name_},
                 {"choices", std::move(choices)}};
-      if (l.job.include_usage) c["usage"] = nullptr;
+      if (l.job.continuous_usage) {
+        int64_t prompt = 0, completion = 0;
+        for (size_t i = 0; i < l.choices.size(); ++i) {
+          prompt += i % l.job.n == 0 ? int64_t(l.job.reqs[i].prompt.size()) : 0;
+          completion += l.choices[i].generated;
+        }
+        c["usage"] = {{"prompt_tokens", prompt},
+                      {"completion_tokens", completion},
+                      {"total_tokens", prompt + completion}};
+      } else if (l.job.include_usage) {
+        c["usage"] = nullptr;
+      }
       return c;
     };
+    if (!chat && !l.sent_role) {  // completions' echo: each choice's prompt text first
+      l.sent_role = true;
+      for (size_t i = 0; i < l.choices.size(); ++i)
+        if (!l.job.echo[i].empty() &&
+            !send(chunk(json::array(
+                {{{"index", i}, {"text", l.job.echo[i]}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}))))
+          return false;
+    }
     if (chat && !l.sent_role) {
       l.sent_role = true;
       json d = json::array();
@@ -629,9 +714,10 @@ class Server {
     }
     if (l.job.include_usage) {
       int64_t prompt = 0, cached = 0, completion = 0;
-      for (const Choice& c : l.choices) {
-        prompt += c.out ? c.out->prompt_tokens : 0;
-        cached += c.out ? c.out->cached_tokens : 0;
+      for (size_t i = 0; i < l.choices.size(); ++i) {
+        const Choice& c = l.choices[i];
+        prompt += c.out && i % l.job.n == 0 ? c.out->prompt_tokens : 0;
+        cached += c.out && i % l.job.n == 0 ? c.out->cached_tokens : 0;
         completion += c.out ? int64_t(c.out->tokens.size()) : 0;
       }
       json u = chunk(json::array());
@@ -644,49 +730,19 @@ class Server {
     return true;
   }
 
-  std::string metrics_text() {
-    const AsyncEngineStatus s = ae_.status();
-    std::string o;
-    auto metric = [&](const char* name, const char* type, const char* help, int64_t v) {
-      o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-           std::to_string(v) + "\n";
-    };
-    {
-      std::lock_guard<std::mutex> lk(metrics_.m);
-      o += "# HELP llmk_requests_total Requests by outcome (finish reason, or why they were refused).\n"
-           "# TYPE llmk_requests_total counter\n";
-      for (const auto& [k, v] : metrics_.outcomes)
-        o += "llmk_requests_total{outcome=\"" + k + "\"} " + std::to_string(v) + "\n";
-      metrics_.ttft.print(o, "llmk_time_to_first_token_seconds", "Time from submission to a request's first token.");
-      metrics_.tbt.print(o, "llmk_time_between_tokens_seconds", "Time between a request's consecutive tokens.");
-    }
-    metric("llmk_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", s.stats.prompt_tokens);
-    metric("llmk_cached_prompt_tokens_total", "counter", "Prompt tokens taken from the prefix cache.",
-           s.stats.cached_tokens);
-    metric("llmk_generation_tokens_total", "counter", "Tokens generated.", s.stats.generated_tokens);
-    metric("llmk_preemptions_total", "counter", "Sequences preempted for KV blocks.", s.stats.preemptions);
-    metric("llmk_spec_drafted_tokens_total", "counter", "Speculative tokens drafted (n-gram lookup) and verified.",
-           s.stats.drafted_tokens);
-    metric("llmk_spec_accepted_tokens_total", "counter", "Drafted tokens kept (the sampler drew them).",
-           s.stats.accepted_tokens);
-    metric("llmk_queue_depth", "gauge", "Accepted requests not yet running.", s.queued);
-    metric("llmk_running_sequences", "gauge", "Sequences holding KV blocks.", s.running);
-    o += "# HELP llmk_kv_blocks KV cache blocks by state (used: held by a sequence; cached: free, kept for prefix "
-         "reuse; free: empty).\n# TYPE llmk_kv_blocks gauge\n";
-    o += "llmk_kv_blocks{state=\"used\"} " + std::to_string(s.kv.blocks_used) + "\n";
-    o += "llmk_kv_blocks{state=\"cached\"} " + std::to_string(s.kv.blocks_cached) + "\n";
-    o += "llmk_kv_blocks{state=\"free\"} " + std::to_string(s.kv.blocks_free) + "\n";
-    return o;
-  }
-
-  LoadedModel& lm_;
-  AsyncEngine ae_;
-  const std::string api_key_, name_;
-  const int64_t context_;
+  // Set by load(), before loaded_ and phase_ say so; read only after them.
+  std::unique_ptr<LoadedModel> lm_;
+  std::unique_ptr<AsyncEngine> ae_;
+  int64_t context_ = 0;
+  json model_meta_;
   std::optional<ChatTemplate> chat_;
   std::string no_chat_;  // why chat_ is empty
+  const std::string api_key_, name_;
   const int64_t created_;
-  std::atomic<bool> stopping_{false};
+  enum class Phase { loading, ready, draining };
+  std::mutex phase_m_;  // load() and shut_down() exclude each other
+  std::atomic<Phase> phase_{Phase::loading};
+  std::atomic<bool> loaded_{false}, listener_failed_{false};
   std::atomic<int64_t> next_id_{0};
   Metrics metrics_;
   // Responses not yet written out (Live objects); shut_down waits for them, at most kShutdownWait
@@ -697,7 +753,7 @@ class Server {
   int64_t open_ = 0;
 };
 
-// 127.0.0.0/8, ::1 or localhost: the server never listens beyond the machine.
+// 127.0.0.0/8, ::1 or localhost.
 bool loopback(const std::string& h) {
   if (h == "localhost" || h == "::1") return true;
   unsigned a, b, c, d;
@@ -705,8 +761,6 @@ bool loopback(const std::string& h) {
   return std::sscanf(h.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 && c < 256 &&
          d < 256;
 }
-
-constexpr const char* kKvType = "f16";
 
 int run_serve(Args& args) {
   // Before any thread starts: SIGINT / SIGTERM are taken by sigwait() on one thread only.
@@ -729,17 +783,15 @@ int run_serve(Args& args) {
   const int64_t max_queue = args.get_int("max-queue");
   const std::string api_key = args.get("api-key");
   const std::string chat_template = args.get("chat-template");
+  const auto drain_timeout = std::chrono::milliseconds(int64_t(args.get_double("drain-timeout") * 1000));
   LLMK_CHECK_ARG(!args.has("api-key") || !api_key.empty(), "serve", "--api-key", "\"\"", "must not be empty");
   threads_arg(args);
   args.finish();
-  LLMK_CHECK_ARG(loopback(host), "serve", "--host", host,
-                 "must be a loopback address (127.0.0.0/8, ::1 or localhost); put a proxy in front to serve others");
 
   const std::string path = model_path(model);
-  LoadedModel lm(path);
   std::string name = path.substr(path.find_last_of('/') + 1);
   if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
-  Server srv(lm, ec, max_queue, api_key, name, chat_template);
+  Server srv(api_key, name);
   httplib::Server http;
   const size_t pool = size_t(ec.max_seqs + std::min<int64_t>(max_queue, 1024) + 8);
   http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
@@ -747,40 +799,84 @@ int run_serve(Args& args) {
   http.set_read_timeout(10);
   http.set_write_timeout(10);
   srv.routes(http);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server take the same port
+  // silently and splits the connections between the two.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, int(port)) ? int(port) : -1);
   if (bound <= 0) throw RuntimeError("serve: cannot listen on " + host + ":" + std::to_string(port));
+  const std::string url = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                          std::to_string(bound);
+  if (!loopback(host) && api_key.empty())
+    std::fprintf(stderr,
+                 "serve: warning: listening on %s without --api-key: anyone who can reach %s can use the model\n",
+                 host.c_str(), url.c_str());
+  std::fprintf(stderr, "serve: listening on %s; loading %s (/health: 503 until ready)\n", url.c_str(), path.c_str());
+  std::thread listener([&] { http.listen_after_bind(); });
   std::thread sig([&] {
     int s = 0;
     sigwait(&sigs, &s);
-    std::fprintf(stderr, "serve: %s: finishing in-flight requests\n", s == SIGINT ? "SIGINT" : "SIGTERM");
+    srv.drain();
+    if (s == SIGTERM && drain_timeout.count() > 0 && !srv.stopping_for_listener_failure()) {
+      std::fprintf(stderr, "serve: SIGTERM: draining (up to %.3g s)\n", double(drain_timeout.count()) / 1000);
+      const auto end = std::chrono::steady_clock::now() + drain_timeout;
+      const timespec tick{0, 50 * 1000 * 1000};
+      // a second signal ends the drain at once
+      while (!srv.drained(std::chrono::milliseconds(0)) && std::chrono::steady_clock::now() < end &&
+             sigtimedwait(&sigs, nullptr, &tick) < 0) {
+      }
+    }
+    std::fprintf(stderr, "serve: %s: ending in-flight requests\n", s == SIGINT ? "SIGINT" : "SIGTERM");
     srv.shut_down();
     http.stop();
   });
-  std::printf("llmk serve: %s on http://%s:%d (%s KV, %lld tokens, %lld sequences)\n", name.c_str(), host.c_str(),
-              bound, kv_cli_name(ec).c_str(), (long long)ec.kv_tokens, (long long)ec.max_seqs);
-  std::fflush(stdout);
-  http.listen_after_bind();
-  if (!srv.stopping()) pthread_kill(sig.native_handle(), SIGTERM);  // the listener failed: wake the signal thread
+  try {
+    srv.load(path, ec, max_queue, chat_template);
+  } catch (...) {
+    srv.fail_listener();
+    pthread_kill(sig.native_handle(), SIGTERM);
+    sig.join();
+    listener.join();
+    throw;
+  }
+  if (!srv.stopping()) {
+    std::printf("llmk serve: %s on %s (%s KV, %lld tokens, %lld sequences)\n", name.c_str(), url.c_str(),
+                kv_cli_name(ec).c_str(), (long long)ec.kv_tokens, (long long)ec.max_seqs);
+    std::fflush(stdout);
+  }
+  listener.join();
+  if (!srv.stopping()) {  // the listener failed: wake the signal thread
+    srv.fail_listener();
+    pthread_kill(sig.native_handle(), SIGTERM);
+  }
   sig.join();
   return 0;
 }
 
 }  // namespace
-LLMK_COMMAND(
-    "serve", "OpenAI-compatible HTTP server on loopback (/v1/completions, /v1/chat/completions, /metrics)", run_serve,
-    options(model_option(),
-            text("host", "ADDR", "the loopback address to listen on (127.0.0.0/8, ::1 or localhost)").def("127.0.0.1"),
-            integer("port", "N", "the port (0: any free one)").range(0, 65535).def("8080"), kv_options(kKvType),
-            integer("kv-tokens", "N", "KV cache size in tokens, shared by every request")
-                .range(16, int64_t(1) << 24)
-                .def("16384"),
-            integer("max-seqs", "N", "requests decoded together at most").range(1, 4096).def("32"),
-            integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
-            text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
-            text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
-            flag("no-prefix-cache", "run every prompt in full"),
-            text("spec", "MODE",
-                 "speculative decoding, off or ngram (drafts from the request's own text; the output is the same "
-                 "bits either way; a request's \"spec\" field overrides it)")
-                .def("ngram"),
-            threads_option()));
+LLMK_COMMAND("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /health, /metrics)",
+             run_serve,
+             options(model_option(),
+                     text("host", "ADDR",
+                          "the address to listen on (0.0.0.0 or :: for every interface; a warning without --api-key)")
+                         .def("127.0.0.1"),
+                     integer("port", "N", "the port (0: any free one)").range(0, 65535).def("8080"),
+                     kv_options(kKvType),
+                     integer("kv-tokens", "N", "KV cache size in tokens, shared by every request")
+                         .range(16, int64_t(1) << 24)
+                         .def("16384"),
+                     integer("max-seqs", "N", "requests decoded together at most").range(1, 4096).def("32"),
+                     integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
+                     text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
+                     text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
+                     number("drain-timeout", "S", "on SIGTERM, let in-flight requests finish for up to S seconds")
+                         .range(0.0, 3600.0)
+                         .def("0"),
+                     flag("no-prefix-cache", "run every prompt in full"),
+                     text("spec", "MODE",
+                          "speculative decoding, off or ngram (drafts from the request's own text; the output is the "
+                          "same bits either way; a request's \"spec\" field overrides it)")
+                         .def("ngram"),
+                     threads_option()));
