@@ -123,10 +123,15 @@ struct Interp {
     ~Deeper() { --in.cx.depth; }
   };
 
+  static std::string dict_key(const Value& k, int line) {
+    if (k.is_str()) return k.s;
+    if (k.kind == Value::Int) return int_key(k.i);
+    fail(line, "dict keys other than strings and integers are not supported");
+  }
   static std::string type_name(const Value& v) {
     static const char* names[] = {"Undefined", "NoneType", "bool", "int",      "float",
                                   "str",       "list",     "dict", "function", "Namespace"};
-    return v.kind == Value::ListK && v.tuple ? "tuple" : names[v.kind];
+    return v.kind == Value::ListK && v.gen ? "generator" : v.kind == Value::ListK && v.tuple ? "tuple" : names[v.kind];
   }
   [[noreturn]] static void undefined_error(const Value& v, int line) {
     fail(line, v.s.empty() ? std::string("an undefined value was used") : "'" + v.s + "' is undefined");
@@ -136,10 +141,13 @@ struct Interp {
   List iterate(const Value& v, int line) {
     switch (v.kind) {
       case Value::Undefined: return {};
-      case Value::ListK: return *v.list;
+      case Value::ListK: {
+        List l = *v.list;
+        return l;
+      }
       case Value::DictK: {
         List out;
-        for (const auto& kv : *v.dict) out.push_back(Value::str(kv.first));
+        for (const auto& kv : *v.dict) out.push_back(key_value(kv.first));
         return out;
       }
       case Value::Str: {
@@ -180,6 +188,11 @@ struct Interp {
     if (obj.kind == Value::Undefined) undefined_error(obj, line);
     if (key.kind == Value::Int || key.kind == Value::Bool) {
       const int64_t k = key.kind == Value::Int ? key.i : key.b;
+      if (obj.kind == Value::DictK) {
+        const Value* v = obj.find(int_key(k));
+        return v ? *v : Value::undefined();
+      }
+      if (obj.kind == Value::ListK && obj.gen) fail(line, "'generator' object is not subscriptable");
       if (obj.kind == Value::ListK) {
         const int64_t i = norm_index(k, obj.list->size());
         if (i >= 0 && i < int64_t(obj.list->size())) return (*obj.list)[size_t(i)];
@@ -270,7 +283,7 @@ struct Interp {
         check_size(s.size(), line);
         return Value::str(std::move(s), markup);
       }
-      if (x.kind == Value::ListK && y.kind == Value::ListK && x.tuple == y.tuple) {
+      if (x.kind == Value::ListK && y.kind == Value::ListK && x.tuple == y.tuple && !x.gen && !y.gen) {
         List l = *x.list;
         l.insert(l.end(), y.list->begin(), y.list->end());
         check_size(l.size(), line);
@@ -373,7 +386,9 @@ struct Interp {
         for (const Value& v : *container.list)
           if (py_equal(v, item)) return true;
         return false;
-      case Value::DictK: return item.is_str() && container.find(item.s);
+      case Value::DictK:
+        return (item.is_str() && container.find(item.s)) ||
+               (item.kind == Value::Int && container.find(int_key(item.i)));
       case Value::Undefined: return false;
       default: fail(line, "argument of type '" + type_name(container) + "' is not iterable");
     }
@@ -414,6 +429,12 @@ struct Interp {
     return a;
   }
   Value filter(const std::string& name, const Value& v, Args& a, int line);
+  Value filter_impl(const std::string& name, const Value& v, Args& a, int line);
+  static Value generator(List l) {
+    Value g = Value::of_list(std::move(l));
+    g.gen = true;
+    return g;
+  }
   bool test(const std::string& name, const Value& v, Args& a, int line);
 
   Value make_macro(const Node& n, const FrameP& defined_in, bool is_caller);
@@ -500,11 +521,11 @@ struct Interp {
         Dict d;
         for (size_t k = 0; k < n.a.size(); k += 2) {
           const Value key = eval(*n.a[k], fr);
-          if (!key.is_str()) fail(n.line, "dict keys other than strings are not supported");
+          const std::string ks = dict_key(key, n.line);
           Value v = eval(*n.a[k + 1], fr);
-          auto it = std::find_if(d.begin(), d.end(), [&](auto& kv) { return kv.first == key.s; });
+          auto it = std::find_if(d.begin(), d.end(), [&](auto& kv) { return kv.first == ks; });
           if (it != d.end()) it->second = std::move(v);
-          else d.emplace_back(key.s, std::move(v));
+          else d.emplace_back(ks, std::move(v));
         }
         return Value::of_dict(std::move(d));
       }
@@ -996,13 +1017,13 @@ Value Interp::method(const Value& obj, const std::string& name, bool* found) {
         {"items",
          [](Interp&, const Value& d, Args&, int) {
            List l;
-           for (const auto& [k, v] : *d.dict) l.push_back(Value::of_list({Value::str(k), v}, true));
+           for (const auto& [k, v] : *d.dict) l.push_back(Value::of_list({key_value(k), v}, true));
            return Value::of_list(std::move(l));
          }},
         {"keys",
          [](Interp&, const Value& d, Args&, int) {
            List l;
-           for (const auto& kv : *d.dict) l.push_back(Value::str(kv.first));
+           for (const auto& kv : *d.dict) l.push_back(key_value(kv.first));
            return Value::of_list(std::move(l));
          }},
         {"values",
@@ -1059,6 +1080,12 @@ Value attr_path(Interp& in, const Value& item, const std::string& path, int line
 }
 
 Value Interp::filter(const std::string& name, const Value& v, Args& a, int line) {
+  Value r = filter_impl(name, v, a, line);
+  if (!a.kw.empty()) fail(line, "filter '" + name + "' got an unexpected keyword argument '" + a.kw[0].first + "'");
+  return r;
+}
+
+Value Interp::filter_impl(const std::string& name, const Value& v, Args& a, int line) {
   step(line);
   auto need_str = [&](const Value& x) { return to_str(x); };
   if (name == "tojson") {
@@ -1071,7 +1098,9 @@ Value Interp::filter(const std::string& name, const Value& v, Args& a, int line)
   if (name == "length" || name == "count") {
     switch (v.kind) {
       case Value::Str: return Value::integer(int64_t(to_cps(v.s).size()));
-      case Value::ListK: return Value::integer(int64_t(v.list->size()));
+      case Value::ListK:
+        if (v.gen) fail(line, "object of type 'generator' has no len()");
+        return Value::integer(int64_t(v.list->size()));
       case Value::DictK: return Value::integer(int64_t(v.dict->size()));
       case Value::Undefined: return Value::integer(0);
       default: fail(line, "object of type '" + type_name(v) + "' has no len()");
@@ -1095,6 +1124,7 @@ Value Interp::filter(const std::string& name, const Value& v, Args& a, int line)
     return v.markup && name != "forceescape" ? v : Value::str(html_escape(to_str(v)), true);
   if (name == "list") return Value::of_list(iterate(v, line));
   if (name == "first" || name == "last") {
+    if (name == "last" && v.gen) fail(line, "last: 'generator' object is not reversible");
     const List l = iterate(v, line);
     if (l.empty()) return Value::undefined(name);
     return name == "first" ? l.front() : l.back();
@@ -1105,9 +1135,10 @@ Value Interp::filter(const std::string& name, const Value& v, Args& a, int line)
       std::reverse(cps.begin(), cps.end());
       return Value::str(from_cps(cps, 0, cps.size()), v.markup);
     }
+    if (v.gen) fail(line, "reverse: 'generator' object is not reversible");
     List l = iterate(v, line);
     std::reverse(l.begin(), l.end());
-    return Value::of_list(std::move(l));
+    return generator(std::move(l));
   }
   if (name == "join") {
     const Value sep = a.get(0, "d", Value::str(""));
@@ -1130,11 +1161,13 @@ Value Interp::filter(const std::string& name, const Value& v, Args& a, int line)
     return call(method(Value::str(to_str(v)), "replace", &found), m, line);
   }
   if (name == "items") {
-    if (v.kind == Value::Undefined) return Value::of_list({});
+    if (v.kind == Value::Undefined) return generator({});
     if (v.kind != Value::DictK) fail(line, "items: can only get item pairs from a mapping, not " + type_name(v));
     bool found;
     Args none;
-    return call(method(v, "items", &found), none, line);
+    Value r = call(method(v, "items", &found), none, line);
+    r.gen = true;
+    return r;
   }
   if (name == "dictsort") {
     if (v.kind != Value::DictK) fail(line, "dictsort: a mapping is required, not " + type_name(v));
@@ -1142,7 +1175,7 @@ Value Interp::filter(const std::string& name, const Value& v, Args& a, int line)
     const Value by = a.get(1, "by", Value::str("key"));
     const bool rev = truthy(a.get(2, "reverse", Value::boolean(false)));
     List l;
-    for (const auto& [k, x] : *v.dict) l.push_back(Value::of_list({Value::str(k), x}, true));
+    for (const auto& [k, x] : *v.dict) l.push_back(Value::of_list({key_value(k), x}, true));
     const size_t pos = by.is_str() && by.s == "value" ? 1 : 0;
     auto key = [&](const Value& p) {
       Value x = (*p.list)[pos];
@@ -1189,34 +1222,35 @@ Value Interp::filter(const std::string& name, const Value& v, Args& a, int line)
       targs.pos.assign(a.pos.begin() + long(t0) + 1, a.pos.end());
     }
     List out;
-    for (const Value& x : iterate(v, line)) {
+    for (const Value& x : truthy(v) ? iterate(v, line) : List{}) {
       const Value probe = by_attr ? attr_path(*this, x, attr, line) : x;
       Args ta = targs;
       const bool ok = tname.empty() ? truthy(probe) : test(tname, probe, ta, line);
       if (ok == keep) out.push_back(x);
     }
-    return Value::of_list(std::move(out));
+    return generator(std::move(out));
   }
   if (name == "map") {
     const Value attr = a.get(99, "attribute");
     List out;
     if (attr.is_str()) {
       const Value dflt = a.get(99, "default");
-      for (const Value& x : iterate(v, line)) {
+      for (const Value& x : truthy(v) ? iterate(v, line) : List{}) {
         Value r = attr_path(*this, x, attr.s, line);
         out.push_back(r.kind == Value::Undefined && dflt.kind != Value::Undefined ? dflt : r);
       }
-      return Value::of_list(std::move(out));
+      return generator(std::move(out));
     }
     if (a.pos.empty() || !a.pos[0].is_str()) fail(line, "map: a filter name or attribute= is required");
     const std::string f = a.pos[0].s;
-    for (const Value& x : iterate(v, line)) {
+    for (const Value& x : truthy(v) ? iterate(v, line) : List{}) {
       Args fa;
       fa.pos.assign(a.pos.begin() + 1, a.pos.end());
       fa.kw = a.kw;
       out.push_back(filter(f, x, fa, line));
     }
-    return Value::of_list(std::move(out));
+    a.kw.clear();
+    return generator(std::move(out));
   }
   if (name == "unique") {
     List out;
@@ -1227,7 +1261,7 @@ Value Interp::filter(const std::string& name, const Value& v, Args& a, int line)
                               y.is_str() ? Value::str(map_case(y.s, cp_lower)) : y);
       if (!dup) out.push_back(x);
     }
-    return Value::of_list(std::move(out));
+    return generator(std::move(out));
   }
   if (name == "sort" || name == "min" || name == "max") {
     const bool sort = name == "sort";

@@ -56,7 +56,7 @@ bool truthy(const Value& v) {
     case Value::Int: return v.i != 0;
     case Value::Float: return v.f != 0;
     case Value::Str: return !v.s.empty();
-    case Value::ListK: return !v.list->empty();
+    case Value::ListK: return v.gen || !v.list->empty();
     case Value::DictK: return !v.dict->empty();
     default: return true;
   }
@@ -153,7 +153,7 @@ std::string py_repr(const Value& v) {
     case Value::DictK: {
       std::string out = "{";
       for (size_t k = 0; k < v.dict->size(); ++k)
-        out += (k ? ", " : "") + str_repr((*v.dict)[k].first) + ": " + py_repr((*v.dict)[k].second);
+        out += (k ? ", " : "") + py_repr(key_value((*v.dict)[k].first)) + ": " + py_repr((*v.dict)[k].second);
       return out + "}";
     }
     case Value::Undefined: return "Undefined";
@@ -170,6 +170,8 @@ std::string to_str(const Value& v) {
     case Value::Float: return format_float(v.f);
     case Value::Str: return v.s;
     case Value::ListK:
+      if (v.gen) fail(0, "printing a generator object is not supported");
+      return py_repr(v);
     case Value::DictK: return py_repr(v);
     case Value::Func: return "<function>";
     case Value::NS: {
@@ -278,6 +280,7 @@ void json_value(std::string& out, const Value& v, int indent, int level, int lin
       return;
     case Value::Str: json_str(out, v.s); return;
     case Value::ListK: {
+      if (v.gen) fail(line, "tojson: Object of type generator is not JSON serializable");
       if (v.list->empty()) {
         out += "[]";
         return;
@@ -299,12 +302,19 @@ void json_value(std::string& out, const Value& v, int indent, int level, int lin
       }
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& kv : *v.dict) items.push_back(&kv);
-      std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      bool ints = false, strs = false;
+      for (auto* kv : items) (is_int_key(kv->first) ? ints : strs) = true;
+      if (ints && strs) fail(line, "tojson: '<' not supported between instances of 'str' and 'int' (sort_keys)");
+      std::stable_sort(items.begin(), items.end(), [&](auto* a, auto* b) {
+        if (ints) return key_value(a->first).i < key_value(b->first).i;
+        return a->first < b->first;
+      });
       out += '{';
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += indent >= 0 ? "," : ", ";
         if (indent >= 0) newline(level + 1);
-        json_str(out, items[k]->first);
+        const std::string& key = items[k]->first;
+        json_str(out, is_int_key(key) ? key.substr(kIntKey.size()) : key);
         out += ": ";
         json_value(out, items[k]->second, indent, level + 1, line);
       }

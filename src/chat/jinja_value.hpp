@@ -23,6 +23,7 @@ struct Value {
   Kind kind = Undefined;
   bool markup = false;  // a str from tojson / safe: '+' HTML-escapes the other operand (markupsafe.Markup)
   bool tuple = false;   // a list that prints as a tuple
+  bool gen = false;     // a list standing for a Python generator (map, select...): no len(), no index, no JSON
   bool b = false;
   int64_t i = 0;
   double f = 0;
@@ -92,6 +93,14 @@ struct Value {
     return nullptr;
   }
 };
+
+// Dict keys are strings; an integer key k is stored as kIntKey + decimal k.
+inline constexpr std::string_view kIntKey = "\x01\x02";
+inline std::string int_key(int64_t k) { return std::string(kIntKey) + std::to_string(k); }
+inline bool is_int_key(std::string_view k) { return k.substr(0, kIntKey.size()) == kIntKey; }
+inline Value key_value(const std::string& k) {
+  return is_int_key(k) ? Value::integer(std::stoll(k.substr(kIntKey.size()))) : Value::str(k);
+}
 
 struct Args {
   std::vector<Value> pos;
