@@ -8,6 +8,7 @@
 #include <cwctype>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "chat/jinja_internal.hpp"
 
@@ -563,8 +564,12 @@ struct Interp {
                      " names");
     for (size_t k = 0; k < targets.size(); ++k) fr.vars[targets[k]] = items[k];
   }
+  int loop_ctl = 0;  // 1: a break, 2: a continue is unwinding to its loop
   void exec(const Body& body, const FrameP& fr, std::string& out) {
-    for (const NodeP& np : body) exec_one(*np, fr, out);
+    for (const NodeP& np : body) {
+      exec_one(*np, fr, out);
+      if (loop_ctl) return;
+    }
   }
   void exec_one(const Node& n, const FrameP& fr, std::string& out) {
     step(n.line);
@@ -610,6 +615,8 @@ struct Interp {
         return;
       }
       case Node::Macro: fr->vars[n.name] = make_macro(n, fr, false); return;
+      case Node::Break: loop_ctl = 1; return;
+      case Node::Continue: loop_ctl = 2; return;
       case Node::CallBlock: {
         const Node& c = *n.a[0];
         const Value f = eval(*c.a[0], *fr);
@@ -674,6 +681,8 @@ struct Interp {
                         }));
       it->vars["loop"] = Value::of_dict(std::move(loop));
       exec(n.bodies[0], it, out);
+      const int ctl = std::exchange(loop_ctl, 0);
+      if (ctl == 1) break;
     }
   }
 };
@@ -1089,11 +1098,30 @@ Value Interp::filter_impl(const std::string& name, const Value& v, Args& a, int 
   step(line);
   auto need_str = [&](const Value& x) { return to_str(x); };
   if (name == "tojson") {
-    const Value ind = a.get(0, "indent", Value::none());
-    const int indent = ind.kind == Value::Int ? int(std::clamp<int64_t>(ind.i, 0, 64)) : -1;
-    std::string s = to_json(v, indent, line);
+    // tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+    if (a.pos.size() > 4) fail(line, "tojson() takes from 1 to 5 positional arguments");
+    JsonOpts o;
+    o.ensure_ascii = truthy(a.get(0, "ensure_ascii", Value::boolean(false)));
+    const Value ind = a.get(1, "indent", Value::none());
+    const Value seps = a.get(2, "separators", Value::none());
+    o.sort_keys = truthy(a.get(3, "sort_keys", Value::boolean(false)));
+    if (ind.kind != Value::None) {
+      o.indent = true;
+      if (ind.is_str()) o.indent_str = ind.s;
+      else if (ind.kind == Value::Int || ind.kind == Value::Bool)
+        o.indent_str = std::string(size_t(std::clamp<int64_t>(as_int64(ind), 0, 64)), ' ');
+      else fail(line, "tojson: indent must be an integer or a string");
+      o.item_sep = ",";
+    }
+    if (seps.kind != Value::None) {
+      if (seps.kind != Value::ListK || seps.list->size() != 2 || !(*seps.list)[0].is_str() || !(*seps.list)[1].is_str())
+        fail(line, "tojson: separators must be a pair of strings");
+      o.item_sep = (*seps.list)[0].s;
+      o.key_sep = (*seps.list)[1].s;
+    }
+    std::string s = to_json(v, o, line);
     check_size(s.size(), line);
-    return Value::str(std::move(s), true);
+    return Value::str(std::move(s));
   }
   if (name == "length" || name == "count") {
     switch (v.kind) {

@@ -77,7 +77,9 @@ struct Node {
     SetBlock,
     Macro,
     CallBlock,
-    FilterBlock
+    FilterBlock,
+    Break,
+    Continue
   };
   Kind kind;
   int line = 0;
@@ -98,9 +100,18 @@ bool truthy(const Value& v);
 std::string to_str(const Value& v);   // str(v)
 std::string py_repr(const Value& v);  // repr(v)
 bool py_equal(const Value& a, const Value& b);
-std::string to_json(const Value& v, int indent, int line);  // json.dumps(v, sort_keys=True[, indent])
-std::string html_escape(std::string_view s);                // markupsafe.escape
-std::string format_float(double d);                         // float.__repr__
+// json.dumps(v, ensure_ascii, indent, separators, sort_keys): the tojson filter of
+// llama-cpp-python's Jinja2ChatFormatter (Transformers' chat-template tojson).
+struct JsonOpts {
+  bool ensure_ascii = false;
+  bool indent = false;
+  std::string indent_str;
+  std::string item_sep = ", ", key_sep = ": ";
+  bool sort_keys = false;
+};
+std::string to_json(const Value& v, const JsonOpts& o, int line);
+std::string html_escape(std::string_view s);  // markupsafe.escape
+std::string format_float(double d);           // float.__repr__
 Value from_json_text(std::string_view json);
 
 }  // namespace llmk::jinja

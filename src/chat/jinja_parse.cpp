@@ -3,6 +3,7 @@
 // postfix/filters/tests). Unknown filters and tests fail at parse time except inside an if
 // or a conditional expression, where jinja2's compiler defers them to the call.
 #include <set>
+#include <utility>
 
 #include "chat/jinja_internal.hpp"
 
@@ -51,6 +52,7 @@ struct Parser {
   int line = 1;
   int depth = 0;
   bool soft = false;
+  int loops = 0;                                 // enclosing for loops in this scope: where break / continue may stand
   std::vector<std::pair<Node*, bool>> unknowns;  // unknown filters / tests, and whether deferred
 
   // --- token stream of the current tag
@@ -520,7 +522,9 @@ struct Parser {
       expect_end();
       const bool saved = soft;
       soft = false;
+      ++loops;
       n->bodies.push_back(body({"endfor", "else"}, &end));
+      --loops;
       if (end == "else") {
         expect_end();
         n->else_body = body({"endfor"}, &end);
@@ -563,7 +567,11 @@ struct Parser {
       expect_end();
       const bool saved = soft;
       soft = false;
-      n->bodies.push_back(body({"endset"}, &end));
+      {
+        const int saved_loops = std::exchange(loops, 0);
+        n->bodies.push_back(body({"endset"}, &end));
+        loops = saved_loops;
+      }
       expect_end();
       soft = saved;
       return n;
@@ -588,7 +596,11 @@ struct Parser {
       expect_end();
       const bool saved = soft;
       soft = false;
-      n->bodies.push_back(body({tag == "macro" ? "endmacro" : "endcall"}, &end));
+      {
+        const int saved_loops = std::exchange(loops, 0);
+        n->bodies.push_back(body({tag == "macro" ? "endmacro" : "endcall"}, &end));
+        loops = saved_loops;
+      }
       if (tag == "macro" && peek() && peek()->kind == Token::Name && peek()->s == n->name) ++ti;
       expect_end();
       soft = saved;
@@ -601,9 +613,28 @@ struct Parser {
       expect_end();
       const bool saved = soft;
       soft = false;
-      n->bodies.push_back(body({"endfilter"}, &end));
+      {
+        const int saved_loops = std::exchange(loops, 0);
+        n->bodies.push_back(body({"endfilter"}, &end));
+        loops = saved_loops;
+      }
       expect_end();
       soft = saved;
+      return n;
+    }
+    if (tag == "break" || tag == "continue") {  // jinja2.ext.loopcontrols, which Jinja2ChatFormatter loads
+      if (!loops) fail(l, "'" + tag + "' outside of a loop");
+      expect_end();
+      return make(tag == "break" ? Node::Break : Node::Continue, l);
+    }
+    if (tag == "generation") {  // Jinja2ChatFormatter's pass-through for HuggingFace's {% generation %}
+      expect_end();
+      auto n = make(Node::If, l);
+      auto t = make(Node::Lit, l);
+      t->value = Value::boolean(true);
+      n->a.push_back(std::move(t));
+      n->bodies.push_back(body({"endgeneration"}, &end));
+      expect_end();
       return n;
     }
     static const std::set<std::string, std::less<>> unsupported = {"include", "import", "from",      "extends",

@@ -234,7 +234,7 @@ std::string html_escape(std::string_view s) {
 
 namespace {
 
-void json_str(std::string& out, std::string_view s) {
+void json_str(std::string& out, std::string_view s, bool ensure_ascii) {
   out += '"';
   char buf[16];
   for (uint32_t cp : to_cps(s)) {
@@ -246,30 +246,27 @@ void json_str(std::string& out, std::string_view s) {
       case '\t': out += "\\t"; break;
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
-      case '<': out += "\\u003c"; break;  // jinja2's htmlsafe_json_dumps
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      case '\'': out += "\\u0027"; break;
       default:
-        if (cp < 0x20 || (cp >= 0x7f && cp < 0x10000)) {
+        if (cp < 0x20 || (ensure_ascii && cp >= 0x7f && cp < 0x10000)) {
           std::snprintf(buf, sizeof buf, "\\u%04x", cp);
           out += buf;
-        } else if (cp >= 0x10000) {
+        } else if (ensure_ascii && cp >= 0x10000) {
           const uint32_t v = cp - 0x10000;
           std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
           out += buf;
         } else {
-          out += char(cp);
+          append_utf8(out, cp);
         }
     }
   }
   out += '"';
 }
 
-void json_value(std::string& out, const Value& v, int indent, int level, int line) {
+void json_value(std::string& out, const Value& v, const JsonOpts& o, int level, int line) {
+  if (level > 512) fail(line, "tojson: nesting too deep");
   const auto newline = [&](int lv) {
     out += '\n';
-    out.append(size_t(indent) * size_t(lv), ' ');
+    for (int k = 0; k < lv; ++k) out += o.indent_str;
   };
   switch (v.kind) {
     case Value::None: out += "null"; return;
@@ -278,7 +275,7 @@ void json_value(std::string& out, const Value& v, int indent, int level, int lin
     case Value::Float:
       out += std::isnan(v.f) ? "NaN" : std::isinf(v.f) ? (v.f < 0 ? "-Infinity" : "Infinity") : format_float(v.f);
       return;
-    case Value::Str: json_str(out, v.s); return;
+    case Value::Str: json_str(out, v.s, o.ensure_ascii); return;
     case Value::ListK: {
       if (v.gen) fail(line, "tojson: Object of type generator is not JSON serializable");
       if (v.list->empty()) {
@@ -287,11 +284,11 @@ void json_value(std::string& out, const Value& v, int indent, int level, int lin
       }
       out += '[';
       for (size_t k = 0; k < v.list->size(); ++k) {
-        if (k) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(level + 1);
-        json_value(out, (*v.list)[k], indent, level + 1, line);
+        if (k) out += o.item_sep;
+        if (o.indent) newline(level + 1);
+        json_value(out, (*v.list)[k], o, level + 1, line);
       }
-      if (indent >= 0) newline(level);
+      if (o.indent) newline(level);
       out += ']';
       return;
     }
@@ -302,29 +299,31 @@ void json_value(std::string& out, const Value& v, int indent, int level, int lin
       }
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& kv : *v.dict) items.push_back(&kv);
-      bool ints = false, strs = false;
-      for (auto* kv : items) (is_int_key(kv->first) ? ints : strs) = true;
-      if (ints && strs) fail(line, "tojson: '<' not supported between instances of 'str' and 'int' (sort_keys)");
-      std::stable_sort(items.begin(), items.end(), [&](auto* a, auto* b) {
-        if (ints) return key_value(a->first).i < key_value(b->first).i;
-        return a->first < b->first;
-      });
+      if (o.sort_keys) {
+        bool ints = false, strs = false;
+        for (auto* kv : items) (is_int_key(kv->first) ? ints : strs) = true;
+        if (ints && strs) fail(line, "tojson: '<' not supported between instances of 'int' and 'str' (sort_keys)");
+        std::stable_sort(items.begin(), items.end(), [&](auto* a, auto* b) {
+          if (ints) return key_value(a->first).i < key_value(b->first).i;
+          return a->first < b->first;
+        });
+      }
       out += '{';
       for (size_t k = 0; k < items.size(); ++k) {
-        if (k) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(level + 1);
+        if (k) out += o.item_sep;
+        if (o.indent) newline(level + 1);
         const std::string& key = items[k]->first;
-        json_str(out, is_int_key(key) ? key.substr(kIntKey.size()) : key);
-        out += ": ";
-        json_value(out, items[k]->second, indent, level + 1, line);
+        json_str(out, is_int_key(key) ? key.substr(kIntKey.size()) : key, o.ensure_ascii);
+        out += o.key_sep;
+        json_value(out, items[k]->second, o, level + 1, line);
       }
-      if (indent >= 0) newline(level);
+      if (o.indent) newline(level);
       out += '}';
       return;
     }
-    case Value::Undefined: fail(line, "tojson: Undefined is not JSON serializable");
+    case Value::Undefined: fail(line, "tojson: Object of type Undefined is not JSON serializable");
     case Value::Func: fail(line, "tojson: a function is not JSON serializable");
-    case Value::NS: fail(line, "tojson: a namespace is not JSON serializable");
+    case Value::NS: fail(line, "tojson: Object of type Namespace is not JSON serializable");
   }
 }
 
@@ -363,9 +362,9 @@ Value from_json(const nlohmann::ordered_json& j) {
 
 }  // namespace
 
-std::string to_json(const Value& v, int indent, int line) {
+std::string to_json(const Value& v, const JsonOpts& o, int line) {
   std::string out;
-  json_value(out, v, indent, 0, line);
+  json_value(out, v, o, 0, line);
   return out;
 }
 
