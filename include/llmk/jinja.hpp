@@ -21,7 +21,7 @@
 namespace llmk::jinja {
 
 struct Limits {
-  size_t max_steps = 20'000'000;  // expression evaluations and loop iterations in one render
+  size_t max_steps = 4'000'000;   // expression evaluations and loop iterations in one render
   size_t max_output = 64u << 20;  // bytes of rendered text, and of any one string value
   int max_depth = 256;            // nesting of macro calls and of expressions
 };

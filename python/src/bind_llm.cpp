@@ -100,18 +100,26 @@ LLMK_PY_BINDINGS(llm) {
       nb::arg("template"), nb::arg("name"), nb::arg("messages_json"), nb::arg("add_generation_prompt"),
       nb::arg("bos_token"), nb::arg("eos_token"), nb::arg("now"), nb::arg("tools_json") = "",
       nb::arg("kwargs_json") = "");
-  // The Jinja interpreter itself: parses `source` and renders it with the variables of
-  // context_json (llmk/jinja.hpp); `now` is what strftime_now formats.
-  m.def(
-      "jinja_render",
-      [](const std::string& source, const std::string& context_json, int64_t now) {
-        jinja::RenderOptions o;
-        o.now = std::time_t(now);
-        return as_bytes(jinja::Template::parse(source).render(context_json, o));
-      },
-      nb::arg("source"), nb::arg("context_json"), nb::arg("now"));
+  // The Jinja interpreter itself (llmk/jinja.hpp): a parsed template; render(context_json,
+  // now) renders it with the variables of a JSON object, `now` being what strftime_now formats.
+  nb::class_<jinja::Template>(m, "JinjaTemplate")
+      .def("__init__", [](jinja::Template* t,
+                          const std::string& source) { new (t) jinja::Template(jinja::Template::parse(source)); })
+      .def(
+          "render",
+          [](const jinja::Template& t, const std::string& context_json, int64_t now) {
+            jinja::RenderOptions o;
+            o.now = std::time_t(now);
+            return as_bytes(t.render(context_json, o));
+          },
+          nb::arg("context_json"), nb::arg("now"));
   m.def("chat_template_source",
         [](const std::string& name) { return std::string(ChatTemplate::builtin_source(name)); });
+  // A GGUF file's tokenizer.chat_template, "" when it has none.
+  m.def("gguf_chat_template", [](const std::string& path) {
+    const gguf::File f = gguf::File::open(path);
+    return f.has("tokenizer.chat_template") ? std::string(f.get_string("tokenizer.chat_template")) : std::string();
+  });
   m.def("chat_template_names", [] { return ChatTemplate::names(); });
   m.def("known_models", [] {
     nb::list out;

@@ -16,8 +16,8 @@ constexpr const char* kFn = "llmk::chat_template";
 
 // llama-cpp-python's CHATML_CHAT_TEMPLATE.
 constexpr const char* kChatml =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
-    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + "
+    "'\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
 // Gemma 3 instruct (google/gemma-3-*-it tokenizer_config.json).
 constexpr const char* kGemma3 = R"JINJA({{ bos_token }}

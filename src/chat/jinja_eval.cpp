@@ -663,6 +663,11 @@ struct Interp {
       auto it = std::make_shared<Frame>();
       it->parent = fr;
       assign(*it, n.names, items[i], n.line);
+      if (!n.negated) {
+        exec(n.bodies[0], it, out);
+        if (std::exchange(loop_ctl, 0) == 1) break;
+        continue;
+      }
       Dict loop;
       loop.emplace_back("index", Value::integer(int64_t(i) + 1));
       loop.emplace_back("index0", Value::integer(int64_t(i)));

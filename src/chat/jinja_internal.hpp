@@ -89,7 +89,7 @@ struct Node {
   std::vector<std::string> names;  // keyword names of call arguments, compare ops, targets, params
   std::vector<Body> bodies;        // If: one per condition; For/Macro/blocks: bodies[0]
   Body else_body;
-  bool negated = false;  // Test: "is not"
+  bool negated = false;  // Test: "is not"; For: the body reads `loop`
   bool flag = false;     // For: recursive; Filter/Test: unknown name, an error when evaluated
 };
 

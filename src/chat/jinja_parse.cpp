@@ -132,6 +132,18 @@ struct Parser {
     for (auto& [node, deferred] : unknowns)
       if (contains(n, node)) deferred = true;
   }
+  static bool uses_name(const Node* n, std::string_view name) {
+    if (!n) return false;
+    if (n->kind == Node::Name && n->name == name) return true;
+    for (const auto& c : n->a)
+      if (uses_name(c.get(), name)) return true;
+    for (const auto& b : n->bodies)
+      for (const auto& c : b)
+        if (uses_name(c.get(), name)) return true;
+    for (const auto& c : n->else_body)
+      if (uses_name(c.get(), name)) return true;
+    return false;
+  }
   static bool contains(const Node* root, const Node* x) {
     if (!root) return false;
     if (root == x) return true;
@@ -480,7 +492,11 @@ struct Parser {
     }
     if (ends.size()) {
       std::string want;
-      for (std::string_view e : ends) want += (want.empty() ? "'" : " or '") + std::string(e) + "'";
+      for (std::string_view e : ends) {
+        want += want.empty() ? "'" : " or '";
+        want += e;
+        want += '\'';
+      }
       fail(line, "unexpected end of template: expected " + want);
     }
     return out;
@@ -525,6 +541,7 @@ struct Parser {
       ++loops;
       n->bodies.push_back(body({"endfor", "else"}, &end));
       --loops;
+      for (const NodeP& b : n->bodies[0]) n->negated = n->negated || uses_name(b.get(), "loop");
       if (end == "else") {
         expect_end();
         n->else_body = body({"endfor"}, &end);

@@ -35,14 +35,16 @@ TEST(Jinja, PythonSemantics) {
   EXPECT_EQ(jr("{{ [1, 'a', none, true, 1.5, {'k': \"it's\"}, (1,)] }}"),
             "[1, 'a', None, True, 1.5, {'k': \"it's\"}, (1,)]");
   EXPECT_EQ(jr("{{ {'b': 1, 'a': [1, 2.0, 'é<'], 'c': none} | tojson }}"),
-            "{\"a\": [1, 2.0, \"\\u00e9\\u003c\"], \"b\": 1, \"c\": null}");
+            "{\"b\": 1, \"a\": [1, 2.0, \"é<\"], \"c\": null}");
+  EXPECT_EQ(jr("{{ {'b': 1, 'a': 'é'} | tojson(ensure_ascii=true, sort_keys=true) }}"),
+            "{\"a\": \"\\u00e9\", \"b\": 1}");
   EXPECT_EQ(jr("{{ {'a': 1} | tojson(indent=2) }}"), "{\n  \"a\": 1\n}");
   EXPECT_EQ(jr("{{ '日本語x'[1:] }}|{{ 'abc'[::-1] }}|{{ 'a,b,,c'.split(',') }}|{{ ' x\u3000'.strip() }}|"),
             "本語x|cba|['a', 'b', '', 'c']|x|");
   EXPECT_EQ(jr("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 1e20 }} {{ 0.1 + 0.2 }} {{ 2 ** 10 }}"),
             "3 -4 2 3.5 1e+20 0.30000000000000004 1024");
   EXPECT_EQ(jr("{{ 'x' if 1 == 1.0 and true == 1 }}{{ 'y' if none }}"), "x");
-  EXPECT_EQ(jr("{{ 'a' + ('<' | tojson) }}|{{ '<' + ({'k': 1} | tojson) }}"), "a\"\\u003c\"|&lt;{\"k\": 1}");
+  EXPECT_EQ(jr("{{ '<' + ('x' | safe) }}|{{ '<' ~ ('x' | safe) }}"), "&lt;x|<x");  // markupsafe.Markup
 }
 
 TEST(Jinja, StatementsAndWhitespace) {
@@ -65,7 +67,11 @@ TEST(Jinja, StatementsAndWhitespace) {
 }
 
 TEST(Jinja, ErrorsNameTheConstructAndLine) {
-  EXPECT_NE(error_of("x\n{% break %}").find("line 2: unknown tag 'break'"), std::string::npos);
+  EXPECT_NE(error_of("x\n{% frobnicate %}").find("line 2: unknown tag 'frobnicate'"), std::string::npos);
+  EXPECT_NE(error_of("{% break %}").find("'break' outside of a loop"), std::string::npos);
+  EXPECT_EQ(jr("{% for x in range(9) %}{% if x == 3 %}{% break %}{% endif %}{% if x == 1 %}{% continue %}{% endif %}"
+               "{{ x }}{% endfor %}{% generation %}g{% endgeneration %}"),
+            "02g");
   EXPECT_NE(error_of("{% include 'x' %}").find("'include' tag is not supported"), std::string::npos);
   EXPECT_NE(error_of("\n\n{{ x | nosuch }}").find("line 3: no filter named 'nosuch'"), std::string::npos);
   EXPECT_EQ(error_of("{% if false %}{{ x | nosuch }}{% endif %}"), "(no error)");  // deferred, as jinja2's compiler
@@ -74,7 +80,8 @@ TEST(Jinja, ErrorsNameTheConstructAndLine) {
   EXPECT_NE(error_of("{{ x.y }}").find("'x' is undefined"), std::string::npos);
   EXPECT_NE(error_of("{{ 1 + 'a' }}").find("unsupported operand"), std::string::npos);
   EXPECT_NE(error_of("{{ (").find("line 1"), std::string::npos);
-  EXPECT_NE(error_of(std::string(5000, '(')).find("nested deeper"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + std::string(5000, '[') + std::string(5000, ']') + " }}").find("nested deeper"),
+            std::string::npos);
 }
 
 TEST(Jinja, SandboxBoundsStopHostileTemplates) {
@@ -99,7 +106,7 @@ TEST(ChatTemplate, BuiltinsMatchJinja2) {
             "<|im_start|>system\n S <|im_end|>\n<|im_start|>user\n Hi\n<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
             "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(ChatTemplate::from_name("gemma").render(kConv, o),
-            "<bos><start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>"
+            "<bos><start_of_turn>user\n S \n\nHi<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>"
             "user\n"
             "Q<end_of_turn>\n<start_of_turn>model\n");
   std::string err;
