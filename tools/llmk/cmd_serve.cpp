@@ -433,9 +433,9 @@ class Server {
     const int64_t max_tokens = integer(body, mt, chat ? 0 : 16, 1, INT64_MAX);
     std::vector<std::vector<int32_t>> ps;
     if (chat) ps.push_back(chat_prompt(raw, job));
+    else ps = prompts(body);
     if (chat && job.reply.buffered() && job.logprobs >= 0)
       throw bad("logprobs", "cannot be combined with tools or --reasoning-format deepseek (the reply is parsed)");
-    else ps = prompts(body);
     for (auto& p : ps) {
       const int64_t np = int64_t(p.size());
       if (np >= context_)

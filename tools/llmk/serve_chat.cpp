@@ -104,7 +104,8 @@ std::string render_chat_request(const std::string& raw, const ChatTemplate& tpl,
 
   ChatRenderOptions o = base;
   *reply = ChatReplyOptions{};
-  reply->split_reasoning = cfg.split_reasoning;
+  // reasoning is split for templates that know <think> (Qwen3, DeepSeek R1, QwQ ...)
+  reply->split_reasoning = cfg.split_reasoning && tpl.source().find("<think>") != std::string::npos;
   const ojson* tools = body.contains("tools") && !body["tools"].is_null() ? &body["tools"] : nullptr;
   std::string choice = "auto";
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {

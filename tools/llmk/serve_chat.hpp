@@ -20,7 +20,7 @@ struct ChatRequestError {
 // The server's settings: --tool-parser (none: detected from the template), --reasoning-format.
 struct ChatConfig {
   ToolFormat tool_format = ToolFormat::none;
-  bool split_reasoning = true;  // --reasoning-format deepseek (the default) / none
+  bool split_reasoning = true;  // --reasoning-format deepseek (the default, for templates that write <think>) / none
 };
 
 // What one chat request asks of its reply.
