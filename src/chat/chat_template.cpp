@@ -100,9 +100,15 @@ std::string render_with(const jinja::Template& t, nlohmann::ordered_json message
     LLMK_CHECK_ARG(kw.is_object(), kFn, "kwargs", o.kwargs_json.substr(0, 80), "must be a JSON object");
     for (auto& [k, v] : kw.items()) ctx[k] = v;
   }
+  std::string ctx_text;
+  try {
+    ctx_text = ctx.dump();
+  } catch (const nlohmann::json::exception&) {  // a string that is not UTF-8
+    throw_invalid_argument(kFn, "messages", "(a message, bos_token or eos_token)", "must be valid UTF-8");
+  }
   jinja::RenderOptions ro;
   ro.now = o.now;
-  return t.render(ctx.dump(), ro);
+  return t.render(ctx_text, ro);
 }
 
 }  // namespace

@@ -147,6 +147,9 @@ TEST(ChatTemplate, BadArgumentsAreNamed) {
             std::string::npos);
   EXPECT_NE(message([] { ChatTemplate::from_jinja(""); }).find("must not be empty"), std::string::npos);
   EXPECT_NE(message([] { ChatTemplate::from_name("chatml").render({}, {}); }).find("'messages'"), std::string::npos);
+  const std::vector<ChatMessage> bad_utf8{{"user", "a\x8b"}};
+  EXPECT_NE(message([&] { ChatTemplate::from_name("chatml").render(bad_utf8, {}); }).find("must be valid UTF-8"),
+            std::string::npos);
   EXPECT_NE(message([] {
               ChatTemplate::from_name("chatml").render_json("[{\"content\": \"x\"}]", {});
             }).find("'messages[0].role'"),
