@@ -1,8 +1,9 @@
-// libFuzzer target: chat templates. The input is split at 0x00 bytes into a template text and
-// messages (each "role byte + content"); ChatTemplate::from_jinja runs on the template text,
-// and every named family renders the messages with and without the generation prompt.
-// Checks, beyond "no crash": only InvalidArgument escapes, and a rendered prompt holds each
-// user message's content, trimmed where the family trims, unless the family threw.
+// libFuzzer target: the Jinja interpreter (llmk/jinja.hpp) and chat templates on top of it.
+// The input is split at 0x00 bytes into a template text, a context and messages (each "role
+// byte + content"). The template text is parsed; it renders the context when that is a JSON
+// object, and chat-renders the messages (ChatTemplate::render) with and without the generation
+// prompt and tools. Checks, beyond "no crash, no leak": only InvalidArgument escapes, and the
+// sandbox bounds (steps, output, depth; set small here) keep every input fast and small.
 // Build and run: scripts/fuzz-smoke (corpus: fuzz/corpus/chat_template).
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "llmk/chat_template.hpp"
 #include "llmk/error.hpp"
+#include "llmk/jinja.hpp"
 
 using namespace llmk;
 
@@ -24,33 +26,43 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (b == std::string::npos) break;
     a = b + 1;
   }
+  jinja::RenderOptions ro;
+  ro.now = 1756900800;
+  ro.limits.max_steps = 200000;
+  ro.limits.max_output = 1 << 20;
+  ro.limits.max_depth = 64;
+  std::string out;
   try {
-    (void)ChatTemplate::from_jinja(parts[0]);
-  } catch (const InvalidArgument&) {
-  }
-  static const char* const roles[] = {"system", "user", "assistant"};
-  std::vector<ChatMessage> ms;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const std::string& p = parts[i];
-    ms.push_back({roles[p.empty() ? 1 : uint8_t(p[0]) % 3], p.empty() ? "" : p.substr(1)});
-  }
-  for (const std::string& name : ChatTemplate::names()) {
-    const ChatTemplate t = ChatTemplate::from_name(name);
-    for (bool agp : {true, false}) {
-      std::string out;
+    const jinja::Template t = jinja::Template::parse(parts[0]);
+    if (parts.size() > 1) {
       try {
-        out = t.render(ms, {agp, "<s>", "</s>", "01 Jan 2025"});
+        out = t.render(parts[1], ro);
+        if (out.size() > ro.limits.max_output) std::abort();  // the output bound holds
       } catch (const InvalidArgument&) {
-        continue;
-      }
-      // contents that no family rewrites: a user message without whitespace or think tags
-      for (const ChatMessage& m : ms) {
-        if (m.role != "user" ||
-            m.content.find_first_of(" \t\n\v\f\r\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3") != std::string::npos)
-          continue;
-        if (out.find(m.content) == std::string::npos) std::abort();
       }
     }
+  } catch (const InvalidArgument&) {
+    return 0;
+  }
+  static const char* const roles[] = {"system", "user", "assistant", "tool"};
+  std::vector<ChatMessage> ms;
+  for (size_t i = 2; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    ms.push_back({roles[p.empty() ? 1 : uint8_t(p[0]) % 4], p.empty() ? "" : p.substr(1)});
+  }
+  if (ms.empty()) return 0;
+  try {
+    const ChatTemplate ct = ChatTemplate::from_jinja(parts[0]);
+    for (bool agp : {true, false}) {
+      ChatRenderOptions o{agp, "<s>", "</s>"};
+      o.now = ro.now;
+      if (agp) o.tools_json = R"([{"type": "function", "function": {"name": "f", "parameters": {}}}])";
+      try {
+        (void)ct.render(ms, o);
+      } catch (const InvalidArgument&) {
+      }
+    }
+  } catch (const InvalidArgument&) {
   }
   return 0;
 }

@@ -4,9 +4,9 @@
                           (gguf package, python/tests/gguf_fixtures.py), v2 and v3 headers,
                           every metadata type, nested arrays, alignment 64, no tensors;
   fuzz/corpus/tokenizer/  texts: Unicode, digits, whitespace runs, code, special tokens, Llama 3 patterns;
-  fuzz/corpus/chat_template/  a template text, then messages (role byte % 3: system, user,
-                          assistant; then the content), separated by 0x00; the templates
-                          from llama.cpp's models/templates/ (scripts/fetch-llamacpp-vocab).
+  fuzz/corpus/chat_template/  a template text, a context (JSON), then messages (role byte % 4:
+                          system, user, assistant, tool; then the content), separated by 0x00;
+                          the templates from llama.cpp's models/templates/ (scripts/fetch-llamacpp-vocab).
 Run: .venv/bin/python fuzz/make_corpus.py"""
 import struct
 import sys
@@ -96,9 +96,19 @@ def chat_template_corpus():
         "deepseek": ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", b"\x00\x00S\x00\x01u\x00\x02</think>a"),
         "gemma": ("google-gemma-2-2b-it.jinja", b"\x00\x01u\x00\x02a\x00\x02b"),
     }
+    import json
+
+    ctx = json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None,
+                                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]},
+                                   {"role": "tool", "content": "ok", "tool_call_id": "c1"}],
+                      "bos_token": "<s>", "eos_token": "</s>", "add_generation_prompt": True,
+                      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+                      "enable_thinking": False}).encode()
+    seeds["qwen3-coder"] = ("Qwen3-Coder.jinja", b"\x00\x01q\x00\x03tool result")
+    seeds["gpt-oss"] = ("openai-gpt-oss-120b.jinja", b"\x00\x00sys\x00\x01q")
     for name, (template, messages) in seeds.items():
         text = template if isinstance(template, bytes) else (templates / template).read_bytes()
-        (c / name).write_bytes(text + messages)
+        (c / name).write_bytes(text + b"\x00" + ctx + messages)
 
 
 if __name__ == "__main__":

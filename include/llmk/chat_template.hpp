@@ -1,30 +1,28 @@
 // Chat templates: the prompt text a model's chat template (the Jinja string in the GGUF's
-// tokenizer.chat_template) makes of a conversation. llmk recognises the templates of the
-// families below by the expressions that render a message, and renders them natively; the
-// output is byte-identical to Jinja2 rendering the same template string as llama-cpp-python
-// does (python/tests/test_chat_template.py, docs/chat_templates.md). A template that is not
-// recognised is an error, never a guess; --chat-template NAME picks a family by name instead.
+// tokenizer.chat_template) makes of a conversation, rendered by llmk's Jinja interpreter
+// (llmk/jinja.hpp) as llama-cpp-python's Jinja2ChatFormatter renders it with jinja2: the
+// variables messages, bos_token, eos_token, add_generation_prompt, tools, tool_choice (None),
+// functions, function_call (None), raise_exception and strftime_now, plus the template kwargs
+// the caller passes (enable_thinking, reasoning_effort, ...). docs/chat_templates.md.
 //
-// Names (ChatTemplate::names()): chatml (SmolLM2, Qwen2.5: the template's default system
-// prompt, if any, when the first message is not a system one), qwen3 (ChatML with <think>
-// blocks), llama3 (3.1/3.2/3.3), mistral-v0 ([INST] x [/INST]), mistral-v0.1 (the same with a
-// space after each eos), mistral-nemo ([INST]x[/INST], the system prompt in the last user
-// turn), phi3 (Phi-3.5), gemma2, gemma3 (the system prompt folded into the first user turn;
-// also named gemma), deepseek-r1 (R1-Distill-Llama; deepseek-r1-qwen adds "</think>" to the
-// generation prompt, as R1-Distill-Qwen's template does).
+// Built-in templates (names()): chatml (llama-cpp-python's CHATML_CHAT_TEMPLATE) and gemma3
+// (also named gemma: Gemma 3 instruct's template), for models that carry none.
 //
-// Messages: role "system", "user" or "assistant", content any UTF-8 text, at least one message;
-// anything else is InvalidArgument naming the message. Where the template itself raises an
-// exception (roles not alternating, a system message where none is supported), render()
-// throws InvalidArgument with the template's message. ChatTemplate is immutable: one instance
-// serves many threads.
+// Errors: InvalidArgument for a template that does not parse (naming the line), for messages
+// that are not a non-empty array of objects with a string role, and where rendering fails: the
+// template raises (raise_exception's message is in the error), or uses something unsupported,
+// or passes the interpreter's bounds. ChatTemplate is immutable: one instance serves many
+// threads.
 #pragma once
 #include <cstdint>
+#include <ctime>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "llmk/jinja.hpp"
 #include "llmk/tokenizer.hpp"
 
 namespace llmk {
@@ -32,37 +30,39 @@ namespace llmk {
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
   std::string bos_token, eos_token;  // the texts of the vocabulary's bos / eos ("" when it has none)
-  std::string date;  // "Today Date" where the template calls strftime_now("%d %b %Y"); "" = today, local time
+  std::time_t now = 0;               // what strftime_now formats, in local time; 0 = now
+  std::string tools_json;            // the `tools` variable: a JSON array; "" = None
+  std::string kwargs_json;           // more template variables: a JSON object; "" = none
 };
 
 class ChatTemplate {
  public:
-  // Recognises a Jinja chat template. InvalidArgument naming what was found (its length and
-  // first line) when it is not one of the known forms, or when it is empty.
-  static ChatTemplate from_jinja(std::string_view jinja);
-  // A family by name (names()); InvalidArgument listing the names otherwise.
+  // Parses a Jinja chat template; InvalidArgument when it is empty or does not parse.
+  static ChatTemplate from_jinja(std::string_view jinja, std::string name = "model");
+  // A built-in template by name (names()), else the Jinja file at that path; InvalidArgument
+  // listing the names when it is neither.
   static ChatTemplate from_name(std::string_view name);
   static const std::vector<std::string>& names();
+  static std::string_view builtin_source(std::string_view name);  // "" when not a name
 
   const std::string& name() const { return name_; }
+  const std::string& source() const { return source_; }
   std::string render(std::span<const ChatMessage> messages, const ChatRenderOptions& options) const;
+  // messages_json: an array of OpenAI-style message objects (role, content, tool_calls,
+  // tool_call_id, name, ...), passed to the template as they are.
+  std::string render_json(std::string_view messages_json, const ChatRenderOptions& options) const;
 
  private:
-  enum class Family { chatml, qwen3, llama3, mistral_v0, mistral_nemo, phi3, gemma2, gemma3, deepseek_r1 };
-  ChatTemplate(Family f, std::string name) : family_(f), name_(std::move(name)) {}
-  friend struct ChatTemplateRecognizer;
-
-  Family family_;
-  std::string name_;
-  std::string default_system_;  // chatml: inserted when the first message is not a system one
-  std::string fixed_date_;      // llama3: the template's literal date_string; "" = strftime_now
-  bool eos_space_ = false;      // mistral-v0.1: assistant turns end with eos + ' '
-  bool think_close_ = false;    // deepseek-r1-qwen: the generation prompt ends with "</think>"
+  ChatTemplate(std::shared_ptr<const jinja::Template> t, std::string name, std::string source)
+      : tpl_(std::move(t)), name_(std::move(name)), source_(std::move(source)) {}
+  std::shared_ptr<const jinja::Template> tpl_;
+  std::string name_, source_;
 };
 
-// The chat template of tok's model: from_name(name) when name is not empty, else
-// from_jinja(tok.chat_template()). A model without a template (a base model) is an
-// InvalidArgument that says so and suggests --chat-template NAME.
+// The chat template of tok's model: from_name(name) when `name` is not empty, else
+// from_jinja(tok.chat_template()). A model
+// without a template (a base model) is an InvalidArgument that says so and suggests
+// --chat-template NAME.
 ChatTemplate chat_template_of(const Tokenizer& tok, std::string_view name = "");
 // bos_token / eos_token as Jinja gets them: the text of tok's bos / eos token, "" when absent.
 ChatRenderOptions chat_render_options(const Tokenizer& tok, bool add_generation_prompt = true);

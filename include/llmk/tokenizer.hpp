@@ -170,7 +170,7 @@ std::string render_chatml(std::span<const ChatMessage> messages, bool add_genera
 // Face"), read from the template's literal '<|im_start|>system\n...<|im_end|>'; "" if none.
 std::string chatml_default_system(std::string_view jinja_template);
 // The prompt text of a chat with tok's model (generation prompt added): its own template,
-// recognised and rendered as llmk/chat_template.hpp says (chat_template_of(tok)).
+// rendered as llmk/chat_template.hpp says (chat_template_of(tok)).
 std::string render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages);
 
 }  // namespace llmk

@@ -197,11 +197,11 @@ class LLM:
         running sequences need more, the newest is preempted and recomputed
         later (the same tokens).
     chat_template : str, optional
-        The chat template ``chat`` renders with, by name (``llmk chat
-        --chat-template``: ``"chatml"``, ``"llama3"``, ``"gemma"``, ...;
-        ``llmk._llmk.chat_template_names()``). None: the model's own template,
-        recognised from the file (an error at ``chat`` when the file has none or
-        llmk does not know it).
+        The chat template ``chat`` renders with: a built-in one by name (``llmk
+        chat --chat-template``: ``"chatml"``, ``"gemma3"``, ``"gemma"``;
+        ``llmk._llmk.chat_template_names()``) or the path of a Jinja file. None:
+        the model's own template, run by llmk's Jinja interpreter (an error at
+        ``chat`` when the file has none).
     spec : {"ngram", "off"}, default "ngram"
         Speculative decoding: each step may also run tokens drafted from the
         request's own prompt and output (n-gram lookup) and keep those the
@@ -242,8 +242,9 @@ class LLM:
         if chat_template is not None:
             _str(None, "chat_template", chat_template)
             names = _llmk.chat_template_names()
-            if chat_template not in names:
-                _fail(None, "chat_template", chat_template, "must be None or one of " + ", ".join(names))
+            if chat_template not in names and not os.path.isfile(chat_template):
+                _fail(None, "chat_template", chat_template,
+                      "must be None, one of " + ", ".join(names) + " or the path of a Jinja file")
         self._chat_template = chat_template or ""
         kvt = None if kv_v_type is None else _kv_type(None, "kv_v_type", kv_v_type)
         if not isinstance(kv_rotate, (bool, np.bool_)):

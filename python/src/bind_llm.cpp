@@ -23,6 +23,7 @@
 #include "llmk/chat_template.hpp"
 #include "llmk/engine.hpp"
 #include "llmk/gguf.hpp"
+#include "llmk/jinja.hpp"
 #include "llmk/tokenizer.hpp"
 
 namespace llmk::py {
@@ -89,16 +90,36 @@ LLMK_PY_BINDINGS(llm) {
   // (the template's name, the prompt text).
   m.def(
       "render_chat_template",
-      [](const std::string& jinja, const std::string& name,
-         const std::vector<std::pair<std::string, std::string>>& msgs, bool add_generation_prompt,
-         const std::string& bos_token, const std::string& eos_token, const std::string& date) {
+      [](const std::string& jinja, const std::string& name, const std::string& messages_json,
+         bool add_generation_prompt, const std::string& bos_token, const std::string& eos_token, int64_t now,
+         const std::string& tools_json, const std::string& kwargs_json) {
         const ChatTemplate t = name.empty() ? ChatTemplate::from_jinja(jinja) : ChatTemplate::from_name(name);
-        std::vector<ChatMessage> m;
-        for (const auto& [role, content] : msgs) m.push_back({role, content});
-        return std::make_pair(t.name(), as_bytes(t.render(m, {add_generation_prompt, bos_token, eos_token, date})));
+        ChatRenderOptions o{add_generation_prompt, bos_token, eos_token, std::time_t(now), tools_json, kwargs_json};
+        return std::make_pair(t.name(), as_bytes(t.render_json(messages_json, o)));
       },
-      nb::arg("template"), nb::arg("name"), nb::arg("messages"), nb::arg("add_generation_prompt"), nb::arg("bos_token"),
-      nb::arg("eos_token"), nb::arg("date"));
+      nb::arg("template"), nb::arg("name"), nb::arg("messages_json"), nb::arg("add_generation_prompt"),
+      nb::arg("bos_token"), nb::arg("eos_token"), nb::arg("now"), nb::arg("tools_json") = "",
+      nb::arg("kwargs_json") = "");
+  // The Jinja interpreter itself (llmk/jinja.hpp): a parsed template; render(context_json,
+  // now) renders it with the variables of a JSON object, `now` being what strftime_now formats.
+  nb::class_<jinja::Template>(m, "JinjaTemplate")
+      .def("__init__", [](jinja::Template* t,
+                          const std::string& source) { new (t) jinja::Template(jinja::Template::parse(source)); })
+      .def(
+          "render",
+          [](const jinja::Template& t, const std::string& context_json, int64_t now) {
+            jinja::RenderOptions o;
+            o.now = std::time_t(now);
+            return as_bytes(t.render(context_json, o));
+          },
+          nb::arg("context_json"), nb::arg("now"));
+  m.def("chat_template_source",
+        [](const std::string& name) { return std::string(ChatTemplate::builtin_source(name)); });
+  // A GGUF file's tokenizer.chat_template, "" when it has none.
+  m.def("gguf_chat_template", [](const std::string& path) {
+    const gguf::File f = gguf::File::open(path);
+    return f.has("tokenizer.chat_template") ? std::string(f.get_string("tokenizer.chat_template")) : std::string();
+  });
   m.def("chat_template_names", [] { return ChatTemplate::names(); });
   m.def("known_models", [] {
     nb::list out;

@@ -1,16 +1,20 @@
-"""llmk's chat templates (include/llmk/chat_template.hpp) against Jinja2 rendering the same
-template string as llama-cpp-python does (its Jinja2ChatFormatter: a sandboxed environment
-with trim_blocks and lstrip_blocks, raise_exception, strftime_now, bos/eos, tools None).
+"""llmk's Jinja interpreter (include/llmk/jinja.hpp) against jinja2 rendering the same template
+as llama-cpp-python 0.3.36's Jinja2ChatFormatter does (ImmutableSandboxedEnvironment with
+trim_blocks, lstrip_blocks, loopcontrols and the {% generation %} pass-through; its tojson;
+raise_exception, strftime_now; messages, bos/eos, add_generation_prompt, tools, and the extra
+template kwargs passed through).
 
-Every template in llama.cpp's models/templates/ (fetched by scripts/fetch-llamacpp-vocab) is
-tried: one llmk recognises must render all CONVERSATIONS byte-identically, with and without
-the generation prompt, or fail where Jinja2 raises; one it does not must be refused with an
-error that says so. The families the project supports must be recognised, under the names
-listed in SUPPORTED. Skips, saying why, when jinja2 / llama_cpp or the templates are missing.
+Every template file of llama.cpp's models/templates/ (scripts/fetch-llamacpp-vocab), the
+templates inside the GGUFs at hand and llmk's built-in ones render CONVERSATIONS (with and
+without a system message, multi-turn, tools, tool calls with arguments as objects and as JSON
+strings, tool results, <think> content, template kwargs) and RANDOM_CASES random ones
+(fixed seed), with and without the generation prompt: byte-identical, or an error from llmk
+where jinja2 raises. Skips, saying why, when jinja2 / llama_cpp or the templates are missing.
 """
 import datetime
-import functools
+import json
 import os
+import random
 import subprocess
 from pathlib import Path
 
@@ -22,147 +26,174 @@ from gguf_fixtures import default_model, gemma_model
 
 ROOT = Path(__file__).resolve().parents[2]
 LLMK = Path(os.environ.get("LLMK_BUILD_DIR", ROOT / "build")) / "llmk"
-jinja2 = pytest.importorskip("jinja2", reason="jinja2 not installed (scripts/setup)")
+pytest.importorskip("jinja2", reason="jinja2 not installed (scripts/setup-peers)")
 chat_format = pytest.importorskip("llama_cpp.llama_chat_format", reason="llama_cpp not installed (scripts/setup-peers)")
 
 BOS, EOS = "<|bos|>", "<|eos|>"
-DATE = datetime.datetime(2025, 9, 3, 12, 0, 0)  # what strftime_now sees in the oracle
-
-# Template file (llama.cpp's models/templates/) -> the name llmk must recognise it as.
-SUPPORTED = {
-    "Qwen-Qwen2.5-7B-Instruct.jinja": "chatml",
-    "Qwen-Qwen3-0.6B.jinja": "qwen3",
-    "meta-llama-Llama-3.1-8B-Instruct.jinja": "llama3",
-    "meta-llama-Llama-3.2-3B-Instruct.jinja": "llama3",
-    "meta-llama-Llama-3.3-70B-Instruct.jinja": "llama3",
-    "mistralai-Mistral-Nemo-Instruct-2407.jinja": "mistral-nemo",
-    "microsoft-Phi-3.5-mini-instruct.jinja": "phi3",
-    "google-gemma-2-2b-it.jinja": "gemma2",
-    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja": "deepseek-r1",
-    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": "deepseek-r1-qwen",
-}
-
-# Gemma 3's instruct template (google/gemma-3-*-it tokenizer_config.json; gemma-3-270m is a
-# base model whose GGUF carries none, and llama.cpp's models/templates/ has no Gemma 3 file).
-GEMMA3_TEMPLATE = """{{ bos_token }}
-{%- if messages[0]['role'] == 'system' -%}
-    {%- if messages[0]['content'] is string -%}
-        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
-    {%- else -%}
-        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
-    {%- endif -%}
-    {%- set loop_messages = messages[1:] -%}
-{%- else -%}
-    {%- set first_user_prefix = "" -%}
-    {%- set loop_messages = messages -%}
-{%- endif -%}
-{%- for message in loop_messages -%}
-    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
-        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
-    {%- endif -%}
-    {%- if (message['role'] == 'assistant') -%}
-        {%- set role = "model" -%}
-    {%- else -%}
-        {%- set role = message['role'] -%}
-    {%- endif -%}
-    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
-    {%- if message['content'] is string -%}
-        {{ message['content'] | trim }}
-    {%- elif message['content'] is iterable -%}
-        {%- for item in message['content'] -%}
-            {%- if item['type'] == 'image' -%}
-                {{ '<start_of_image>' }}
-            {%- elif item['type'] == 'text' -%}
-                {{ item['text'] | trim }}
-            {%- endif -%}
-        {%- endfor -%}
-    {%- else -%}
-        {{ raise_exception("Invalid content type") }}
-    {%- endif -%}
-    {{ '<end_of_turn>\n' }}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{'<start_of_turn>model\n'}}
-{%- endif -%}
-"""
-
-# Templates from elsewhere: llama-cpp-python's built-in ones and Gemma 3's.
-EXTRA = {
-    "llama-cpp-python CHATML_CHAT_TEMPLATE": (chat_format.CHATML_CHAT_TEMPLATE, "chatml"),
-    "llama-cpp-python MISTRAL_INSTRUCT_CHAT_TEMPLATE": (chat_format.MISTRAL_INSTRUCT_CHAT_TEMPLATE, "mistral-v0.1"),
-    "llama-cpp-python MIXTRAL_INSTRUCT_CHAT_TEMPLATE": (chat_format.MIXTRAL_INSTRUCT_CHAT_TEMPLATE, "mistral-v0"),
-    "gemma-3 instruct": (GEMMA3_TEMPLATE, "gemma3"),
-}
+NOW = 1756900800  # what strftime_now sees on both sides (2025-09-03, local time)
+DATE = datetime.datetime.fromtimestamp(NOW)
+RANDOM_CASES = 300
 
 
-def _m(role, content):
-    return {"role": role, "content": content}
+def _m(role, content, **kw):
+    return {"role": role, "content": content, **kw}
 
 
-CONVERSATIONS = [
-    [_m("user", "Hello!")],
-    [_m("system", "You are a terse assistant."), _m("user", "What is 2+2?")],
-    [_m("user", "Hi"), _m("assistant", "Hello! How can I help?"), _m("user", "Tell me a joke.")],
-    [_m("system", "Be kind."), _m("user", "One"), _m("assistant", "Two"), _m("user", "Three"), _m("assistant", "Four")],
-    [_m("system", ""), _m("user", ""), _m("assistant", ""), _m("user", "")],
-    [_m("user", "Grüße, 世界! 🙂🚀 «ça» — naïve \u00a0nbsp\u3000ideographic"),
-     _m("assistant", "日本語で答えます。\u2028line sep 👩‍💻"), _m("user", "e\u0301 {{ not a tag }} {% raw %} 'q' \"dq\" \\n")],
-    [_m("system", "\n  padded system \t\n"), _m("user", "  leading and trailing  \n\n"),
-     _m("assistant", "\u3000\u00a0answer\u2003\n"), _m("user", "\n\nlast\u0085")],
-    [_m("user", "Solve x+1=3."), _m("assistant", "<think>\nx = 3 - 1\n</think>\n\nx = 2"), _m("user", "And x+2=3?"),
-     _m("assistant", "<think>\n\nx = 1\n\n</think>\n\n\nx = 1")],
-    [_m("user", "first"), _m("user", "second in a row"), _m("assistant", "<think>\nr1\n</think>\n\na1"),
-     _m("assistant", "a2")],
-    [_m("user", "Hi"), _m("assistant", "Hello"), _m("system", "Switch to French."), _m("user", "Bonjour")],
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Get the weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"},
+                                                        "unit": {"type": "string", "enum": ["c", "f"]}},
+                       "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "add", "description": "Add two numbers <a> & 'b' (ü).",
+        "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "integer"}},
+                       "required": ["a", "b"]}}},
 ]
 
 
-@functools.lru_cache(maxsize=None)
-def _formatter(template, add_generation_prompt):
-    return chat_format.Jinja2ChatFormatter(template=template, eos_token=EOS, bos_token=BOS,
-                                           add_generation_prompt=add_generation_prompt)
+def _call(i, name, args, as_json_string):
+    return {"id": f"call_{i}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args) if as_json_string else args}}
 
 
-def jinja_render(template, messages, add_generation_prompt):
-    """The oracle: llama-cpp-python's formatter, its strftime_now fixed to DATE. None when the
-    template raises."""
-    fmt = _formatter(template, add_generation_prompt)
-    saved = chat_format.Jinja2ChatFormatter.strftime_now
-    chat_format.Jinja2ChatFormatter.strftime_now = staticmethod(lambda f: DATE.strftime(f))
+def _conversations():
+    c = [
+        ([_m("user", "Hello!")], {}),
+        ([_m("system", "You are a terse assistant."), _m("user", "What is 2+2?")], {}),
+        ([_m("user", "Hi"), _m("assistant", "Hello! How can I help?"), _m("user", "Tell me a joke.")], {}),
+        ([_m("system", "Be kind."), _m("user", "One"), _m("assistant", "Two"), _m("user", "Three"),
+          _m("assistant", "Four")], {}),
+        ([_m("system", ""), _m("user", ""), _m("assistant", ""), _m("user", "")], {}),
+        ([_m("user", "Grüße, 世界! 🙂🚀 «ça» — naïve \u00a0nbsp\u3000ideographic"),
+          _m("assistant", "日本語で答えます。\u2028line sep 👩‍💻"), _m("user", "e\u0301 {{ not a tag }} {% raw %} 'q' \"dq\" \\n")],
+         {}),
+        ([_m("system", "\n  padded system \t\n"), _m("user", "  leading and trailing  \n\n"),
+          _m("assistant", "\u3000\u00a0answer\u2003\n"), _m("user", "\n\nlast\u0085")], {}),
+        ([_m("user", "Solve x+1=3."), _m("assistant", "<think>\nx = 3 - 1\n</think>\n\nx = 2"), _m("user", "And x+2=3?"),
+          _m("assistant", "<think>\n\nx = 1\n\n</think>\n\n\nx = 1")], {}),
+        ([_m("user", "first"), _m("user", "second in a row"), _m("assistant", "<think>\nr1\n</think>\n\na1"),
+          _m("assistant", "a2")], {}),
+        ([_m("user", "Hi"), _m("assistant", "Hello"), _m("system", "Switch to French."), _m("user", "Bonjour")], {}),
+        ([_m("user", "Weather in Paris?")], {"tools": TOOLS}),
+        ([_m("system", "Use tools."), _m("user", "Weather in Paris?")], {"tools": TOOLS}),
+        ([_m("user", "Think first.")], {"enable_thinking": False}),
+        ([_m("user", "Think."), _m("assistant", "<think>\nhmm\n</think>\n\nok"), _m("user", "again")],
+         {"enable_thinking": True, "reasoning_effort": "high"}),
+        ([_m("user", "Hi"), _m("assistant", "ok", reasoning_content="I thought")], {}),
+    ]
+    for as_str in (False, True):
+        c.append(([_m("system", "Use tools."), _m("user", "Weather in Paris and 2+3?"),
+                   _m("assistant", None if as_str else "", tool_calls=[_call(1, "get_weather", {"city": "Paris"}, as_str),
+                                                                      _call(2, "add", {"a": 2, "b": 3}, as_str)]),
+                   _m("tool", "{\"temp\": 21}", tool_call_id="call_1", name="get_weather"),
+                   _m("tool", "5", tool_call_id="call_2", name="add"),
+                   _m("assistant", "It is 21C; 2+3=5."), _m("user", "Thanks")], {"tools": TOOLS}))
+        c.append(([_m("user", "Weather?"),
+                   _m("assistant", "", tool_calls=[_call(3, "get_weather", {"city": "Oslo", "unit": "c"}, as_str)]),
+                   _m("tool", "cold", tool_call_id="call_3")], {"tools": TOOLS}))
+    return c
+
+
+CONVERSATIONS = _conversations()
+PIECES = ["", " ", "\n", "\n\n", "\t", "\u00a0", "\u3000", "\u2028", "\x85", "hi", "Grüße", "日本", "🙂", "<think>",
+          "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "{{ x }}", "'", '"', "\\", "[INST]",
+          "<|im_end|>", "{", "}", "<", "&"]
+
+
+def random_case(rng):
+    """Roles in any order (tool results included), contents built from whitespace, Unicode
+    spaces, tags and template-like text, tool calls, tools, enable_thinking."""
+    msgs = []
+    for _ in range(rng.randrange(1, 6)):
+        role = rng.choice(["system", "user", "assistant", "user", "assistant", "tool"])
+        m = _m(role, "".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 6))))
+        if role == "assistant" and rng.random() < 0.25:
+            m["tool_calls"] = [_call(k, rng.choice(["get_weather", "add"]), {"city": rng.choice(PIECES)},
+                                     rng.random() < 0.5) for k in range(rng.randrange(1, 3))]
+        if role == "tool":
+            m["tool_call_id"] = "call_0"
+        msgs.append(m)
+    kw = {}
+    if rng.random() < 0.3:
+        kw["tools"] = TOOLS
+    if rng.random() < 0.2:
+        kw["enable_thinking"] = rng.random() < 0.5
+    return msgs, kw, rng.random() < 0.5
+
+
+def _formatters(template):
+    """The oracle: Jinja2ChatFormatter for each add_generation_prompt; the exception when the
+    template does not compile."""
     try:
-        return fmt(messages=messages).prompt
-    except Exception:  # raise_exception, or a template error on this input
+        return {agp: chat_format.Jinja2ChatFormatter(template=template, eos_token=EOS, bos_token=BOS,
+                                                     add_generation_prompt=agp) for agp in (True, False)}
+    except Exception as e:  # noqa: BLE001 - any compile error
+        return e
+
+
+@pytest.fixture(autouse=True)
+def fixed_strftime_now(monkeypatch):
+    monkeypatch.setattr(chat_format.Jinja2ChatFormatter, "strftime_now", staticmethod(lambda f: DATE.strftime(f)))
+
+
+def jinja_render(fmts, messages, kw, agp):
+    """jinja2's prompt, None where it raises."""
+    if isinstance(fmts, Exception):
         return None
-    finally:
-        chat_format.Jinja2ChatFormatter.strftime_now = saved
-
-
-def llmk_render(template, messages, add_generation_prompt, name=""):
-    """(template name, prompt), or (None, error text) when llmk refuses."""
-    pairs = [(m["role"], m["content"]) for m in messages]
     try:
-        got_name, text = _llmk.render_chat_template(template, name, pairs, add_generation_prompt, BOS, EOS,
-                                                    DATE.strftime("%d %b %Y"))
+        return fmts[agp](messages=messages, **kw).prompt
+    except Exception:  # noqa: BLE001 - raise_exception, or a template error on this input
+        return None
+
+
+def context_json(messages, kw, agp):
+    """The variables Jinja2ChatFormatter passes (raise_exception and strftime_now are llmk's own)."""
+    ctx = dict(messages=messages, eos_token=EOS, bos_token=BOS, add_generation_prompt=agp, functions=None,
+               function_call=None, tools=None, tool_choice=None)
+    ctx.update(kw)
+    return json.dumps(ctx)
+
+
+def jinja_render_llmk(template, ctx_json):
+    """llmk's prompt, or the ValueError."""
+    try:
+        if isinstance(template, str):
+            template = _llmk.JinjaTemplate(template)
+        return template.render(ctx_json, NOW).decode()
     except ValueError as e:
-        return None, str(e)
-    return got_name, text.decode()
+        return e
 
 
-def check_template(label, template, expect_name):
-    """Renders every conversation both ways; returns the number of prompts compared."""
-    compared = 0
-    for i, conv in enumerate(CONVERSATIONS):
-        for agp in (True, False):
-            want = jinja_render(template, conv, agp)
-            name, got = llmk_render(template, conv, agp)
-            where = f"{label}, conversation {i}, add_generation_prompt={agp}"
-            if want is None:
-                assert name is None, f"{where}: Jinja2 raises, llmk rendered {got!r}"
-                continue
-            assert name == expect_name, f"{where}: {got}"
-            assert got == want, f"{where}:\n llmk   {got!r}\n jinja2 {want!r}"
-            compared += 1
-    return compared
+def _cases(n_random):
+    cases = [(m, kw, agp) for m, kw in CONVERSATIONS for agp in (True, False)]
+    rng = random.Random(1234)
+    cases += [random_case(rng) for _ in range(n_random)]
+    return [(m, kw, agp, context_json(m, kw, agp)) for m, kw, agp in cases]
+
+
+CASES = _cases(RANDOM_CASES)
+
+
+def compare(label, template, n_random=RANDOM_CASES):
+    """(number of cases jinja2 renders, first difference or None)."""
+    fmts = _formatters(template)
+    try:
+        compiled = _llmk.JinjaTemplate(template)
+    except ValueError as e:
+        compiled = e
+    rendered = 0
+    for i, (m, kw, agp, ctx) in enumerate(CASES[:len(CONVERSATIONS) * 2 + n_random]):
+        want = jinja_render(fmts, m, kw, agp)
+        got = compiled if isinstance(compiled, ValueError) else jinja_render_llmk(compiled, ctx)
+        if want is None:
+            if not isinstance(got, ValueError):
+                return rendered, f"{label}, case {i}: jinja2 raises, llmk rendered {got!r:.300}"
+            continue
+        rendered += 1
+        if got != want:
+            return rendered, f"{label}, case {i} {m!r:.300} {kw.keys()} agp={agp}:\n llmk   {got!r:.2000}\n jinja2 {want!r:.2000}"
+    return rendered, None
 
 
 @pytest.fixture(scope="module")
@@ -174,121 +205,96 @@ def templates_dir():
     return d
 
 
-@pytest.mark.parametrize("fname", sorted(SUPPORTED))
-def test_supported_templates_match_jinja2(templates_dir, fname):
-    template = (templates_dir / fname).read_text()
-    # each supported template renders most conversations (the rest raise in Jinja2 too)
-    assert check_template(fname, template, SUPPORTED[fname]) >= 8
+def test_every_llamacpp_template_matches_jinja2(templates_dir):
+    """All of llama.cpp's models/templates/*.jinja: byte-identical on every case, or an error on
+    both sides. Prints N/M identical and the files jinja2 raises on for every case."""
+    files = sorted(templates_dir.glob("*.jinja"))
+    assert len(files) >= 70, [f.name for f in files]
+    failures, never = [], []
+    for path in files:
+        rendered, diff = compare(path.name, path.read_text())
+        if diff:
+            failures.append(diff)
+        if rendered == 0:
+            never.append(path.name)
+    print(f"\nidentical: {len(files) - len(failures)}/{len(files)}; jinja2 raises on every case of: {never}")
+    assert not failures, "\n".join(failures)
+    assert len(never) <= 2, never  # the cases reach the templates' rendering paths
 
 
-@pytest.mark.parametrize("label", sorted(EXTRA))
-def test_other_templates_match_jinja2(label):
-    template, name = EXTRA[label]
-    assert check_template(label, template, name) >= 8
+def _gguf_templates():
+    paths = [m for m in (default_model(), gemma_model()) if m is not None]
+    r = subprocess.run([str(ROOT / "scripts" / "fetch-llamacpp-vocab")], capture_output=True, text=True, timeout=1200)
+    if r.returncode == 0:
+        paths += sorted(Path(r.stdout.strip()).glob("ggml-vocab-*.gguf"))
+    return {p.name: t for p in paths if (t := _llmk.gguf_chat_template(str(p)))}
 
 
-PIECES = ["", " ", "\n", "\n\n", "\t", "\u00a0", "\u3000", "\u2028", "\x85", "hi", "Grüße", "日本", "🙂", "<think>",
-          "</think>", "<tool_response>", "</tool_response>", "{{ x }}", "'", '"', "\\", "[INST]", "<|im_end|>"]
+def test_gguf_and_builtin_templates_match_jinja2():
+    """The templates inside the GGUFs at hand (SmolLM2; Gemma-3-270M is a base model without
+    one; the vocab files that carry one) and llmk's built-in ones (chatml, gemma3)."""
+    templates = _gguf_templates()
+    for name in _llmk.chat_template_names():
+        templates[f"built-in {name}"] = _llmk.chat_template_source(name)
+    assert "built-in gemma3" in templates and "built-in chatml" in templates
+    for label, template in sorted(templates.items()):
+        rendered, diff = compare(label, template, n_random=100)
+        assert diff is None, diff
+        assert rendered > 0, label
+    print(f"\n{len(templates)} templates: {sorted(templates)}")
 
 
-def random_conversation(rng):
-    roles = ["system", "user", "assistant"]
-    return [_m(rng.choice(roles), "".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 6))))
-            for _ in range(rng.randrange(1, 6))]
+def test_chat_template_api_renders_as_jinja2():
+    """render_chat_template (ChatTemplate::render_json): messages, tools and kwargs as JSON."""
+    template = chat_format.CHATML_CHAT_TEMPLATE
+    assert _llmk.chat_template_source("chatml") == template
+    conv = [_m("system", "S"), _m("user", "Hi")]
+    for agp in (True, False):
+        want = jinja_render(_formatters(template), conv, {}, agp)
+        name, got = _llmk.render_chat_template(template, "", json.dumps(conv), agp, BOS, EOS, NOW)
+        assert got.decode() == want
+    qwen_like = "{{ tools | map(attribute='function') | map(attribute='name') | join(',') }}|{{ enable_thinking }}"
+    _, got = _llmk.render_chat_template(qwen_like, "", json.dumps(conv), True, BOS, EOS, NOW, json.dumps(TOOLS),
+                                        json.dumps({"enable_thinking": False}))
+    assert got.decode() == "get_weather,add|False"
 
 
-def test_random_conversations_match_jinja2(templates_dir):
-    """Random roles (alternating or not) and contents built from whitespace, Unicode spaces,
-    <think> / tool-response tags and template-like text, with and without the generation
-    prompt: byte-identical to Jinja2, or an error on both sides. Fixed seed, 150 per template."""
-    import random
-
-    templates = {f: ((templates_dir / f).read_text(), n) for f, n in SUPPORTED.items()}
-    templates.update(EXTRA)
-    for label, (template, name) in sorted(templates.items()):
-        rng = random.Random(1234)
-        for case in range(150):
-            conv, agp = random_conversation(rng), rng.random() < 0.5
-            want = jinja_render(template, conv, agp)
-            got_name, got = llmk_render(template, conv, agp)
-            where = f"{label}, case {case}: {conv!r}, add_generation_prompt={agp}"
-            if want is None:
-                assert got_name is None, f"{where}: Jinja2 raises, llmk rendered {got!r}"
-            else:
-                assert got_name == name and got == want, f"{where}:\n llmk   {got!r}\n jinja2 {want!r}"
-
-
-def test_every_llamacpp_template_is_exact_or_refused(templates_dir):
-    """No template is misrendered: each one llmk recognises matches Jinja2 on every
-    conversation; the others are refused with an error naming what was found."""
-    refused, recognised = [], []
-    for path in sorted(templates_dir.glob("*.jinja")):
-        template = path.read_text()
-        name, text = llmk_render(template, CONVERSATIONS[0], True)
-        if name is None:
-            assert "is not a chat template llmk knows" in text and f"{len(template.encode())} bytes" in text, (path.name, text)
-            refused.append(path.name)
-            continue
-        recognised.append(path.name)
-        check_template(path.name, template, name)
-    assert set(SUPPORTED) <= set(recognised), sorted(set(SUPPORTED) - set(recognised))
-    print(f"recognised {len(recognised)}: {recognised}\nrefused {len(refused)}: {refused}")
-
-
-def test_names_render_their_family():
-    """--chat-template NAME renders as the recognised template of that family does."""
-    conv = CONVERSATIONS[2]
-    for label, (template, name) in EXTRA.items():
-        assert llmk_render("", conv, True, name)[1] == llmk_render(template, conv, True)[1], label
-    assert llmk_render("", conv, True, "gemma")[0] == "gemma3"
-    name, err = llmk_render("", conv, True, "vicuna")
-    assert name is None and "'name' = vicuna" in err and "chatml" in err and "gemma3" in err
-
-
-def test_unknown_and_empty_templates_are_errors():
-    name, err = llmk_render("{% for m in messages %}{{ m.content }}{% endfor %}", CONVERSATIONS[0], True)
-    assert name is None and "is not a chat template llmk knows" in err and "{% for m in messages %}" in err
-    name, err = llmk_render("", CONVERSATIONS[0], True)
-    assert name is None and "must not be empty" in err
-
-
-def test_bad_messages_are_errors():
-    t = chat_format.CHATML_CHAT_TEMPLATE
-    name, err = llmk_render(t, [], True)
-    assert name is None and "'messages' = []" in err
-    name, err = llmk_render(t, [_m("tool", "x")], True)
-    assert name is None and "'messages[0].role' = tool" in err
-
-
-def test_smollm2_gguf_template():
-    """The default model's own template (from the file), its default system prompt included."""
-    import gguf
-
-    model = default_model()
-    if model is None:
-        pytest.skip("skipped: default model not available (scripts/fetch-model)")
-    template = gguf.GGUFReader(str(model)).fields["tokenizer.chat_template"].contents()
-    assert check_template("SmolLM2 GGUF", template, "chatml") >= 8
-    assert llmk_render(template, CONVERSATIONS[0], True)[1].startswith(
-        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n")
+@pytest.mark.parametrize("template,error", [
+    ("a\n{% frobnicate %}", "line 2: unknown tag 'frobnicate'"),
+    ("{% extends 'base' %}", "line 1: the 'extends' tag is not supported"),
+    ("\n{{ x | nosuch }}", "line 2: no filter named 'nosuch'"),
+    ("{{ 'a' | wordwrap }}", "line 1: the filter 'wordwrap' is not supported"),
+    ("{% for x in [1] %}\n{{ x is nosuchtest }}{% endfor %}", "line 2: no test named 'nosuchtest'"),
+    ("{{ raise_exception('roles must alternate') }}", "roles must alternate"),
+    ("{% set l = [] %}{{ l.append(1) }}", "immutable sandbox"),
+    ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "max_steps"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "max_depth"),
+    ("{{ 'x' * 100000000 }}", "max_output"),
+])
+def test_unsupported_and_hostile_templates_are_errors(template, error):
+    with pytest.raises(ValueError, match=error):
+        _llmk.JinjaTemplate(template).render("{}", NOW)
 
 
 needs_cli = pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
 
 
 @needs_cli
-def test_base_model_without_template():
+def test_base_model_without_template(tmp_path):
     """Gemma-3-270M (a base model) has no chat template: `llmk chat` says so and suggests
-    --chat-template; with --chat-template gemma it chats, and llmk.LLM does the same."""
+    --chat-template; --chat-template gemma or a template file chats; llmk.LLM the same."""
     model = gemma_model()
     if model is None:
         pytest.skip("skipped: gemma-3-270m not available (scripts/fetch-model gemma-3-270m)")
     r = subprocess.run([str(LLMK), "chat", "--model", str(model), "--prompt", "Hi", "-n", "2"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "has no chat template" in r.stderr and "--chat-template" in r.stderr, r.stderr
-    r = subprocess.run([str(LLMK), "chat", "--model", str(model), "--prompt", "Hi", "-n", "2", "--temp", "0",
-                        "--chat-template", "gemma"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    tpl = tmp_path / "t.jinja"
+    tpl.write_text(_llmk.chat_template_source("gemma3"))
+    for choice in ("gemma", str(tpl)):
+        r = subprocess.run([str(LLMK), "chat", "--model", str(model), "--prompt", "Hi", "-n", "2", "--temp", "0",
+                            "--chat-template", choice], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
     r = subprocess.run([str(LLMK), "chat", "--model", str(model), "--prompt", "Hi", "--chat-template", "vicuna"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "vicuna" in r.stderr and "gemma3" in r.stderr, r.stderr
@@ -305,7 +311,6 @@ def test_base_model_without_template():
 
 def _post(port, path, body):
     import http.client
-    import json
 
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})

@@ -31,7 +31,8 @@ DECLARED = {
     "logits": {"--model", "--ids", "--out", "--threads"} | KV,
     "perplexity": {"--file", "--model", "--ctx", "--chunks", "--json", "--threads"} | KV,
     "serve": {"--model", "--host", "--port", "--kv-tokens", "--max-seqs", "--max-queue", "--api-key",
-              "--chat-template", "--no-prefix-cache", "--threads", "--drain-timeout"} | KV,
+              "--chat-template", "--tool-parser", "--reasoning-format", "--no-prefix-cache", "--threads",
+              "--drain-timeout"} | KV,
     "tokenize": {"--model", "--file", "--lines", "--null", "--json", "--no-special", "--bos", "--chat",
                  "--chat-template", "--vocab"},
 }

@@ -88,7 +88,8 @@ LLMK_COMMAND("chat", "chat with an instruct model through its chat template (--p
                      text("system", "TEXT", "the system message").shown_default("the template's own, if any"),
                      text("prompt", "TEXT", "answer this one user message and exit (not empty)")
                          .shown_default("turns read from stdin"),
-                     text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
+                     text("chat-template", "NAME|FILE", "a built-in chat template (chatml, gemma3) or a Jinja file")
+                         .shown_default("the model's own"),
                      n_option("256"), temp_option("0.7"), top_k_option("40"), top_p_option("0.95"), seed_option(),
                      kv_options(kKvType),
                      integer("kv-tokens", "N", "KV cache size in tokens: the whole conversation")

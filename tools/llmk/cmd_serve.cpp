@@ -25,6 +25,7 @@
 
 #include "llmk/chat_template.hpp"
 #include "model_cli.hpp"
+#include "serve_chat.hpp"
 #include "serve_metrics.hpp"
 
 namespace {
@@ -119,12 +120,16 @@ struct Job {
   int32_t logprobs = -1;          // engine logprobs (-1 off)
   std::vector<Request> reqs;      // the choices: prompt p's choice j is reqs[p * n + j]
   std::vector<std::string> echo;  // [reqs] the prompt's text, put before the choice's (completions' echo)
+  serve::ChatReplyOptions reply;  // chat: tool calls, reasoning
 };
 
 class Server {
  public:
-  Server(std::string api_key, std::string name)
-      : api_key_(std::move(api_key)), name_(std::move(name)), created_(int64_t(std::time(nullptr))) {}
+  Server(std::string api_key, std::string name, const serve::ChatConfig& chat_cfg = {})
+      : chat_cfg_(chat_cfg),
+        api_key_(std::move(api_key)),
+        name_(std::move(name)),
+        created_(int64_t(std::time(nullptr))) {}
 
   // Loads the model and starts the engine (the routes answer 503 meanwhile), then opens the routes,
   // unless a signal came first.
@@ -218,6 +223,7 @@ class Server {
               [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
     http.Post("/v1/chat/completions",
               [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+    chat_routes(http);
   }
 
   bool stopping() const { return phase_.load() == Phase::draining; }
@@ -325,42 +331,79 @@ class Server {
     return out;
   }
 
-  std::vector<int32_t> chat_prompt(const json& body) const {
-    const json* m = field(body, "messages");
-    if (!m) throw bad("messages", "is required");
-    if (!m->is_array() || m->empty()) throw bad("messages", "must be a non-empty list, got " + shown(*m));
-    std::vector<ChatMessage> msgs;
-    for (size_t i = 0; i < m->size(); ++i) {
-      const json& e = (*m)[i];
-      const std::string at = "messages[" + std::to_string(i) + "]";
-      if (!e.is_object()) throw bad(at, "must be an object, got " + shown(e));
-      const json* role = field(e, "role");
-      if (!role || !role->is_string() ||
-          (*role != "system" && *role != "user" && *role != "assistant" && *role != "developer"))
-        throw bad(at + ".role", "must be \"system\", \"user\" or \"assistant\", got " + (role ? shown(*role) : "none"));
-      const json* content = field(e, "content");
-      std::string text;
-      if (content && content->is_string()) {
-        text = content->get<std::string>();
-      } else if (content && content->is_array()) {  // text parts
-        for (const json& part : *content) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part["text"].is_string())
-            throw bad(at + ".content", "parts must be {\"type\": \"text\", \"text\": STRING}, got " + shown(part));
-          text += part["text"].get<std::string>();
-        }
-      } else if (!(content == nullptr && *role == "assistant")) {
-        throw bad(at + ".content", "must be a string, got " + (content ? shown(*content) : "none"));
-      }
-      const std::string r = *role == "developer" ? "system" : role->get<std::string>();
-      msgs.push_back({r, text});
+  std::vector<int32_t> chat_prompt(const std::string& raw, Job& job) const {
+    return encode_chat_prompt(lm_->tok, chat_text(raw, &job.reply));
+  }
+  std::string chat_text(const std::string& raw, serve::ChatReplyOptions* reply) const {
+    if (!chat_) {
+      const json body = json::parse(raw, nullptr, false);
+      if (!body.is_object() || !field(body, "messages")) throw bad("messages", "is required");
+      throw bad("messages", no_chat_);
     }
-    if (!chat_) throw bad("messages", no_chat_);
     try {
-      return encode_chat_prompt(lm_->tok, chat_->render(msgs, chat_render_options(lm_->tok)));
-    } catch (const InvalidArgument& e) {  // the template refuses the conversation
-      throw bad("messages", e.what());
+      return serve::render_chat_request(raw, *chat_, chat_render_options(lm_->tok), chat_cfg_, reply);
+    } catch (const serve::ChatRequestError& e) {
+      throw bad(e.param, e.message);
     }
+  }
+
+  // POST /apply-template (the prompt a chat request renders), /tokenize, /detokenize: as
+  // llama-server names them.
+  void chat_routes(httplib::Server& http) {
+    auto body_of = [](const httplib::Request& req) {
+      json body = json::parse(req.body, nullptr, false);
+      if (!body.is_object()) throw bad("", "the body must be a JSON object");
+      return body;
+    };
+    auto guarded = [this](auto f) {
+      return [this, f](const httplib::Request& req, httplib::Response& res) {
+        try {
+          f(req, res);
+        } catch (const HttpError& e) {
+          metrics_.count("invalid");
+          send_error(res, e);
+        } catch (const InvalidArgument& e) {
+          metrics_.count("invalid");
+          send_error(res, bad("", e.what()));
+        }
+      };
+    };
+    http.Post("/apply-template", guarded([this, body_of](const httplib::Request& req, httplib::Response& res) {
+                body_of(req);
+                serve::ChatReplyOptions reply;
+                res.set_content(dump({{"prompt", chat_text(req.body, &reply)}}), "application/json");
+              }));
+    http.Post("/tokenize", guarded([this, body_of](const httplib::Request& req, httplib::Response& res) {
+                const json body = body_of(req);
+                const json* c = field(body, "content");
+                if (!c || !c->is_string()) throw bad("content", "must be a string");
+                const bool special = boolean(body, "add_special", false);
+                const bool parse_special = boolean(body, "parse_special", true);
+                const std::vector<int32_t> ids = lm_->tok.encode(c->get<std::string>(), parse_special,
+                                                                 special && lm_->tok.add_bos(),
+                                                                 special && lm_->tok.add_eos());
+                json toks = json::array();
+                if (boolean(body, "with_pieces", false)) {
+                  for (int32_t id : ids) toks.push_back({{"id", id}, {"piece", lm_->tok.token_bytes(id)}});
+                } else {
+                  toks = ids;
+                }
+                res.set_content(dump({{"tokens", toks}}), "application/json");
+              }));
+    http.Post("/detokenize", guarded([this, body_of](const httplib::Request& req, httplib::Response& res) {
+                const json body = body_of(req);
+                const json* t = field(body, "tokens");
+                if (!t || !t->is_array()) throw bad("tokens", "must be an array of token ids");
+                std::vector<int32_t> ids;
+                for (size_t i = 0; i < t->size(); ++i) {
+                  const json& v = (*t)[i];
+                  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= lm_->tok.n_vocab())
+                    throw bad("tokens[" + std::to_string(i) + "]",
+                              "must be a token id in [0, " + std::to_string(lm_->tok.n_vocab()) + "), got " + shown(v));
+                  ids.push_back(int32_t(v.get<int64_t>()));
+                }
+                res.set_content(dump({{"content", lm_->tok.decode(ids, false)}}), "application/json");
+              }));
   }
 
   Job parse(const std::string& raw, bool chat) const {
@@ -394,7 +437,6 @@ class Server {
       if (integer(body, "best_of", 1, 1, 1) != 1) throw bad("best_of", "only 1 is supported");
     }
     if (const json* lb = field(body, "logit_bias"); lb && !lb->empty()) throw bad("logit_bias", "is not supported");
-    if (const json* t = field(body, "tools"); t && !t->empty()) throw bad("tools", "are not supported");
     if (number(body, "frequency_penalty", 0, -2, 2) != 0)
       throw bad("frequency_penalty", "is not supported (0 only); presence_penalty and repetition_penalty are");
     Request base;
@@ -438,8 +480,10 @@ class Server {
     const bool has_max = field(body, mt) != nullptr;
     const int64_t max_tokens = integer(body, mt, chat ? 0 : 16, 1, INT64_MAX);
     std::vector<std::vector<int32_t>> ps;
-    if (chat) ps.push_back(chat_prompt(body));
+    if (chat) ps.push_back(chat_prompt(raw, job));
     else ps = prompts(body);
+    if (chat && job.reply.buffered() && job.logprobs >= 0)
+      throw bad("logprobs", "cannot be combined with tools or --reasoning-format deepseek (the reply is parsed)");
     if (int64_t(ps.size()) * n > kMaxChoices)
       throw bad("n", "prompts x n must be at most " + std::to_string(kMaxChoices) + ", got " +
                          std::to_string(ps.size()) + " x " + std::to_string(n));
@@ -523,6 +567,7 @@ class Server {
     bool first = true, done = false;
     int64_t generated = 0;
     size_t text_bytes = 0;
+    std::string reply;  // a buffered chat reply so far
     std::optional<Output> out;
   };
   // One HTTP request's state; it lives until httplib has written the whole response.
@@ -625,8 +670,12 @@ class Server {
       completion += int64_t(o.tokens.size());
       json ch = {{"index", i}, {"finish_reason", finish_reason(o.finish)}};
       json lp = live->job.logprobs >= 0 ? logprobs_json(chat, o.tokens, o.logprobs, o.top, 0) : json(nullptr);
-      if (chat) ch["message"] = {{"role", "assistant"}, {"content", o.text}};
-      else ch["text"] = live->job.echo[i] + o.text;
+      if (chat) {
+        std::string fr;
+        ch["message"] = serve::reply_message(o.text, live->job.reply, finish_reason(o.finish),
+                                             live->id + "_" + std::to_string(i), &fr);
+        ch["finish_reason"] = fr;
+      } else ch["text"] = live->job.echo[i] + o.text;
       ch["logprobs"] = lp;
       choices.push_back(ch);
     }
@@ -691,6 +740,21 @@ class Server {
       for (const Event& e : evs) {
         const bool last = e.finish != Finish::running;
         if (last) finished(c);
+        if (chat && l.job.reply.buffered()) {  // parsed whole at its end, then sent as deltas
+          c.reply += e.text;
+          if (!last) continue;
+          std::string fr;
+          const std::string id = l.id + "_" + std::to_string(i);
+          for (json& d : serve::reply_deltas(c.reply, l.job.reply, finish_reason(e.finish), id, &fr))
+            if (!send(chunk(
+                    json::array({{{"index", i}, {"delta", d}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}))))
+              return false;
+          if (!send(chunk(json::array(
+                  {{{"index", i}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", fr}}}))))
+            return false;
+          wrote = true;
+          continue;
+        }
         if (e.text.empty() && !last && l.job.logprobs < 0) continue;
         json ch = {{"index", i}, {"finish_reason", last ? json(finish_reason(e.finish)) : json(nullptr)}};
         json lp = nullptr;
@@ -737,6 +801,7 @@ class Server {
   json model_meta_;
   std::optional<ChatTemplate> chat_;
   std::string no_chat_;  // why chat_ is empty
+  serve::ChatConfig chat_cfg_;
   const std::string api_key_, name_;
   const int64_t created_;
   enum class Phase { loading, ready, draining };
@@ -783,6 +848,12 @@ int run_serve(Args& args) {
   const int64_t max_queue = args.get_int("max-queue");
   const std::string api_key = args.get("api-key");
   const std::string chat_template = args.get("chat-template");
+  serve::ChatConfig chat_cfg;
+  if (args.has("tool-parser")) chat_cfg.tool_format = tool_format_from_name(args.get("tool-parser"));
+  const std::string reasoning = args.get("reasoning-format");
+  LLMK_CHECK_ARG(reasoning == "deepseek" || reasoning == "none", "serve", "--reasoning-format", reasoning,
+                 "must be none or deepseek");
+  chat_cfg.split_reasoning = reasoning == "deepseek";
   const auto drain_timeout = std::chrono::milliseconds(int64_t(args.get_double("drain-timeout") * 1000));
   LLMK_CHECK_ARG(!args.has("api-key") || !api_key.empty(), "serve", "--api-key", "\"\"", "must not be empty");
   threads_arg(args);
@@ -791,7 +862,7 @@ int run_serve(Args& args) {
   const std::string path = model_path(model);
   std::string name = path.substr(path.find_last_of('/') + 1);
   if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
-  Server srv(api_key, name);
+  Server srv(api_key, name, chat_cfg);
   httplib::Server http;
   const size_t pool = size_t(ec.max_seqs + std::min<int64_t>(max_queue, 1024) + 8);
   http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
@@ -856,27 +927,32 @@ int run_serve(Args& args) {
 }
 
 }  // namespace
-LLMK_COMMAND("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /health, /metrics)",
-             run_serve,
-             options(model_option(),
-                     text("host", "ADDR",
-                          "the address to listen on (0.0.0.0 or :: for every interface; a warning without --api-key)")
-                         .def("127.0.0.1"),
-                     integer("port", "N", "the port (0: any free one)").range(0, 65535).def("8080"),
-                     kv_options(kKvType),
-                     integer("kv-tokens", "N", "KV cache size in tokens, shared by every request")
-                         .range(16, int64_t(1) << 24)
-                         .def("16384"),
-                     integer("max-seqs", "N", "requests decoded together at most").range(1, 4096).def("32"),
-                     integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
-                     text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
-                     text("chat-template", "NAME", "a chat template family by name").shown_default("the model's own"),
-                     number("drain-timeout", "S", "on SIGTERM, let in-flight requests finish for up to S seconds")
-                         .range(0.0, 3600.0)
-                         .def("0"),
-                     flag("no-prefix-cache", "run every prompt in full"),
-                     text("spec", "MODE",
-                          "speculative decoding, off or ngram (drafts from the request's own text; the output is the "
-                          "same bits either way; a request's \"spec\" field overrides it)")
-                         .def("ngram"),
-                     threads_option()));
+LLMK_COMMAND(
+    "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /health, /metrics)", run_serve,
+    options(model_option(),
+            text("host", "ADDR",
+                 "the address to listen on (0.0.0.0 or :: for every interface; a warning without --api-key)")
+                .def("127.0.0.1"),
+            integer("port", "N", "the port (0: any free one)").range(0, 65535).def("8080"), kv_options(kKvType),
+            integer("kv-tokens", "N", "KV cache size in tokens, shared by every request")
+                .range(16, int64_t(1) << 24)
+                .def("16384"),
+            integer("max-seqs", "N", "requests decoded together at most").range(1, 4096).def("32"),
+            integer("max-queue", "N", "requests waiting at most; more get 503").range(1, 1 << 20).def("256"),
+            text("api-key", "KEY", "the Bearer token every request must carry").shown_default("none: no key"),
+            text("chat-template", "NAME|FILE", "a built-in chat template (chatml, gemma3) or a Jinja file")
+                .shown_default("the model's own"),
+            text("tool-parser", "NAME", "the tool-call format of replies (hermes, llama3, mistral, deepseek-r1)")
+                .shown_default("detected from the template"),
+            text("reasoning-format", "NAME",
+                 "deepseek: <think>...</think> goes to reasoning_content; none: kept in content")
+                .def("deepseek"),
+            number("drain-timeout", "S", "on SIGTERM, let in-flight requests finish for up to S seconds")
+                .range(0.0, 3600.0)
+                .def("0"),
+            flag("no-prefix-cache", "run every prompt in full"),
+            text("spec", "MODE",
+                 "speculative decoding, off or ngram (drafts from the request's own text; the output is the "
+                 "same bits either way; a request's \"spec\" field overrides it)")
+                .def("ngram"),
+            threads_option()));

@@ -141,7 +141,7 @@ LLMK_COMMAND("tokenize", "print the token ids and pieces of a text, or the token
                      flag("no-special", "special tokens' texts are plain text"),
                      flag("bos", "add BOS / EOS where the model's metadata says to"),
                      flag("chat", "render TEXT as one user message in the chat template first"),
-                     text("chat-template", "NAME", "with --chat: a chat template family by name")
+                     text("chat-template", "NAME|FILE", "with --chat: a built-in chat template or a Jinja file")
                          .shown_default("the model's own"),
                      flag("vocab", "print the tokenizer's kind, size and special ids as JSON")),
              "TEXT...\tthe text (its words joined by spaces)");
