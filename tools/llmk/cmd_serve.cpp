@@ -24,6 +24,7 @@
 
 #include "llmk/chat_template.hpp"
 #include "model_cli.hpp"
+#include "structured_request.hpp"
 
 namespace {
 using namespace llmk;
@@ -388,6 +389,11 @@ class Server {
     }
     base.logprobs = job.logprobs;
     base.ignore_eos = boolean(body, "ignore_eos", false);  // vLLM's extension
+    try {
+      base.constraint = structured_output(body, lm_.tok);
+    } catch (const StructuredRequestError& e) {
+      throw bad(e.param, e.message);
+    }
     const char* mt = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const bool has_max = field(body, mt) != nullptr;
     const int64_t max_tokens = integer(body, mt, chat ? 0 : 16, 1, INT64_MAX);
