@@ -16,6 +16,11 @@ namespace llmk::grammar {
 using Seq = std::vector<GrammarSymbol>;
 using CpRanges = std::vector<std::pair<uint32_t, uint32_t>>;  // inclusive code point ranges
 inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+// The names of the unconstrained JSON string's rules (Builder::json_string), which the matcher's mask
+// walk recognizes; a space keeps them apart from any GBNF rule name.
+inline constexpr const char* kJsonCharRule = "json char";
+inline constexpr const char* kJsonPlainCharRule = "json plain char";
+inline constexpr const char* kJsonStringRule = "json string";
 
 inline bool has(const ByteSet& s, uint8_t b) { return (s[b >> 6] >> (b & 63)) & 1; }
 inline void add(ByteSet& s, uint8_t b) { s[b >> 6] |= uint64_t(1) << (b & 63); }

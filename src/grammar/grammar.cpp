@@ -258,9 +258,9 @@ Seq Builder::ws() {
 
 GrammarSymbol Builder::json_char() {
   if (json_char_ >= 0) return ref(json_char_);
-  json_char_ = rule("json-char");
+  json_char_ = rule(kJsonCharRule);
   // Unescaped: any character but '"', '\' and U+0000..U+001F.
-  const GrammarSymbol plain = codepoints({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodePoint}}, "json-plain-char");
+  const GrammarSymbol plain = codepoints({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodePoint}}, kJsonPlainCharRule);
   alt(json_char_, {plain});
   ByteSet esc{};
   for (char c : std::string("\"\\/bfnrt")) add(esc, uint8_t(c));
@@ -277,7 +277,7 @@ GrammarSymbol Builder::json_char() {
 GrammarSymbol Builder::json_string() {
   if (json_string_ >= 0) return ref(json_string_);
   const GrammarSymbol chars = repeat({json_char()}, 0, -1, "json-chars");
-  json_string_ = rule("json-string");
+  json_string_ = rule(kJsonStringRule);
   alt(json_string_, {byte('"'), chars, byte('"')});
   return ref(json_string_);
 }

@@ -26,10 +26,17 @@ struct Item {
 struct Flat {
   std::vector<int32_t> alt_rule, alt_begin, rule_alts_begin;
   std::vector<GrammarSymbol> sym;
+  // 1: an alternative of a character of an unconstrained JSON string; 2: of the string itself.
+  std::vector<uint8_t> alt_string;
   explicit Flat(const Grammar& g) {
     for (size_t r = 0; r < g.rules.size(); ++r) {
       rule_alts_begin.push_back(int32_t(alt_rule.size()));
+      const std::string& name = g.names.size() == g.rules.size() ? g.names[r] : std::string();
+      const uint8_t kind = name == grammar::kJsonCharRule || name == grammar::kJsonPlainCharRule ? 1
+                           : name == grammar::kJsonStringRule                                    ? 2
+                                                                                                 : 0;
       for (const auto& a : g.rules[r]) {
+        alt_string.push_back(kind);
         alt_rule.push_back(int32_t(r));
         alt_begin.push_back(int32_t(sym.size()));
         sym.insert(sym.end(), a.begin(), a.end());
@@ -46,8 +53,9 @@ struct GrammarMatcher::Impl {
   const Grammar* g;
   std::shared_ptr<const Flat> flat;
   std::vector<Item> items;
-  std::vector<int32_t> set_begin;  // [sets + 1]
-  bool eog = false;                // an end-of-generation token was accepted
+  std::vector<int32_t> set_begin;    // [sets + 1]
+  bool eog = false;                  // an end-of-generation token was accepted
+  std::vector<uint8_t> path, instr;  // fill_mask's scratch
   // Dedup of the set being built: open addressing over item indices, a slot live when its stamp is current.
   std::vector<uint32_t> slot_stamp;
   std::vector<int32_t> slot_item;
@@ -160,6 +168,27 @@ struct GrammarMatcher::Impl {
     }
     return false;
   }
+  // True when the last set is inside an unconstrained JSON string at a character boundary and nowhere
+  // else: every item that can scan is a string character's alternative at its start or a string's
+  // closing quote. Then any plain ASCII character (not '"' or '\\') leads to a state with the same future:
+  // the mask walk steps over such bytes without the parser.
+  bool in_string() const {
+    const int32_t k = sets() - 1;
+    bool closing = false;
+    for (int32_t i = set_begin[size_t(k)]; i < set_begin[size_t(k) + 1]; ++i) {
+      const Item& it = items[size_t(i)];
+      const GrammarSymbol* s = next(it);
+      if (!s || s->set < 0) continue;
+      const uint8_t kind = flat->alt_string[size_t(it.alt)];
+      if (kind == 1 && it.dot == 0) continue;
+      if (kind == 2 && it.dot == 2) {
+        closing = true;
+        continue;
+      }
+      return false;
+    }
+    return closing;
+  }
   bool can_scan() const {
     const int32_t k = sets() - 1;
     for (int32_t i = set_begin[size_t(k)]; i < set_begin[size_t(k) + 1]; ++i) {
@@ -247,18 +276,43 @@ void GrammarMatcher::fill_mask(uint32_t* mask) {
         for (int w = 0; w < 4; ++w) first[size_t(w)] |= g_->sets[size_t(s->set)][size_t(w)];
     }
   }
+  // The walk: the parser holds the state after the bytes of the current node's first m ancestors; deeper
+  // ones, plain characters inside an unconstrained JSON string (in_string), are stepped over without it
+  // (their bytes kept in `path`) and scanned only when a later byte needs the parser.
   const int32_t base = p_->sets();
   const int32_t nodes = int32_t(v.byte_.size());
+  std::vector<uint8_t>& path = p_->path;
+  std::vector<uint8_t>& instr = p_->instr;  // [materialized depth]: the state there is in_string()
+  if (path.size() < 2) path.assign(64, 0), instr.assign(64, 0);
+  instr[0] = p_->in_string();
+  int32_t m = 0;
+  auto plain = [](uint8_t c) { return c >= 0x20 && c <= 0x7F && c != '"' && c != '\\'; };
   for (int32_t i = 0; i < nodes;) {
     const int32_t d = v.depth_[size_t(i)];
-    if (d == 1 && !grammar::has(first, v.byte_[size_t(i)])) {
+    const uint8_t c = v.byte_[size_t(i)];
+    if (d == 1 && !grammar::has(first, c)) {
       i = v.skip_[size_t(i)];
       continue;
     }
-    if (p_->sets() != base + d - 1) p_->pop_to(base + d - 1);
-    if (!p_->scan(v.byte_[size_t(i)])) {
-      i = v.skip_[size_t(i)];
-      continue;
+    if (size_t(d) >= path.size()) path.resize(size_t(d) * 2), instr.resize(size_t(d) * 2);
+    if (m > d - 1) {
+      p_->pop_to(base + d - 1);
+      m = d - 1;
+    }
+    if ((m < d - 1 || instr[size_t(m)]) && plain(c)) {  // the state before c is inside a string
+      path[size_t(d)] = c;
+    } else {
+      for (; m < d - 1; ++m) {  // materialize the stepped-over bytes
+        p_->scan(path[size_t(m) + 1]);
+        instr[size_t(m) + 1] = p_->in_string();
+      }
+      if (!p_->scan(c)) {
+        i = v.skip_[size_t(i)];
+        continue;
+      }
+      m = d;
+      path[size_t(d)] = c;
+      instr[size_t(d)] = p_->in_string();
     }
     for (int32_t j = v.tok_begin_[size_t(i)]; j < v.tok_begin_[size_t(i) + 1]; ++j) {
       const int32_t t = v.toks_[size_t(j)];

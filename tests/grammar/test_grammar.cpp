@@ -265,9 +265,9 @@ TEST_P(RealVocab, TrieMatchesOracle) {
   EXPECT_EQ(v->size(), tok.n_vocab());
   // The oracle costs a full pass over the vocabulary per token per step: short walks.
   const auto gs = test_grammars();
-  for (size_t i = 1; i < 3; ++i) {
+  for (size_t i = 0; i < 3; ++i) {
     SCOPED_TRACE("grammar " + std::to_string(i));
-    walk_and_compare(gs[i], v, uint32_t(i) + 7, 4);
+    walk_and_compare(gs[i], v, uint32_t(i) + 7, i == 0 ? 8 : 4);
   }
 }
 
