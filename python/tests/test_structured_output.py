@@ -18,11 +18,12 @@ pytestmark = pytest.mark.skipif(not LLMK.exists(), reason=f"no CLI at {LLMK}")
 
 MSGS = [{"role": "user", "content": "Give me a person as JSON."}]
 
-# Bounded strings and arrays: the whole document fits in max_tokens, so every request ends with "stop".
+# Strings bounded by patterns, bounded arrays: the whole document fits in max_tokens, so every request
+# ends with "stop".
 PERSON = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "maxLength": 8},
+        "name": {"type": "string", "pattern": "^[A-Z][a-z]{1,7}$"},
         "age": {"type": "integer", "minimum": 0, "maximum": 130},
         "alive": {"type": ["boolean", "null"]},
         "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "minItems": 1, "maxItems": 3},
@@ -157,7 +158,7 @@ def test_guided_regex_and_choice(client):
     assert r.choices[0].message.content in ("yes", "no")
 
 
-Short = Annotated[str, pydantic.Field(max_length=8)]
+Short = Annotated[str, pydantic.Field(pattern="^[A-Z][a-z]{1,7}$")]
 
 
 class Address(pydantic.BaseModel):
