@@ -462,11 +462,16 @@ std::shared_ptr<const Grammar> grammar_from_json_schema(std::string_view schema_
   nlohmann::ordered_json root;
   try {
     root = nlohmann::ordered_json::parse(schema_json);
-  } catch (const nlohmann::ordered_json::parse_error& e) {
+  } catch (const nlohmann::ordered_json::exception& e) {  // a syntax error, or a number out of range
     b.fail("", std::string("the schema is not valid JSON: ") + e.what());
   }
   grammar::SchemaCompiler c(b, root);
-  const GrammarSymbol s = c.compile(root, "");
+  GrammarSymbol s;
+  try {
+    s = c.compile(root, "");
+  } catch (const nlohmann::ordered_json::exception& e) {
+    b.fail("", std::string("the schema cannot be read: ") + e.what());
+  }
   const int32_t start = b.rule("root");
   grammar::Seq a = b.ws();
   a.push_back(s);

@@ -167,6 +167,7 @@ TEST(Grammar, JsonSchemaErrorsNameKeywordAndPointer) {
   err(R"({"type":"number","multipleOf":0.5})", "multipleOf", "#/multipleOf");
   err(R"({"type":"object","properties":{"a~/b":{"oneOf":[]}}})", "oneOf", "#/properties/a~0~1b/oneOf");
   EXPECT_THROW(grammar_from_json_schema("{"), GrammarError);
+  EXPECT_THROW(grammar_from_json_schema(R"({"const": 7.7e7777})"), GrammarError);  // out of double's range
   EXPECT_THROW(grammar_from_json_schema(R"({"$ref":"#/nowhere"})"), GrammarError);
 }
 
