@@ -73,6 +73,10 @@ class RegexParser {
   }
 
   GrammarSymbol quantified(GrammarSymbol a) {
+    // Stacked quantifiers over a star, plus or optional collapse to one (x** = x*, (x+)? = x*, ...): the
+    // nested form has the same language but an Earley set of it grows with every way to split the text.
+    const GrammarSymbol inner = a;
+    int64_t plo = -1, phi = -1;  // the quantifier applied so far (plo < 0: none)
     while (!at_end()) {
       const char c = re_[i_];
       int64_t lo, hi;
@@ -94,7 +98,18 @@ class RegexParser {
       }
       if (!at_end() && re_[i_] == '?') ++i_;  // lazy: the same text
       else if (!at_end() && re_[i_] == '+') fail("possessive quantifiers are not supported");
+      const bool prev_star = plo == 0 && phi < 0, prev_plus = plo == 1 && phi < 0, prev_opt = plo == 0 && phi == 1;
+      const bool q_star = lo == 0 && hi < 0, q_plus = lo == 1 && hi < 0, q_opt = lo == 0 && hi == 1;
+      if ((prev_star && hi != 0) || (prev_plus && (q_star || q_opt)) || (prev_opt && (q_star || q_plus))) {
+        if (!prev_star) a = b_.repeat({inner}, 0, -1, "regex-repeat");  // all x*
+        plo = 0;
+        phi = -1;
+        continue;
+      }
+      if (prev_plus && q_plus) continue;  // x++ written as (x+)+: x+
       a = b_.repeat({a}, lo, hi, "regex-repeat");
+      if (plo < 0) plo = lo, phi = hi;
+      else plo = 2, phi = 0;  // a generic nesting: nothing more collapses
     }
     return a;
   }

@@ -40,6 +40,16 @@ TEST(Grammar, Regex) {
   EXPECT_FALSE(matches(u, "a1 xé"));
   EXPECT_FALSE(matches(u, "Z1 \nx"));        // '.' is not a newline
   EXPECT_FALSE(matches(u, "Z1 x\xc3\xac"));  // ì is past ë
+  // Stacked quantifiers (collapsed where they are a star) keep their language.
+  for (const char* re : {"a**", "a?*", "a+*", "a*?", "a*{3}", "a+?+"}) {
+    auto q = grammar_from_regex(std::string("x") + re + "y");
+    const bool plus = std::string(re) == "a+?+";
+    EXPECT_EQ(matches(q, "xy"), !plus) << re;
+    EXPECT_TRUE(matches(q, "xaaay")) << re;
+  }
+  auto q2 = grammar_from_regex("a?{2}");
+  EXPECT_TRUE(matches(q2, "") && matches(q2, "aa"));
+  EXPECT_FALSE(matches(q2, "aaa"));
   for (const char* bad : {"(?=a)b", "a\\1", "(a", "a)", "*a", "\\bfoo", "a{3,2}", "[a", "(?i)a", "\\p{L}"})
     EXPECT_THROW(grammar_from_regex(bad), GrammarError) << bad;
 }
