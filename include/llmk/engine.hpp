@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "llmk/constraint.hpp"
 #include "llmk/kv_cache.hpp"
 #include "llmk/kv_quant.hpp"
 #include "llmk/model.hpp"
@@ -76,6 +77,10 @@ struct Request {
   bool ignore_eos = false;  // an end-of-generation token does not end the request (benchmarks)
   // Speculative decoding for this request (off or ngram); unset: EngineConfig::spec.mode.
   std::optional<SpecMode> spec;
+  // Structured output (llmk/constraint.hpp, llmk/grammar.hpp): null = none. Each request gets its own
+  // state (Constraint::start); its mask sets disallowed logits to -inf before sampling, and the request
+  // ends with Finish::stop once the constraint is done(). Logprobs are those of the unmasked logits.
+  std::shared_ptr<const Constraint> constraint;
 };
 inline constexpr int32_t kMaxLogprobs = 20;
 

@@ -8,6 +8,7 @@ released; the step loop runs in Python, so Ctrl-C (KeyboardInterrupt) ends a
 call at the next step and the ``LLM`` stays usable.
 """
 import dataclasses
+import json
 import math
 import os
 import time
@@ -112,6 +113,19 @@ def _str(fn, name, v):
     except UnicodeEncodeError as e:
         _fail(fn, name, v, f"is not valid Unicode ({e.reason} at index {e.start})")
     return v
+
+
+def _gbnf_escape(s):
+    """A str as the inside of a GBNF literal."""
+    out = []
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _kv_type(fn, name, v):
@@ -416,13 +430,42 @@ class LLM:
             ids.append(toks)
         return single, ids
 
-    def _submit(self, ids, params, spec=""):
+    def _grammar(self, fn, json_schema, regex, grammar, choice):
+        """(kind, text) of the one structured-output argument given, compiled here so errors name it."""
+        given = [(n, v) for n, v in (("json_schema", json_schema), ("regex", regex), ("grammar", grammar),
+                                     ("choice", choice)) if v is not None]
+        if not given:
+            return ("", "")
+        if len(given) > 1:
+            _fail(fn, given[1][0], Text(repr(given[1][1])[:80]), f"cannot be combined with {given[0][0]}")
+        name, v = given[0]
+        if name == "json_schema":
+            if isinstance(v, dict) or isinstance(v, bool):
+                text = json.dumps(v)
+            elif isinstance(v, str):
+                text = v
+            else:
+                _fail(fn, name, Text(type(v).__name__), "must be a dict or a JSON string", TypeError)
+            kind = "json_schema"
+        elif name == "choice":
+            if not isinstance(v, (list, tuple)) or not v or not all(isinstance(c, str) for c in v):
+                _fail(fn, name, Text(repr(v)[:80]), "must be a non-empty list of str", TypeError)
+            kind, text = "gbnf", "root ::= " + " | ".join('"' + _gbnf_escape(c) + '"' for c in v) + "\n"
+        else:
+            kind, text = ("regex" if name == "regex" else "gbnf"), _str(fn, name, v)
+        try:
+            self._llm.grammar(kind, text)
+        except ValueError as e:
+            _fail(fn, name, Text(repr(v)[:80]), str(e))
+        return (kind, text)
+
+    def _submit(self, ids, params, spec="", grammar=("", "")):
         """One stream per prompt, in order; on any error the ones submitted are cancelled."""
         max_tokens, t, k, p, mp, rp, pp, seed, stops, lp = params
         streams = []
         try:
             for prompt in ids:
-                streams.append(self._llm.submit(prompt, max_tokens, t, k, p, mp, rp, pp, seed, stops, lp, spec))
+                streams.append(self._llm.submit(prompt, max_tokens, t, k, p, mp, rp, pp, seed, stops, lp, spec, *grammar))
         except BaseException:
             self._cancel(streams)
             raise
@@ -463,9 +506,9 @@ class LLM:
             outs.append(Completion(text.decode("utf-8", "replace"), list(toks), finish, prompt_tokens, cached, lp))
         return outs
 
-    def _run(self, ids, params, spec=""):
+    def _run(self, ids, params, spec="", grammar=("", "")):
         before = self._llm.stats()
-        streams = self._submit(ids, params, spec)
+        streams = self._submit(ids, params, spec, grammar)
         try:
             for _ in self._events(streams):
                 pass
@@ -475,7 +518,8 @@ class LLM:
         return self._outputs(streams, before, params[-1] >= 0)
 
     def generate(self, prompts, max_tokens=128, *, temperature=0.0, top_k=None, top_p=1.0, min_p=0.0,
-                 repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None, logprobs=None, spec=None):
+                 repetition_penalty=1.0, presence_penalty=0.0, seed=0, stop=None, logprobs=None, spec=None,
+                 json_schema=None, regex=None, grammar=None, choice=None):
         """Generates from one prompt or a batch of prompts.
 
         A list runs batched through the engine (continuous batching, up to
@@ -508,10 +552,19 @@ class LLM:
             Generation ends where the text contains one; the text is cut before it.
         logprobs : int, optional
             In [0, 20]: each generated token's log-probability and the
-            `logprobs` most likely tokens with theirs (``Completion.logprobs``).
+            `logprobs` most likely tokens with theirs (``Completion.logprobs``),
+            computed from the logits before any structured-output mask.
         spec : {"off", "ngram"}, optional
             Speculative decoding for these prompts; None: the LLM's ``spec``.
             The output is the same either way.
+        json_schema, regex, grammar, choice : optional, at most one
+            Structured output (docs/structured_output.md): the text is a JSON
+            document valid under the schema (a dict or JSON text; compact, in
+            the schema's property order), a whole match of the regex, a
+            sentence of the GBNF grammar (llama.cpp's format, rule ``root``),
+            or one of the strings of ``choice``. Each prompt gets its own
+            matcher; generation ends (finish_reason "stop") once nothing may
+            follow. An unsupported keyword or construct is a ValueError naming it.
 
         Returns
         -------
@@ -543,7 +596,8 @@ class LLM:
         params = _sampling(fn, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
                            seed, stop, logprobs)
         spec = "" if spec is None else _spec(fn, "spec", spec)
-        outs = self._run(ids, params, spec)
+        constraint = self._grammar(fn, json_schema, regex, grammar, choice)
+        outs = self._run(ids, params, spec, constraint)
         return outs[0] if single else outs
 
     def stream(self, prompt, max_tokens=128, *, temperature=0.0, top_k=None, top_p=1.0, min_p=0.0,

@@ -23,6 +23,7 @@
 #include "llmk/chat_template.hpp"
 #include "llmk/engine.hpp"
 #include "llmk/gguf.hpp"
+#include "llmk/grammar.hpp"
 #include "llmk/jinja.hpp"
 #include "llmk/tokenizer.hpp"
 
@@ -39,6 +40,9 @@ struct PyLLM {
   EngineConfig ec;
   std::mutex score_mu, engine_mu;  // scorer's scratch; replacing a stopped engine
   std::unique_ptr<AsyncEngine> eng;
+  std::mutex grammar_mu;                    // vocab
+  std::shared_ptr<const TokenVocab> vocab;  // the token trie, built at the first constrained request
+  GrammarCache grammars;
 
   PyLLM(const std::string& path, const EngineConfig& c)
       : file(gguf::File::open(path)),
@@ -46,6 +50,21 @@ struct PyLLM {
         scorer(Model::from_gguf(file)),
         tok(Tokenizer::from_gguf(file)),
         ec(c) {}
+
+  // Structured output: kind "json_schema", "json_object", "regex", "gbnf" ("" = none), compiled once per text.
+  std::shared_ptr<const Constraint> constraint(const std::string& kind, const std::string& text) {
+    if (kind.empty()) return nullptr;
+    std::shared_ptr<const Grammar> g = grammars.get(kind, text, [&] {
+      if (kind == "json_schema") return grammar_from_json_schema(text);
+      if (kind == "json_object") return grammar_json_object();
+      if (kind == "regex") return grammar_from_regex(text);
+      if (kind == "gbnf") return grammar_from_gbnf(text);
+      throw InvalidArgument("llmk.LLM: unknown grammar kind \"" + kind + "\"");
+    });
+    std::lock_guard<std::mutex> lk(grammar_mu);
+    if (!vocab) vocab = TokenVocab::of(tok);
+    return std::make_shared<GrammarConstraint>(g, vocab);
+  }
 
   // The request's stream. An engine stopped by a failed step (it ended every request
   // with an error) is replaced, so the LLM stays usable.
@@ -210,9 +229,11 @@ LLMK_PY_BINDINGS(llm) {
           "submit",
           [](PyLLM& l, const std::vector<int32_t>& prompt, int64_t max_tokens, float temperature, int32_t top_k,
              float top_p, float min_p, float repetition_penalty, float presence_penalty, uint64_t seed,
-             const std::vector<std::string>& stop, int32_t logprobs, const std::string& spec) {
+             const std::vector<std::string>& stop, int32_t logprobs, const std::string& spec,
+             const std::string& grammar_kind, const std::string& grammar_text) {
             Request r;
             if (!spec.empty()) r.spec = parse_spec_mode(spec, "spec");  // "": the LLM's
+            r.constraint = l.constraint(grammar_kind, grammar_text);
             r.prompt = prompt;
             r.max_tokens = max_tokens;
             r.sampling = SamplingParams{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty};
@@ -223,7 +244,12 @@ LLMK_PY_BINDINGS(llm) {
           },
           nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"),
           nb::arg("min_p"), nb::arg("repetition_penalty"), nb::arg("presence_penalty"), nb::arg("seed"),
-          nb::arg("stop"), nb::arg("logprobs"), nb::arg("spec") = "")
+          nb::arg("stop"), nb::arg("logprobs"), nb::arg("spec") = "", nb::arg("grammar_kind") = "",
+          nb::arg("grammar_text") = "")
+      // Compiles a grammar (GrammarError, a ValueError, names what is wrong) into the cache submit() reads.
+      .def(
+          "grammar", [](PyLLM& l, const std::string& kind, const std::string& text) { l.constraint(kind, text); },
+          nb::arg("kind"), nb::arg("text"))
       // Ends request `id` with finish "cancelled" at the engine's next step (a finished one: nothing).
       .def("cancel",
            [](PyLLM& l, int64_t id) {

@@ -37,6 +37,7 @@ CHECKED = [
     "docs/python.md",
     "docs/serving.md",
     "docs/softmax_topk.md",
+    "docs/structured_output.md",
 ]
 
 TOP_DIRS = ("src", "include", "tests", "bench", "docs", "scripts", "python", "tools", "fuzz", "cmake", ".ci")

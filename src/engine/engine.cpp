@@ -103,8 +103,9 @@ struct Seq {
   bool admitted = false;  // admitted at least once (its prompt counted in the stats)
   bool cancel_requested = false;
   Output out;
-  std::unique_ptr<NgramDrafter> drafter;  // while speculation is on for it (engine.hpp)
-  std::vector<int32_t> draft;             // this step's drafted tokens, after generated.back()
+  std::unique_ptr<NgramDrafter> drafter;        // while speculation is on for it (engine.hpp)
+  std::vector<int32_t> draft;                   // this step's drafted tokens, after generated.back()
+  std::unique_ptr<ConstraintState> constraint;  // Request::constraint's state for this request
 };
 
 }  // namespace
@@ -126,6 +127,7 @@ struct Engine::Impl {
   std::vector<int32_t> history;
   std::vector<float> lp_probs;
   std::vector<int32_t> lp_index;
+  std::vector<float> masked;  // a constrained row when its logprobs need the unmasked one
 
   Impl(Model& m, const Tokenizer* t, const EngineConfig& c)
       : model(m),
@@ -337,12 +339,30 @@ struct Engine::Impl {
       int64_t j = 0;
       for (;; ++j) {
         s->cached = c0 + run + j;
-        const float* row = logits.data() + (rows + j) * V;
+        float* row = logits.data() + (rows + j) * V;
         int32_t t = -1;
         Event ev{s->id, -1, {}, Finish::running};
         // An undefined row (a NaN / +inf / all -inf logit) would make sample() throw mid-step, after other
         // sequences took their tokens: s ends with Finish::error instead, and the step goes on (engine.hpp).
-        if (softmax_defined(row, V)) {
+        // The constraint's mask (-inf on disallowed tokens) goes on the row itself, or on a copy when
+        // logprobs must see the unmasked logits (engine.hpp); a draft's row j sees the state after its
+        // first j tokens were accepted.
+        const float* sample_from = row;
+        bool masked_ok = true;
+        if (s->constraint && softmax_defined(row, V)) {
+          float* m = row;
+          if (s->req.logprobs >= 0) {
+            masked.assign(row, row + V);
+            m = masked.data();
+          }
+          try {
+            s->constraint->mask(m, V);
+          } catch (const InvalidArgument&) {
+            masked_ok = false;
+          }
+          sample_from = m;
+        }
+        if (masked_ok && softmax_defined(sample_from, V)) {
           const SamplingParams& sp = s->req.sampling;
           TokenHistory h;  // the tokens the penalties see (engine.hpp, Request::sampling)
           if (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f) {
@@ -351,7 +371,8 @@ struct Engine::Impl {
             history.insert(history.end(), s->generated.begin(), s->generated.end());
             h = {history.data(), int64_t(history.size())};
           }
-          sample(TensorView::matrix(row, DType::f32, 1, V), &sp, &h, s->req.seed, uint64_t(s->generated.size()), &t);
+          sample(TensorView::matrix(sample_from, DType::f32, 1, V), &sp, &h, s->req.seed, uint64_t(s->generated.size()),
+                 &t);
           if (s->req.logprobs >= 0) {
             logprobs_of(row, V, t, s->req.logprobs, ev);
             s->out.logprobs.push_back(ev.logprob);
@@ -361,6 +382,10 @@ struct Engine::Impl {
           s->out.tokens.push_back(t);
           ++stats.generated_tokens;
           if (tok && tok->is_eog(t) && !s->req.ignore_eos) s->out.finish = Finish::eos;
+          if (s->constraint) {
+            s->constraint->accept(t);
+            if (s->out.finish == Finish::running && s->constraint->done()) s->out.finish = Finish::stop;
+          }
         } else {
           s->out.finish = Finish::error;
         }
@@ -458,6 +483,7 @@ int64_t Engine::submit(Request r) {
   s->out.id = s->id;
   s->out.prompt_tokens = int64_t(r.prompt.size());
   s->req = std::move(r);
+  if (s->req.constraint) s->constraint = s->req.constraint->start();
   p_->waiting.push_back(s.get());
   p_->live.emplace(s->id, std::move(s));
   return p_->next_id - 1;

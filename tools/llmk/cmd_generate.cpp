@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "llmk/grammar.hpp"
 #include "model_cli.hpp"
 
 namespace {
@@ -42,6 +43,19 @@ int run_generate(Args& args) {
   base.sampling.top_p = top_p_arg(args);
   base.seed = seed_arg(args);
   if (args.has("stop")) base.stop.push_back(args.get("stop"));
+  // Structured output: the grammar is compiled before the model loads, so a bad file fails fast.
+  std::shared_ptr<const Grammar> grammar;
+  for (const char* opt : {"json-schema", "grammar"}) {
+    if (!args.has(opt)) continue;
+    LLMK_CHECK_ARG(!grammar, "generate", std::string("--") + opt, args.get(opt),
+                   "cannot be combined with --json-schema / --grammar");
+    const std::string text = read_text_file("generate", std::string("--") + opt, args.get(opt));
+    try {
+      grammar = std::string(opt) == "grammar" ? grammar_from_gbnf(text) : grammar_from_json_schema(text);
+    } catch (const GrammarError& e) {
+      LLMK_CHECK_ARG(false, "generate", std::string("--") + opt, args.get(opt), e.what());
+    }
+  }
   EngineConfig ec;
   kv_args(args, kKvType, ec);
   ec.max_seqs = args.get_int("max-seqs");
@@ -53,6 +67,7 @@ int run_generate(Args& args) {
   LLMK_CHECK_ARG(!prompts.empty(), "generate", "--prompt", "(missing)", "give --prompt TEXT, --prompts FILE or TEXT");
 
   LoadedModel lm(model_path(model));
+  if (grammar) base.constraint = std::make_shared<GrammarConstraint>(grammar, TokenVocab::of(lm.tok));
   std::vector<Request> reqs;
   int64_t need = 0;
   for (const auto& p : prompts) {
@@ -135,6 +150,8 @@ LLMK_COMMAND("generate", "generate text with a GGUF model", run_generate,
                      path("prompts", "FILE", "prompts, one a line (blank lines skipped), batched"), n_option("128"),
                      temp_option("0"), top_k_option(nullptr, "40 with --temp > 0, else 0"), top_p_option("1"),
                      seed_option(), text("stop", "STR", "end a sequence at this text"),
+                     path("json-schema", "FILE", "constrain the output to JSON valid under this JSON Schema"),
+                     path("grammar", "FILE", "constrain the output to this GBNF grammar (llama.cpp's format)"),
                      flag("json", "print one JSON object per prompt and one with the stats"), kv_options(kKvType),
                      integer("kv-tokens", "N", "KV cache size in tokens (0: sized from the prompts and -n)")
                          .range(0, INT64_MAX)

@@ -27,6 +27,7 @@
 #include "model_cli.hpp"
 #include "serve_chat.hpp"
 #include "serve_metrics.hpp"
+#include "structured_request.hpp"
 
 namespace {
 using namespace llmk;
@@ -475,6 +476,11 @@ class Server {
       if (!sp->is_string() || (*sp != "off" && *sp != "ngram"))
         throw bad("spec", "must be \"off\" or \"ngram\", got " + shown(*sp));
       base.spec = parse_spec_mode(sp->get<std::string>());
+    }
+    try {
+      base.constraint = structured_output(body, lm_->tok);
+    } catch (const StructuredRequestError& e) {
+      throw bad(e.param, e.message);
     }
     const char* mt = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const bool has_max = field(body, mt) != nullptr;

@@ -1,0 +1,31 @@
+// The structured-output fields of an OpenAI-style request body (`llmk serve`, docs/structured_output.md):
+//   response_format {"type": "text"} | {"type": "json_object"} |
+//                   {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
+//   and, as vLLM and llama.cpp's server name them: guided_json, guided_regex, guided_choice (vLLM),
+//   json_schema, grammar (GBNF; llama.cpp's server).
+// At most one of them per request. Any other structured-output field (guided_grammar: Lark, not GBNF;
+// structural_tag, ...) or type is an error naming the field and its value, never ignored.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "llmk/constraint.hpp"
+
+namespace llmk {
+class Tokenizer;
+}
+
+namespace llmk::cli {
+
+// Thrown for a structured-output field the server refuses: `param` is the field's path
+// (e.g. "response_format.json_schema.schema"), `message` says why and shows the value.
+struct StructuredRequestError {
+  std::string param, message;
+};
+
+// The constraint the request asks for (null: none). Compiled grammars are cached by their text, and the
+// tokenizer's trie is built once; safe to call from any thread.
+std::shared_ptr<const Constraint> structured_output(const nlohmann::json& body, const Tokenizer& tok);
+
+}  // namespace llmk::cli
