@@ -8,6 +8,7 @@
 //   grammar_from_regex        a regular expression, matched whole (no lookaround, no backreferences)
 //   grammar_from_choice       one of a list of strings
 //   grammar_from_gbnf         llama.cpp's GBNF text, start rule `root`
+//   grammar_for_tool_calls    tool calls in a chat template's format, arguments of each tool's schema
 // JSON output is compact: no whitespace between tokens unless GrammarOptions::max_whitespace > 0, and then
 // at most that many whitespace bytes at each place JSON allows them (a model cannot loop on spaces).
 // GrammarMatcher runs an Earley parser over the grammar's bytes. Its mask for the next token walks the
@@ -69,6 +70,24 @@ std::shared_ptr<const Grammar> grammar_from_regex(std::string_view regex, const 
 std::shared_ptr<const Grammar> grammar_from_choice(const std::vector<std::string>& choices,
                                                    const GrammarOptions& o = {});
 std::shared_ptr<const Grammar> grammar_from_gbnf(std::string_view gbnf, const GrammarOptions& o = {});
+
+// Tool calls forced by an OpenAI tool_choice ("required" or a named function): a reply of between
+// min_calls and max_calls (< 0: no bound) calls, each one of `tools`, written
+//   begin  call_open {"name": "NAME", "ARGS_KEY": ARGS} call_close  separator  call_open ...  end
+// where ARGS is a JSON value of the tool's `parameters` schema (the json_schema front end; an empty
+// schema text: any JSON object). GrammarError for an empty tool list, bad counts, or a tool's schema
+// (the message names the tool's index and name).
+struct ToolCallSyntax {
+  std::string begin, call_open, call_close, separator, end;
+  std::string args_key = "arguments";
+};
+struct ToolSchema {
+  std::string name;
+  std::string parameters;  // JSON Schema text
+};
+std::shared_ptr<const Grammar> grammar_for_tool_calls(const std::vector<ToolSchema>& tools,
+                                                      const ToolCallSyntax& syntax, int32_t min_calls,
+                                                      int32_t max_calls, const GrammarOptions& o = {});
 
 // The vocabulary as a byte trie, in depth-first order. Tokens with no bytes (control tokens, empty
 // pieces) are never allowed by a grammar; `eog` tokens are allowed exactly where the text is complete.

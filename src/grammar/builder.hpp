@@ -76,4 +76,8 @@ CpRanges normalize(CpRanges r);   // sorted, merged
 // escapes. Returns a symbol matching the whole regex.
 GrammarSymbol compile_regex(Builder& b, std::string_view re, bool json_string, const std::string& where);
 
+// A JSON Schema's values (the json_schema front end, no leading whitespace) as a symbol of b's grammar, so
+// that other grammars can embed it; GrammarError as grammar_from_json_schema.
+GrammarSymbol compile_json_schema(Builder& b, std::string_view schema_json);
+
 }  // namespace llmk::grammar

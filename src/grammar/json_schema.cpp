@@ -453,25 +453,29 @@ class SchemaCompiler {
 };
 
 }  // namespace
-}  // namespace llmk::grammar
 
-namespace llmk {
-
-std::shared_ptr<const Grammar> grammar_from_json_schema(std::string_view schema_json, const GrammarOptions& o) {
-  grammar::Builder b("json_schema", o);
+GrammarSymbol compile_json_schema(Builder& b, std::string_view schema_json) {
   nlohmann::ordered_json root;
   try {
     root = nlohmann::ordered_json::parse(schema_json);
   } catch (const nlohmann::ordered_json::exception& e) {  // a syntax error, or a number out of range
     b.fail("", std::string("the schema is not valid JSON: ") + e.what());
   }
-  grammar::SchemaCompiler c(b, root);
-  GrammarSymbol s;
+  SchemaCompiler c(b, root);
   try {
-    s = c.compile(root, "");
+    return c.compile(root, "");
   } catch (const nlohmann::ordered_json::exception& e) {
     b.fail("", std::string("the schema cannot be read: ") + e.what());
   }
+}
+
+}  // namespace llmk::grammar
+
+namespace llmk {
+
+std::shared_ptr<const Grammar> grammar_from_json_schema(std::string_view schema_json, const GrammarOptions& o) {
+  grammar::Builder b("json_schema", o);
+  const GrammarSymbol s = grammar::compile_json_schema(b, schema_json);
   const int32_t start = b.rule("root");
   grammar::Seq a = b.ws();
   a.push_back(s);

@@ -181,6 +181,83 @@ TEST(Grammar, JsonSchemaErrorsNameKeywordAndPointer) {
   EXPECT_THROW(grammar_from_json_schema(R"({"$ref":"#/nowhere"})"), GrammarError);
 }
 
+// Forced tool calls: hermes syntax around each tool's arguments schema; the mask (fast path and oracle)
+// admits exactly the tools' names and schema-valid arguments.
+TEST(Grammar, ToolCalls) {
+  const std::vector<ToolSchema> tools = {
+      {"get_weather", R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},)"
+                      R"("required":["city"],"additionalProperties":false})"},
+      {"add", ""}};
+  ToolCallSyntax hermes;
+  hermes.call_open = "<tool_call>\n";
+  hermes.call_close = "\n</tool_call>";
+  hermes.separator = "\n";
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>";
+  const std::string add = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":1}}\n</tool_call>";
+  auto any = grammar_for_tool_calls(tools, hermes, 1, -1);
+  EXPECT_TRUE(matches(any, weather));
+  EXPECT_TRUE(matches(any, add));
+  EXPECT_TRUE(matches(any, weather + "\n" + add + "\n" + weather));
+  EXPECT_FALSE(matches(any, ""));  // required: at least one call
+  EXPECT_FALSE(matches(any, "Sure. " + weather));
+  EXPECT_FALSE(
+      matches(any, "<tool_call>\n{\"name\": \"get_weathe\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"));
+  EXPECT_FALSE(matches(any, "<tool_call>\n{\"name\": \"sub\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(matches(any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(matches(any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":7}}\n</tool_call>"));
+  EXPECT_FALSE(
+      matches(any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"P\",\"x\":1}}\n</tool_call>"));
+  EXPECT_FALSE(matches(any, "<tool_call>\n{\"name\": \"add\", \"arguments\": [1]}\n</tool_call>"));
+  auto one = grammar_for_tool_calls(tools, hermes, 1, 1);  // parallel_tool_calls false
+  EXPECT_TRUE(matches(one, weather));
+  EXPECT_FALSE(matches(one, weather + "\n" + add));
+  auto named = grammar_for_tool_calls({tools[0]}, hermes, 1, -1);  // a named function
+  EXPECT_TRUE(matches(named, weather));
+  EXPECT_FALSE(matches(named, add));
+  ToolCallSyntax llama3;
+  llama3.args_key = "parameters";
+  llama3.separator = ";";
+  auto l3 = grammar_for_tool_calls(tools, llama3, 1, -1);
+  EXPECT_TRUE(matches(l3, R"({"name": "add", "parameters": {}};{"name": "get_weather", "parameters": {"city":"a"}})"));
+  EXPECT_FALSE(matches(l3, R"({"name": "add", "arguments": {}})"));
+
+  // The mask after `{"name": "`: the first bytes of the tools' names only, no eog; once the call is
+  // whole, eog too. The trie walk agrees with the oracle at every step.
+  const auto v = byte_vocab();
+  GrammarMatcher m(one, v);
+  std::vector<uint32_t> fast((v->size() + 31) / 32), slow(fast.size());
+  auto allowed = [&](int t) { return (fast[size_t(t) / 32] >> (t % 32)) & 1; };
+  ASSERT_TRUE(m.accept_bytes("<tool_call>\n{\"name\": \""));
+  m.fill_mask(fast.data());
+  m.fill_mask_slow(slow.data());
+  EXPECT_EQ(fast, slow);
+  for (int t = 0; t < v->size(); ++t) EXPECT_EQ(allowed(t), t == 'g' || t == 'a') << t;
+  ASSERT_TRUE(m.accept_bytes("get_weather\", \"arguments\": {"));
+  m.fill_mask(fast.data());
+  m.fill_mask_slow(slow.data());
+  EXPECT_EQ(fast, slow);
+  for (int t = 0; t < v->size(); ++t) EXPECT_EQ(allowed(t), t == '"') << t;  // a property name; city required
+  ASSERT_FALSE(m.accept_bytes("\"days\""));
+  ASSERT_TRUE(m.accept_bytes("\"city\":\"Paris\"}}\n</tool_call>"));
+  EXPECT_TRUE(m.complete());
+  m.fill_mask(fast.data());
+  for (int t = 0; t < v->size(); ++t) EXPECT_EQ(allowed(t), t == 256) << t;  // only eog: one call
+
+  // A schema error names the tool and the keyword's pointer; bad lists and counts are errors.
+  try {
+    grammar_for_tool_calls({{"f", R"({"type":"object","properties":{"a":{"not":{}}}})"}}, hermes, 1, -1);
+    ADD_FAILURE();
+  } catch (const GrammarError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("tools[0] 'f'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("#/properties/a/not"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(grammar_for_tool_calls({}, hermes, 1, -1), GrammarError);
+  EXPECT_THROW(grammar_for_tool_calls(tools, hermes, 0, -1), GrammarError);
+  EXPECT_THROW(grammar_for_tool_calls(tools, hermes, 2, 1), GrammarError);
+}
+
 TEST(Grammar, Budget) {
   GrammarOptions o;
   o.max_symbols = 1000;

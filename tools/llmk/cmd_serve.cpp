@@ -488,6 +488,15 @@ class Server {
     std::vector<std::vector<int32_t>> ps;
     if (chat) ps.push_back(chat_prompt(raw, job));
     else ps = prompts(body);
+    if (chat && !job.reply.forced_tools.empty()) {
+      if (base.constraint)
+        throw bad("tool_choice", "cannot be combined with response_format or another structured-output field");
+      try {
+        base.constraint = tool_call_output(job.reply.format, job.reply.forced_tools, job.reply.parallel, lm_->tok);
+      } catch (const StructuredRequestError& e) {
+        throw bad(e.param, e.message);
+      }
+    }
     if (chat && job.reply.buffered() && job.logprobs >= 0)
       throw bad("logprobs", "cannot be combined with tools or --reasoning-format deepseek (the reply is parsed)");
     if (int64_t(ps.size()) * n > kMaxChoices)

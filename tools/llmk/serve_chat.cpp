@@ -107,15 +107,23 @@ std::string render_chat_request(const std::string& raw, const ChatTemplate& tpl,
   // reasoning is split for templates that know <think> (Qwen3, DeepSeek R1, QwQ ...)
   reply->split_reasoning = cfg.split_reasoning && tpl.source().find("<think>") != std::string::npos;
   const ojson* tools = body.contains("tools") && !body["tools"].is_null() ? &body["tools"] : nullptr;
-  std::string choice = "auto";
+  std::string choice = "auto", forced_name;  // choice: none, auto, required or function
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const ojson& tc = body["tool_choice"];
-    if (!tc.is_string() || (tc != "none" && tc != "auto"))
+    if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") && tc["function"].is_object() &&
+        tc["function"].contains("name") && tc["function"]["name"].is_string()) {
+      choice = "function";
+      forced_name = tc["function"]["name"].get<std::string>();
+    } else if (tc.is_string() && (tc == "none" || tc == "auto" || tc == "required")) {
+      choice = tc.get<std::string>();
+    } else {
       bad("tool_choice",
-          "only \"auto\" and \"none\" are supported (\"required\" and a named function need "
-          "constrained decoding, which llmk does not have), got " +
+          "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": "
+          "NAME}}, got " +
               shown(tc));
-    choice = tc.get<std::string>();
+    }
+    if ((choice == "required" || choice == "function") && (!tools || !tools->is_array() || tools->empty()))
+      bad("tool_choice", shown(tc) + " needs a non-empty tools list");
   }
   if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
     if (!body["parallel_tool_calls"].is_boolean()) bad("parallel_tool_calls", "must be a boolean");
@@ -138,6 +146,18 @@ std::string render_chat_request(const std::string& raw, const ChatTemplate& tpl,
             "--tool-parser NAME");
       reply->parse_tools = true;
       o.tools_json = tools->dump();
+      if (choice == "required" || choice == "function") {
+        ojson forced = ojson::array();
+        for (size_t i = 0; i < tools->size(); ++i) {
+          const ojson& f = (*tools)[i]["function"];
+          if (choice == "function" && f["name"] != forced_name) continue;
+          forced.push_back({{"index", i},
+                            {"name", f["name"]},
+                            {"parameters", f.contains("parameters") ? f["parameters"] : ojson()}});
+        }
+        if (forced.empty()) bad("tool_choice.function.name", "\"" + forced_name + "\" is not one of the tools");
+        reply->forced_tools = forced.dump();
+      }
     }
   }
   ojson kwargs = ojson::object();

@@ -28,6 +28,9 @@ struct ChatReplyOptions {
   bool parse_tools = false;  // tools given and tool_choice not "none"
   ToolFormat format = ToolFormat::none;
   bool parallel = true;  // parallel_tool_calls
+  // tool_choice "required" or a named function: the tools the reply must call, as a JSON array of
+  // {"index" (in tools), "name", "parameters"} ("": tool calls are not forced).
+  std::string forced_tools;
   bool split_reasoning = false;
   // The reply is parsed whole at its end: a stream sends it as deltas then.
   bool buffered() const { return parse_tools || split_reasoning; }

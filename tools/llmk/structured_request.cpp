@@ -27,6 +27,11 @@ struct Shared {
   GrammarCache cache;
 };
 
+Shared& shared() {
+  static Shared s;
+  return s;
+}
+
 std::shared_ptr<const TokenVocab> vocab_of(Shared& s, const Tokenizer& tok) {
   std::lock_guard<std::mutex> lk(s.m);
   if (s.tok != &tok) {
@@ -124,10 +129,9 @@ std::shared_ptr<const Constraint> structured_output(const json& body, const Toke
     take("guided_choice", "choice", v->dump());
   }
   if (param.empty()) return nullptr;
-  static Shared shared;
   std::shared_ptr<const Grammar> g;
   try {
-    g = shared.cache.get(kind, text, [&] {
+    g = shared().cache.get(kind, text, [&] {
       if (kind == "json_object") return grammar_json_object();
       if (kind == "json_schema") return grammar_from_json_schema(text);
       if (kind == "regex") return grammar_from_regex(text);
@@ -137,7 +141,51 @@ std::shared_ptr<const Constraint> structured_output(const json& body, const Toke
   } catch (const GrammarError& e) {
     throw StructuredRequestError{param, e.what()};
   }
-  return std::make_shared<GrammarConstraint>(g, vocab_of(shared, tok));
+  return std::make_shared<GrammarConstraint>(g, vocab_of(shared(), tok));
+}
+
+std::shared_ptr<const Constraint> tool_call_output(ToolFormat format, const std::string& forced_tools, bool parallel,
+                                                   const Tokenizer& tok) {
+  // How each format writes its calls (the parser's side: src/chat/tool_calls.cpp). Mistral's
+  // [TOOL_CALLS] is a control token, which a grammar over text cannot write.
+  ToolCallSyntax syn;
+  if (format == ToolFormat::hermes) {
+    syn.call_open = "<tool_call>\n";
+    syn.call_close = "\n</tool_call>";
+    syn.separator = "\n";
+  } else if (format == ToolFormat::llama3) {
+    syn.args_key = "parameters";
+    syn.separator = ";";
+  } else {
+    throw StructuredRequestError{"tool_choice",
+                                 "\"required\" and a named function are supported for the hermes and llama3 tool-call "
+                                 "formats, not " +
+                                     std::string(tool_format_name(format)) + " (the model's format)"};
+  }
+  using ojson = nlohmann::ordered_json;  // properties keep their order
+  const ojson forced = ojson::parse(forced_tools);
+  std::vector<ToolSchema> tools;
+  for (const ojson& t : forced) {
+    ToolSchema s{t["name"].get<std::string>(), t["parameters"].is_null() ? std::string() : t["parameters"].dump()};
+    const std::string param = "tools[" + std::to_string(t["index"].get<size_t>()) + "].function.parameters";
+    if (!t["parameters"].is_null() && !t["parameters"].is_object())
+      throw StructuredRequestError{param, "must be a JSON Schema object, got " + shown(json(t["parameters"]))};
+    try {  // each schema on its own first, so that an error names its tool
+      if (!s.parameters.empty())
+        shared().cache.get("json_schema", s.parameters, [&] { return grammar_from_json_schema(s.parameters); });
+    } catch (const GrammarError& e) {
+      throw StructuredRequestError{param, e.what()};
+    }
+    tools.push_back(std::move(s));
+  }
+  const std::string key = std::string(tool_format_name(format)) + (parallel ? " parallel " : " one ") + forced_tools;
+  std::shared_ptr<const Grammar> g;
+  try {
+    g = shared().cache.get("tool_calls", key, [&] { return grammar_for_tool_calls(tools, syn, 1, parallel ? -1 : 1); });
+  } catch (const GrammarError& e) {
+    throw StructuredRequestError{"tools", e.what()};
+  }
+  return std::make_shared<GrammarConstraint>(g, vocab_of(shared(), tok));
 }
 
 }  // namespace llmk::cli

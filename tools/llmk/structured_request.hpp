@@ -11,6 +11,7 @@
 #include <string>
 
 #include "llmk/constraint.hpp"
+#include "llmk/tool_calls.hpp"
 
 namespace llmk {
 class Tokenizer;
@@ -27,5 +28,12 @@ struct StructuredRequestError {
 // The constraint the request asks for (null: none). Compiled grammars are cached by their text, and the
 // tokenizer's trie is built once; safe to call from any thread.
 std::shared_ptr<const Constraint> structured_output(const nlohmann::json& body, const Tokenizer& tok);
+
+// The constraint of a forced tool_choice ("required" or a named function): the reply is one or more
+// calls (exactly one when !parallel) in the template's tool-call format, each naming one of
+// `forced_tools` (ChatReplyOptions::forced_tools) with arguments of its `parameters` schema.
+// StructuredRequestError for a format llmk cannot force or a schema it cannot compile.
+std::shared_ptr<const Constraint> tool_call_output(ToolFormat format, const std::string& forced_tools, bool parallel,
+                                                   const Tokenizer& tok);
 
 }  // namespace llmk::cli

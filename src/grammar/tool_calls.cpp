@@ -1,0 +1,48 @@
+// Forced tool calls (llmk/grammar.hpp grammar_for_tool_calls): the call syntax around each tool's
+// arguments schema, compiled into one grammar by the json_schema front end.
+#include <nlohmann/json.hpp>
+
+#include "grammar/builder.hpp"
+
+namespace llmk {
+
+std::shared_ptr<const Grammar> grammar_for_tool_calls(const std::vector<ToolSchema>& tools,
+                                                      const ToolCallSyntax& syntax, int32_t min_calls,
+                                                      int32_t max_calls, const GrammarOptions& o) {
+  grammar::Builder b("tool_calls", o);
+  if (tools.empty()) b.fail("tools", "the list is empty: give at least one tool");
+  if (min_calls < 1 || (max_calls >= 0 && max_calls < min_calls))
+    b.fail("calls", "min_calls = " + std::to_string(min_calls) + ", max_calls = " + std::to_string(max_calls) +
+                        ": need 1 <= min_calls <= max_calls (max_calls < 0: no bound)");
+  const int32_t call = b.rule("call");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ToolSchema& t = tools[i];
+    GrammarSymbol args;
+    try {
+      args = t.parameters.empty() ? b.json_object() : grammar::compile_json_schema(b, t.parameters);
+    } catch (const GrammarError& e) {
+      std::string what = e.what();
+      if (what.starts_with("tool_calls: ")) what.erase(0, 12);  // b's own prefix, added again by fail()
+      b.fail("tools[" + std::to_string(i) + "] '" + t.name + "' parameters", what);
+    }
+    const std::string head = syntax.call_open + "{\"name\": " + nlohmann::json(t.name).dump() + ", " +
+                             nlohmann::json(syntax.args_key).dump() + ": ";
+    grammar::Seq s = b.literal(head);
+    s.push_back(args);
+    const grammar::Seq tail = b.literal("}" + syntax.call_close);
+    s.insert(s.end(), tail.begin(), tail.end());
+    b.alt(call, std::move(s));
+  }
+  grammar::Seq more = b.literal(syntax.separator);
+  more.push_back(grammar::Builder::ref(call));
+  grammar::Seq s = b.literal(syntax.begin);
+  s.push_back(grammar::Builder::ref(call));
+  s.push_back(b.repeat(more, min_calls - 1, max_calls < 0 ? -1 : max_calls - 1, "more calls"));
+  const grammar::Seq end = b.literal(syntax.end);
+  s.insert(s.end(), end.begin(), end.end());
+  const int32_t root = b.rule("root");
+  b.alt(root, std::move(s));
+  return b.finish(root);
+}
+
+}  // namespace llmk
