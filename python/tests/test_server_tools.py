@@ -243,20 +243,27 @@ def test_tool_choice_forces_schema_valid_calls(model, tmp_path_factory):
     s = serve(model, tmp_path_factory, None)
     try:
         c = client(s)
-        for kw, names in (({"tool_choice": "required", "parallel_tool_calls": False}, {"get_weather", "add"}),
-                          ({"tool_choice": {"type": "function", "function": {"name": "add"}},
-                            "parallel_tool_calls": False}, {"add"}),
-                          ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
-                           {"get_weather"})):
+        # One call: the grammar is done after it, so the reply ends there whatever the model prefers.
+        for choice, names in (("required", {"get_weather", "add"}),
+                              ({"type": "function", "function": {"name": "add"}}, {"add"}),
+                              ({"type": "function", "function": {"name": "get_weather"}}, {"get_weather"})):
             r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Paris?"}],
-                                          max_tokens=160, temperature=0, tools=FORCED_TOOLS, **kw)
+                                          max_tokens=256, temperature=0, tools=FORCED_TOOLS, tool_choice=choice,
+                                          parallel_tool_calls=False)
             m = r.choices[0].message
-            assert r.choices[0].finish_reason == "tool_calls", m
-            if kw.get("parallel_tool_calls") is False:
-                assert len(m.tool_calls) == 1
+            assert r.choices[0].finish_reason == "tool_calls" and len(m.tool_calls) == 1, m
             check_calls([(t.function.name, t.function.arguments) for t in m.tool_calls], names)
+        # Parallel calls: the model decides when to stop calling; if it runs out of tokens first, the
+        # unfinished reply comes back as content, and it is still calls.
+        r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                      max_tokens=400, temperature=0, tools=FORCED_TOOLS, tool_choice="required")
+        m = r.choices[0].message
+        if r.choices[0].finish_reason == "tool_calls":
+            check_calls([(t.function.name, t.function.arguments) for t in m.tool_calls], {"get_weather", "add"})
+        else:
+            assert r.choices[0].finish_reason == "length" and m.content.startswith("<tool_call>\n{\"name\": "), m
         content, _, calls, finish = stream(c, tools=FORCED_TOOLS, tool_choice="required", parallel_tool_calls=False,
-                                           max_completion_tokens=160)
+                                           max_completion_tokens=256)
         assert finish == "tool_calls" and len(calls) == 1
         check_calls([(t["name"], t["arguments"]) for t in calls], {"get_weather", "add"})
 
@@ -281,7 +288,7 @@ def test_tool_choice_formats(model, tmp_path_factory):
     s = serve(model, tmp_path_factory, None, "--tool-parser", "llama3")
     try:
         r = client(s).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "2+3?"}], max_tokens=80, temperature=0,
+            model="m", messages=[{"role": "user", "content": "2+3?"}], max_tokens=256, temperature=0,
             tools=FORCED_TOOLS, tool_choice={"type": "function", "function": {"name": "add"}},
             parallel_tool_calls=False)
         assert r.choices[0].finish_reason == "tool_calls"
