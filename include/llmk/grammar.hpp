@@ -73,13 +73,14 @@ std::shared_ptr<const Grammar> grammar_from_gbnf(std::string_view gbnf, const Gr
 
 // Tool calls forced by an OpenAI tool_choice ("required" or a named function): a reply of between
 // min_calls and max_calls (< 0: no bound) calls, each one of `tools`, written
-//   begin  call_open {"name": "NAME", "ARGS_KEY": ARGS} call_close  separator  call_open ...  end
-// where ARGS is a JSON value of the tool's `parameters` schema (the json_schema front end; an empty
-// schema text: any JSON object). GrammarError for an empty tool list, bad counts, or a tool's schema
-// (the message names the tool's index and name).
+//   begin  call_open NAME name_close ARGS call_close  separator  call_open ...  end
+// where NAME is the tool's name (a JSON string when name_json, else as is) and ARGS a JSON value of the
+// tool's `parameters` schema (the json_schema front end; an empty schema text: any JSON object).
+// GrammarError for an empty tool list, bad counts, an empty name (or, unquoted, one with a control
+// character), or a tool's schema (the message names the tool's index and name).
 struct ToolCallSyntax {
-  std::string begin, call_open, call_close, separator, end;
-  std::string args_key = "arguments";
+  std::string begin, call_open, name_close, call_close, separator, end;
+  bool name_json = true;
 };
 struct ToolSchema {
   std::string name;

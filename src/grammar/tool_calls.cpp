@@ -1,5 +1,6 @@
 // Forced tool calls (llmk/grammar.hpp grammar_for_tool_calls): the call syntax around each tool's
 // arguments schema, compiled into one grammar by the json_schema front end.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "grammar/builder.hpp"
@@ -25,11 +26,15 @@ std::shared_ptr<const Grammar> grammar_for_tool_calls(const std::vector<ToolSche
       if (what.starts_with("tool_calls: ")) what.erase(0, 12);  // b's own prefix, added again by fail()
       b.fail("tools[" + std::to_string(i) + "] '" + t.name + "' parameters", what);
     }
-    const std::string head = syntax.call_open + "{\"name\": " + nlohmann::json(t.name).dump() + ", " +
-                             nlohmann::json(syntax.args_key).dump() + ": ";
+    if (t.name.empty() ||
+        (!syntax.name_json && std::any_of(t.name.begin(), t.name.end(), [](char c) { return uint8_t(c) < 0x20; })))
+      b.fail("tools[" + std::to_string(i) + "]", "name " + nlohmann::json(t.name).dump() + ": must be non-empty" +
+                                                     (syntax.name_json ? "" : ", without control characters"));
+    const std::string head = syntax.call_open + (syntax.name_json ? nlohmann::json(t.name).dump() : t.name) +
+                             syntax.name_close;
     grammar::Seq s = b.literal(head);
     s.push_back(args);
-    const grammar::Seq tail = b.literal("}" + syntax.call_close);
+    const grammar::Seq tail = b.literal(syntax.call_close);
     s.insert(s.end(), tail.begin(), tail.end());
     b.alt(call, std::move(s));
   }

@@ -188,10 +188,7 @@ TEST(Grammar, ToolCalls) {
       {"get_weather", R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},)"
                       R"("required":["city"],"additionalProperties":false})"},
       {"add", ""}};
-  ToolCallSyntax hermes;
-  hermes.call_open = "<tool_call>\n";
-  hermes.call_close = "\n</tool_call>";
-  hermes.separator = "\n";
+  const ToolCallSyntax hermes = {"", "<tool_call>\n{\"name\": ", ", \"arguments\": ", "}\n</tool_call>", "\n", ""};
   const std::string weather =
       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>";
   const std::string add = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":1}}\n</tool_call>";
@@ -215,12 +212,19 @@ TEST(Grammar, ToolCalls) {
   auto named = grammar_for_tool_calls({tools[0]}, hermes, 1, -1);  // a named function
   EXPECT_TRUE(matches(named, weather));
   EXPECT_FALSE(matches(named, add));
-  ToolCallSyntax llama3;
-  llama3.args_key = "parameters";
-  llama3.separator = ";";
+  const ToolCallSyntax llama3 = {"", "{\"name\": ", ", \"parameters\": ", "}", ";", ""};
   auto l3 = grammar_for_tool_calls(tools, llama3, 1, -1);
   EXPECT_TRUE(matches(l3, R"({"name": "add", "parameters": {}};{"name": "get_weather", "parameters": {"city":"a"}})"));
   EXPECT_FALSE(matches(l3, R"({"name": "add", "arguments": {}})"));
+  // An unquoted name between markers, as DeepSeek R1 writes it.
+  ToolCallSyntax ds = {"<B>", "<b>function<s>", "\n```json\n", "\n```<e>", "\n", "<E>"};
+  ds.name_json = false;
+  auto r1 = grammar_for_tool_calls(tools, ds, 1, -1);
+  EXPECT_TRUE(matches(r1,
+                      "<B><b>function<s>add\n```json\n{}\n```<e>\n<b>function<s>get_weather\n```json\n"
+                      "{\"city\":\"a\"}\n```<e><E>"));
+  EXPECT_FALSE(matches(r1, "<B><b>function<s>\"add\"\n```json\n{}\n```<e><E>"));
+  EXPECT_THROW(grammar_for_tool_calls({{"a\nb", ""}}, ds, 1, -1), GrammarError);
 
   // The mask after `{"name": "`: the first bytes of the tools' names only, no eog; once the call is
   // whole, eog too. The trie walk agrees with the oracle at every step.
@@ -254,6 +258,7 @@ TEST(Grammar, ToolCalls) {
     EXPECT_NE(msg.find("#/properties/a/not"), std::string::npos) << msg;
   }
   EXPECT_THROW(grammar_for_tool_calls({}, hermes, 1, -1), GrammarError);
+  EXPECT_THROW(grammar_for_tool_calls({{"", ""}}, hermes, 1, -1), GrammarError);
   EXPECT_THROW(grammar_for_tool_calls(tools, hermes, 0, -1), GrammarError);
   EXPECT_THROW(grammar_for_tool_calls(tools, hermes, 2, 1), GrammarError);
 }

@@ -146,21 +146,25 @@ std::shared_ptr<const Constraint> structured_output(const json& body, const Toke
 
 std::shared_ptr<const Constraint> tool_call_output(ToolFormat format, const std::string& forced_tools, bool parallel,
                                                    const Tokenizer& tok) {
-  // How each format writes its calls (the parser's side: src/chat/tool_calls.cpp). Mistral's
-  // [TOOL_CALLS] is a control token, which a grammar over text cannot write.
+  // How each format writes its calls, as its templates do (the parser: src/chat/tool_calls.cpp). A
+  // marker that the vocabulary holds as a control token is written as text, which parses the same.
   ToolCallSyntax syn;
-  if (format == ToolFormat::hermes) {
-    syn.call_open = "<tool_call>\n";
-    syn.call_close = "\n</tool_call>";
-    syn.separator = "\n";
-  } else if (format == ToolFormat::llama3) {
-    syn.args_key = "parameters";
-    syn.separator = ";";
-  } else {
-    throw StructuredRequestError{"tool_choice",
-                                 "\"required\" and a named function are supported for the hermes and llama3 tool-call "
-                                 "formats, not " +
-                                     std::string(tool_format_name(format)) + " (the model's format)"};
+  switch (format) {
+    case ToolFormat::hermes:
+      syn = {"", "<tool_call>\n{\"name\": ", ", \"arguments\": ", "}\n</tool_call>", "\n", ""};
+      break;
+    case ToolFormat::llama3: syn = {"", "{\"name\": ", ", \"parameters\": ", "}", ";", ""}; break;
+    case ToolFormat::mistral: syn = {"[TOOL_CALLS][", "{\"name\": ", ", \"arguments\": ", "}", ", ", "]"}; break;
+    case ToolFormat::deepseek_r1:
+      syn = {"<｜tool▁calls▁begin｜>",
+             "<｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+             "\n```json\n",
+             "\n```<｜tool▁call▁end｜>",
+             "\n",
+             "<｜tool▁calls▁end｜>"};
+      syn.name_json = false;
+      break;
+    default: throw StructuredRequestError{"tool_choice", "needs a tool-call format (--tool-parser NAME)"};
   }
   using ojson = nlohmann::ordered_json;  // properties keep their order
   const ojson forced = ojson::parse(forced_tools);
