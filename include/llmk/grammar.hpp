@@ -78,9 +78,12 @@ std::shared_ptr<const Grammar> grammar_from_gbnf(std::string_view gbnf, const Gr
 // tool's `parameters` schema (the json_schema front end; an empty schema text: any JSON object).
 // GrammarError for an empty tool list, bad counts, an empty name (or, unquoted, one with a control
 // character), or a tool's schema (the message names the tool's index and name).
+// With reasoning, the calls may follow a block <think>TEXT</think> and up to 4 whitespace bytes, where
+// TEXT is any bytes without "</think>" (a reasoning model thinks before it calls).
 struct ToolCallSyntax {
   std::string begin, call_open, name_close, call_close, separator, end;
   bool name_json = true;
+  bool reasoning = false;
 };
 struct ToolSchema {
   std::string name;

@@ -6,6 +6,38 @@
 #include "grammar/builder.hpp"
 
 namespace llmk {
+namespace {
+
+// (<think> TEXT </think> ws{0,4})?, TEXT free of "</think>": left-linear rules text[k] = TEXT so far,
+// its end matching the first k bytes of "</think>" (its bytes are distinct, so '<' always restarts at 1).
+GrammarSymbol reasoning_block(grammar::Builder& b) {
+  constexpr std::string_view close = "</think>";
+  constexpr size_t n = close.size();
+  std::vector<int32_t> text(n);
+  for (size_t k = 0; k < n; ++k) text[k] = b.rule("think text");
+  b.alt(text[0], {});
+  for (size_t k = 0; k < n; ++k) {
+    const grammar::Seq from{grammar::Builder::ref(text[k])};
+    ByteSet other{};
+    grammar::add_range(other, 0, 255);
+    for (uint8_t c : {uint8_t(close[k]), uint8_t('<')}) other[c >> 6] &= ~(uint64_t(1) << (c & 63));
+    b.alt(text[0], {from[0], b.set(other)});
+    if (k + 1 < n) b.alt(text[k + 1], {from[0], b.byte(uint8_t(close[k]))});  // k + 1 == n: "</think>"
+    if (k > 0) b.alt(text[1], {from[0], b.byte('<')});                        // close[0] is '<'
+  }
+  const int32_t any = b.rule("think text any");
+  for (int32_t r : text) b.alt(any, {grammar::Builder::ref(r)});
+  ByteSet ws{};
+  for (char c : {' ', '\t', '\n', '\r'}) grammar::add(ws, uint8_t(c));
+  grammar::Seq block = b.literal("<think>");
+  block.push_back(grammar::Builder::ref(any));
+  const grammar::Seq end = b.literal(close);
+  block.insert(block.end(), end.begin(), end.end());
+  block.push_back(b.repeat({b.set(ws)}, 0, 4, "think ws"));
+  return b.optional(block, "reasoning");
+}
+
+}  // namespace
 
 std::shared_ptr<const Grammar> grammar_for_tool_calls(const std::vector<ToolSchema>& tools,
                                                       const ToolCallSyntax& syntax, int32_t min_calls,
@@ -40,7 +72,10 @@ std::shared_ptr<const Grammar> grammar_for_tool_calls(const std::vector<ToolSche
   }
   grammar::Seq more = b.literal(syntax.separator);
   more.push_back(grammar::Builder::ref(call));
-  grammar::Seq s = b.literal(syntax.begin);
+  grammar::Seq s;
+  if (syntax.reasoning) s.push_back(reasoning_block(b));
+  const grammar::Seq begin = b.literal(syntax.begin);
+  s.insert(s.end(), begin.begin(), begin.end());
   s.push_back(grammar::Builder::ref(call));
   s.push_back(b.repeat(more, min_calls - 1, max_calls < 0 ? -1 : max_calls - 1, "more calls"));
   const grammar::Seq end = b.literal(syntax.end);

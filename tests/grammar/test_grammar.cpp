@@ -216,6 +216,17 @@ TEST(Grammar, ToolCalls) {
   auto l3 = grammar_for_tool_calls(tools, llama3, 1, -1);
   EXPECT_TRUE(matches(l3, R"({"name": "add", "parameters": {}};{"name": "get_weather", "parameters": {"city":"a"}})"));
   EXPECT_FALSE(matches(l3, R"({"name": "add", "arguments": {}})"));
+  // A reasoning block may come first; the first "</think>" ends it.
+  ToolCallSyntax think = hermes;
+  think.reasoning = true;
+  auto rs = grammar_for_tool_calls(tools, think, 1, 1);
+  EXPECT_TRUE(matches(rs, weather));
+  EXPECT_TRUE(matches(rs, "<think>\nthe user wants <b> weather </thin</think\n</think>\n\n" + weather));
+  EXPECT_TRUE(matches(rs, "<think></think>" + weather));
+  EXPECT_FALSE(matches(rs, "<think>a</think>b</think>" + weather));
+  EXPECT_FALSE(matches(rs, "<think>a</think>     " + weather));  // at most 4 whitespace bytes
+  EXPECT_FALSE(matches(rs, "<think>a" + weather));
+  EXPECT_FALSE(matches(rs, "Sure. " + weather));
   // An unquoted name between markers, as DeepSeek R1 writes it.
   ToolCallSyntax ds = {"<B>", "<b>function<s>", "\n```json\n", "\n```<e>", "\n", "<E>"};
   ds.name_json = false;

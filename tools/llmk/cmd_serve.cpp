@@ -492,7 +492,8 @@ class Server {
       if (base.constraint)
         throw bad("tool_choice", "cannot be combined with response_format or another structured-output field");
       try {
-        base.constraint = tool_call_output(job.reply.format, job.reply.forced_tools, job.reply.parallel, lm_->tok);
+        base.constraint = tool_call_output(job.reply.format, job.reply.forced_tools, job.reply.parallel,
+                                           job.reply.split_reasoning, lm_->tok);
       } catch (const StructuredRequestError& e) {
         throw bad(e.param, e.message);
       }

@@ -145,7 +145,7 @@ std::shared_ptr<const Constraint> structured_output(const json& body, const Toke
 }
 
 std::shared_ptr<const Constraint> tool_call_output(ToolFormat format, const std::string& forced_tools, bool parallel,
-                                                   const Tokenizer& tok) {
+                                                   bool reasoning, const Tokenizer& tok) {
   // How each format writes its calls, as its templates do (the parser: src/chat/tool_calls.cpp). A
   // marker that the vocabulary holds as a control token is written as text, which parses the same.
   ToolCallSyntax syn;
@@ -166,6 +166,7 @@ std::shared_ptr<const Constraint> tool_call_output(ToolFormat format, const std:
       break;
     default: throw StructuredRequestError{"tool_choice", "needs a tool-call format (--tool-parser NAME)"};
   }
+  syn.reasoning = reasoning;
   using ojson = nlohmann::ordered_json;  // properties keep their order
   const ojson forced = ojson::parse(forced_tools);
   std::vector<ToolSchema> tools;
@@ -182,7 +183,8 @@ std::shared_ptr<const Constraint> tool_call_output(ToolFormat format, const std:
     }
     tools.push_back(std::move(s));
   }
-  const std::string key = std::string(tool_format_name(format)) + (parallel ? " parallel " : " one ") + forced_tools;
+  const std::string key = std::string(tool_format_name(format)) + (parallel ? " parallel" : " one") +
+                          (reasoning ? " reasoning " : " ") + forced_tools;
   std::shared_ptr<const Grammar> g;
   try {
     g = shared().cache.get("tool_calls", key, [&] { return grammar_for_tool_calls(tools, syn, 1, parallel ? -1 : 1); });

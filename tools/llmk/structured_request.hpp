@@ -31,9 +31,10 @@ std::shared_ptr<const Constraint> structured_output(const nlohmann::json& body, 
 
 // The constraint of a forced tool_choice ("required" or a named function): the reply is one or more
 // calls (exactly one when !parallel) in the template's tool-call format, each naming one of
-// `forced_tools` (ChatReplyOptions::forced_tools) with arguments of its `parameters` schema.
+// `forced_tools` (ChatReplyOptions::forced_tools) with arguments of its `parameters` schema; with
+// `reasoning` (the reply's <think> block is split off), after an optional <think>...</think> block.
 // StructuredRequestError for a format llmk cannot force or a schema it cannot compile.
 std::shared_ptr<const Constraint> tool_call_output(ToolFormat format, const std::string& forced_tools, bool parallel,
-                                                   const Tokenizer& tok);
+                                                   bool reasoning, const Tokenizer& tok);
 
 }  // namespace llmk::cli
