@@ -4,7 +4,9 @@
 The model's reply is forced with LLMK_TEST_FORCED_REPLY (a test-only hook: the server parses
 that text instead of what the model wrote), so the parsing, finish_reason and the streamed
 deltas are checked deterministically; the prompt still comes from the model (SmolLM2) with a
-Hermes-style template (HERMES) that renders tools, tool calls and tool results.
+Hermes-style template (HERMES) that renders tools, tool calls and tool results. tool_choice
+"required" and a named function are checked on what SmolLM2 writes under the constraint: the
+calls parse and their arguments validate with jsonschema against the tools' schemas.
 """
 import http.client
 import json
