@@ -7,7 +7,8 @@ file (scripts/fetch-model gemma-3-270m), as test_model_llamacpp.py does for Smol
   logits closer than NEAR_TIE) where llmk picks llama.cpp's second choice;
 - perplexity on the same tokens and chunks: within 3% (the issue's 1% is an xfail: +1.46%).
 - past the 512-position sliding window of the local layers: an ~800-token prompt, its next-token
-  logits (same argmax, KL < 5e-2; 1e-2 an xfail) and 16 greedy tokens (parting only at a near-tie).
+  logits (same argmax, KL < 5e-2; 1e-2 an xfail) and 16 greedy tokens (parting only on a token
+  within NEAR_TIE of llama.cpp's best logit).
   KL on this text does not grow with the window: measured 8.8e-3 after 302 tokens, 2.64e-2
   after 489 (before the window), 1.05e-2 after 600 and 2.72e-2 after 828 (max |dlogit| 0.8 .. 1.2).
 Both sides: BOS added (the file's add_bos), f16 KV, 2 threads. llmk runs through
@@ -200,14 +201,14 @@ def long_prompt(tmp_path_factory):
     llama.reset()
     llama.eval(ids)
     first = np.array(llama.scores[llama.n_tokens - 1], dtype=np.float64)
-    toks, margins = [], []
-    for _ in range(n):
+    toks, gaps = [], []
+    for i in range(n):
         z = np.array(llama.scores[llama.n_tokens - 1], dtype=np.float64)
-        top2 = np.argsort(z)[-2:]
-        toks.append(int(top2[1]))
-        margins.append((float(z[top2[1]] - z[top2[0]]), int(top2[0])))
+        toks.append(int(np.argmax(z)))
+        # how far below llama.cpp's best logit llmk's token i lies (while both took the same tokens)
+        gaps.append(float(z.max() - z[out["tokens"][i]]) if i < len(out["tokens"]) else float("inf"))
         llama.eval([toks[-1]])
-    return ids, out, np.fromfile(dump, dtype=np.float32).astype(np.float64), first, toks, margins
+    return ids, out, np.fromfile(dump, dtype=np.float32).astype(np.float64), first, toks, gaps
 
 
 def test_past_the_window_next_token_logits(long_prompt):
@@ -231,12 +232,13 @@ def test_past_the_window_kl_under_issue_target(long_prompt):
 
 
 def test_past_the_window_greedy_parts_only_at_a_near_tie(long_prompt):
-    _, out, _, _, toks, margins = long_prompt
+    _, out, _, _, toks, gaps = long_prompt
     got = out["tokens"][:len(toks)]
     same = next((i for i, (a, b) in enumerate(zip(got, toks)) if a != b), min(len(got), len(toks)))
     print(f"\n{same} identical tokens of {len(toks)}")
     if same < len(toks):
         assert same < len(got), f"llmk stopped early\n llmk {got}\n llama.cpp {toks}"
-        margin, second = margins[same]
-        assert margin < NEAR_TIE and got[same] == second, (
-            f"parts at step {same} where llama.cpp's margin is {margin:.3f}\n llmk {got}\n llama.cpp {toks}")
+        # past the window llama.cpp's logits can hold three or more tokens within the noise: the
+        # parting is a near-tie when llmk's token is within NEAR_TIE of llama.cpp's best
+        assert gaps[same] < NEAR_TIE, (
+            f"parts at step {same} on a token {gaps[same]:.3f} below llama.cpp's best\n llmk {got}\n llama.cpp {toks}")

@@ -52,7 +52,7 @@ def test_constructor_arguments_are_named(path, tmp_path):
     raises(ValueError, "argument 'kv_tokens' = -5", L, path, kv_tokens=-5)
     raises(TypeError, "argument 'kv_tokens' = None", L, path, kv_tokens=None)
     raises(TypeError, "argument 'kv_tokens' = '8'", L, path, kv_tokens="8")
-    raises(ValueError, "argument 'chat_template' = 'vicuna': must be None or one of chatml, qwen3", L, path,
+    raises(ValueError, "argument 'chat_template' = 'vicuna': must be None, one of chatml, gemma3, gemma or the path", L, path,
            chat_template="vicuna")
     raises(TypeError, "argument 'chat_template' = int: must be a str", L, path, chat_template=3)
     raises(TypeError, "unexpected keyword argument 'kv'", L, path, kv="f16")

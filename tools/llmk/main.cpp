@@ -15,7 +15,7 @@
 
 namespace {
 // How long an OpenMP thread spins at a barrier before it sleeps (GOMP_SPINCOUNT, in spins of
-// a pause). libgomp's default (300000, milliseconds) makes every barrier wait out a time
+// a pause). libgomp's default (300000 spins) makes every barrier wait out a time
 // slice when another process holds a core, and a forward has hundreds of barriers; this
 // bound keeps decode near its share of the cores then and costs a futex wake only on gaps
 // longer than the spin. libgomp reads the variable once, when it is loaded, so the CLI sets
