@@ -10,6 +10,7 @@
 #include "llmk/error.hpp"
 #include "llmk/jinja.hpp"
 #include "llmk/utf8.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace llmk::jinja {
 
@@ -20,8 +21,8 @@ size_t py_space_len(std::string_view s, size_t i);
 size_t char_start_before(std::string_view s, size_t end);
 size_t py_lstrip_pos(std::string_view s, size_t a);  // first non-space at or after a
 size_t py_rstrip_pos(std::string_view s, size_t a);  // end of s less trailing spaces, >= a
-void append_utf8(std::string& out, uint32_t cp);
-std::vector<uint32_t> to_cps(std::string_view s);  // s is valid UTF-8
+using unicode::append_utf8;                          // cp as UTF-8 onto out
+std::vector<uint32_t> to_cps(std::string_view s);    // s is valid UTF-8
 std::string from_cps(const std::vector<uint32_t>& cps, size_t a, size_t b);
 
 struct Token {
