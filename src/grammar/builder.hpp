@@ -13,6 +13,14 @@
 
 namespace llmk::grammar {
 
+// The value of hex digit c (0-9, a-f, A-F), else -1.
+inline int hex_digit(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
 using Seq = std::vector<GrammarSymbol>;
 using CpRanges = std::vector<std::pair<uint32_t, uint32_t>>;  // inclusive code point ranges
 inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;

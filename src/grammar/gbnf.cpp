@@ -96,10 +96,7 @@ class GbnfParser {
     for (int k = 0; k < n; ++k) {
       if (at_end()) fail("expected " + std::to_string(n) + " hex digits");
       const char c = s_[i_++];
-      const int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
+      const int d = hex_digit(c);
       if (d < 0) fail("expected a hex digit");
       v = v * 16 + uint32_t(d);
     }

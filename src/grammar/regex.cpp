@@ -134,10 +134,7 @@ class RegexParser {
     uint32_t v = 0;
     for (int k = 0; k < n; ++k) {
       const char c = re_[i_++];
-      const int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
+      const int d = hex_digit(c);
       if (d < 0) fail("expected a hex digit");
       v = v * 16 + uint32_t(d);
     }
